@@ -1,0 +1,111 @@
+"""Text utilities shared by recall and skills: normalization, tokenization, a small in-memory BM25, and RRF."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+# Small English stop-word list: keeps BM25 focused on content words in natural-language queries.
+STOPWORDS = frozenset(
+    """a an and are as at be been but by can could do does did for from had has have how i if in into is it its
+    me my of on or our should so that the their them then there these they this to was we were what when where
+    which who why will with would you your about after all also any before each just more most not only other
+    over same some such than too very via use using used want need make get""".split()
+)
+
+_TOKEN_RE = re.compile(r"[a-z0-9]+")
+_CAMEL_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def normalize_text(text: str) -> str:
+    """Canonical form used for content hashes: NFKC, collapsed whitespace, lower case, no trailing period."""
+    text = unicodedata.normalize("NFKC", text)
+    text = " ".join(text.split()).lower()
+    return text.rstrip(" .!")
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(normalize_text(text).encode("utf-8")).hexdigest()[:32]
+
+
+def _stem(tok: str) -> str:
+    # A deliberately light suffix stripper (plural/verb forms); enough to match "retries" with "retry".
+    for suf, rep in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if tok.endswith(suf) and len(tok) - len(suf) >= 3:
+            if suf == "s" and tok.endswith("ss"):
+                return tok
+            return tok[: len(tok) - len(suf)] + rep
+    return tok
+
+
+def tokenize(text: str, *, stem: bool = True, keep_stopwords: bool = False) -> list[str]:
+    """Lower-case word tokens; camelCase and snake_case identifiers are split as well as kept whole."""
+    out: list[str] = []
+    for raw in re.findall(r"[A-Za-z0-9_]+", text):
+        parts = [p for p in _CAMEL_RE.sub(" ", raw).replace("_", " ").split() if p]
+        words = [raw.lower()] if len(parts) > 1 else []
+        words += [p.lower() for p in parts]
+        for w in words:
+            if not keep_stopwords and w in STOPWORDS:
+                continue
+            if len(w) == 1 and not w.isdigit():
+                continue
+            out.append(_stem(w) if stem else w)
+    return out
+
+
+def rrf(rankings: Sequence[Sequence[str]], k: int = 60, weights: Sequence[float] | None = None) -> dict[str, float]:
+    """Reciprocal rank fusion: sum over rankings of weight / (k + rank), rank starting at 1."""
+    scores: dict[str, float] = {}
+    for i, ranking in enumerate(rankings):
+        w = 1.0 if weights is None else weights[i]
+        for rank, key in enumerate(ranking, start=1):
+            scores[key] = scores.get(key, 0.0) + w / (k + rank)
+    return scores
+
+
+class BM25:
+    """Okapi BM25 over a small in-memory corpus (skills, a conversation): O(query terms x postings)."""
+
+    def __init__(self, docs: Iterable[Sequence[str]], k1: float = 1.2, b: float = 0.75):
+        self.k1, self.b = k1, b
+        self.doc_len: list[int] = []
+        self.postings: dict[str, list[tuple[int, int]]] = {}
+        for i, toks in enumerate(docs):
+            self.doc_len.append(len(toks))
+            for term, tf in Counter(toks).items():
+                self.postings.setdefault(term, []).append((i, tf))
+        self.n = len(self.doc_len)
+        self.avgdl = (sum(self.doc_len) / self.n) if self.n else 0.0
+
+    def idf(self, term: str) -> float:
+        df = len(self.postings.get(term, ()))
+        return math.log(1 + (self.n - df + 0.5) / (df + 0.5))
+
+    def scores(self, query_tokens: Sequence[str]) -> dict[int, float]:
+        out: dict[int, float] = {}
+        if not self.n:
+            return out
+        for term in set(query_tokens):
+            plist = self.postings.get(term)
+            if not plist:
+                continue
+            idf = self.idf(term)
+            for doc, tf in plist:
+                dl = self.doc_len[doc]
+                denom = tf + self.k1 * (1 - self.b + self.b * dl / (self.avgdl or 1))
+                out[doc] = out.get(doc, 0.0) + idf * tf * (self.k1 + 1) / denom
+        return out
+
+    def top(self, query_tokens: Sequence[str], n: int) -> list[tuple[int, float]]:
+        s = self.scores(query_tokens)
+        return sorted(s.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
+
+def estimate_tokens(text: str) -> int:
+    """Rough token count (~4 chars per token for English/code), used for prompt budgets and token cost."""
+    return max(1, math.ceil(len(text) / 4)) if text else 0
