@@ -1,0 +1,187 @@
+"""Project identity (normalized origin URL, else root-path hash, `MNEMO_PROJECT_*` overrides) and live git branch.
+
+Reads `.git` files directly (no subprocess on the hot path) so the language server can re-check the branch on every
+request cheaply; worktrees and submodules (`.git` as a file with `gitdir:`) are followed.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from mnemo.core.models import Context
+
+
+def find_git_root(start: Path) -> Path | None:
+    start = start.resolve()
+    for p in [start, *start.parents]:
+        if (p / ".git").exists():
+            return p
+    return None
+
+
+def _git_dir(root: Path) -> Path | None:
+    dotgit = root / ".git"
+    if dotgit.is_dir():
+        return dotgit
+    if dotgit.is_file():
+        try:
+            content = dotgit.read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            return None
+        if content.startswith("gitdir:"):
+            gd = Path(content[len("gitdir:"):].strip())
+            return gd if gd.is_absolute() else (root / gd).resolve()
+    return None
+
+
+def _common_dir(git_dir: Path) -> Path:
+    # Linked worktrees keep refs/config in the common dir.
+    common = git_dir / "commondir"
+    if common.is_file():
+        try:
+            rel = common.read_text(encoding="utf-8").strip()
+            return (git_dir / rel).resolve()
+        except OSError:
+            pass
+    return git_dir
+
+
+def normalize_origin(url: str) -> str:
+    """`git@github.com:Owner/Repo.git`, `https://github.com/owner/repo/`, `ssh://git@github.com/owner/repo` -> one id."""
+    u = url.strip()
+    u = re.sub(r"^[a-z+]+://", "", u, flags=re.I)  # scheme
+    u = re.sub(r"^[^@/]+@", "", u)  # user@
+    if ":" in u.split("/", 1)[0]:  # scp-like host:path  or host:port/path
+        host, _, rest = u.partition(":")
+        if re.match(r"^\d+/", rest):  # host:port/path
+            rest = rest.split("/", 1)[1]
+        u = f"{host}/{rest}"
+    u = u.rstrip("/")
+    if u.endswith(".git"):
+        u = u[:-4]
+    return u.lower()
+
+
+def read_origin_url(root: Path) -> str | None:
+    gd = _git_dir(root)
+    if gd is None:
+        return None
+    cfg = _common_dir(gd) / "config"
+    try:
+        text = cfg.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    section = None
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("["):
+            section = s
+            continue
+        if section and re.match(r'\[remote\s+"origin"\]', section) and s.startswith("url"):
+            _, _, val = s.partition("=")
+            return val.strip()
+    return None
+
+
+def read_branch(root: Path) -> str | None:
+    """The checked-out branch, `detached@<sha8>` for a detached HEAD, None outside git."""
+    gd = _git_dir(root)
+    if gd is None:
+        return None
+    try:
+        head = (gd / "HEAD").read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    if head.startswith("ref:"):
+        ref = head[4:].strip()
+        return ref[len("refs/heads/"):] if ref.startswith("refs/heads/") else ref
+    return f"detached@{head[:8]}" if head else None
+
+
+def _ref_exists(common: Path, branch: str) -> bool:
+    if (common / "refs" / "heads" / branch).exists():
+        return True
+    try:
+        packed = (common / "packed-refs").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return f" refs/heads/{branch}\n" in packed + "\n"
+
+
+def read_default_branch(root: Path, current: str | None) -> str | None:
+    env = os.environ.get("MNEMO_DEFAULT_BRANCH")
+    if env:
+        return env
+    gd = _git_dir(root)
+    if gd is None:
+        return current
+    common = _common_dir(gd)
+    try:
+        head = (common / "refs" / "remotes" / "origin" / "HEAD").read_text(encoding="utf-8").strip()
+        if head.startswith("ref: refs/remotes/origin/"):
+            return head[len("ref: refs/remotes/origin/"):]
+    except OSError:
+        pass
+    for name in ("main", "master", "trunk", "develop"):
+        if _ref_exists(common, name):
+            return name
+    return current
+
+
+def _user() -> str:
+    env = os.environ.get("MNEMO_USER")
+    if env:
+        return env
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no passwd entry in some containers
+        return "local"
+
+
+@dataclass(frozen=True)
+class ProjectIdentity:
+    project_id: str
+    project_name: str
+    root: Path
+    origin: str | None
+
+
+def project_identity(start: Path | str | None = None) -> ProjectIdentity:
+    env_root = os.environ.get("MNEMO_PROJECT_ROOT")
+    base = Path(env_root) if env_root else Path(start or os.getcwd())
+    base = base.resolve()
+    root = find_git_root(base) or base
+    origin = read_origin_url(root)
+    if origin:
+        norm = normalize_origin(origin)
+        pid = "git-" + hashlib.sha256(norm.encode()).hexdigest()[:16]
+        name = norm.rsplit("/", 1)[-1] or root.name
+    else:
+        pid = "path-" + hashlib.sha256(str(root).encode()).hexdigest()[:16]
+        name = root.name or "root"
+    pid = os.environ.get("MNEMO_PROJECT_ID") or pid
+    name = os.environ.get("MNEMO_PROJECT_NAME") or name
+    return ProjectIdentity(pid, name, root, origin)
+
+
+def detect_context(start: Path | str | None = None) -> Context:
+    """The full context of a workspace, with the branch read live from `.git/HEAD`."""
+    ident = project_identity(start)
+    branch = read_branch(ident.root)
+    default = read_default_branch(ident.root, branch)
+    if branch is None:
+        branch = default = None
+    return Context(
+        project_id=ident.project_id,
+        project_name=ident.project_name,
+        root=str(ident.root),
+        branch=branch,
+        default_branch=default,
+        user=_user(),
+        origin=ident.origin,
+    )

@@ -1,0 +1,128 @@
+"""The data model: memories, scopes, types, project context, result cards. Plain frozen dataclasses."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from mnemo.core.errors import InvalidInput, ScopeError
+
+MEMORY_TYPES = ("user", "feedback", "project", "reference")
+# `user` and `feedback` are about the person: they hold on every branch. The others are about the code.
+BRANCH_INDEPENDENT_TYPES = frozenset({"user", "feedback"})
+DEFAULT_KINDS = ("decision", "lesson", "pattern", "handoff", "fact")
+WRITE_SCOPES = ("project",)  # global and team are reached only by promotion
+STORED_SCOPES = ("project", "global", "team")
+READ_SCOPES = ("project", "global", "team", "hybrid")
+SCOPE_PRIORITY = {"project": 0, "global": 1, "team": 2}
+SOURCES = ("agent", "user", "import", "docs")
+TIERS = ("hot", "warm", "cold")
+TRUST = ("trusted", "untrusted")
+STATUSES = ("active", "pending", "rejected")
+
+
+def check_type(value: str) -> str:
+    if value not in MEMORY_TYPES:
+        raise InvalidInput(f"unknown memory type {value!r}", hint=f"use one of: {', '.join(MEMORY_TYPES)}")
+    return value
+
+
+def check_read_scope(value: str) -> str:
+    if value not in READ_SCOPES:
+        raise InvalidInput(f"unknown scope {value!r}", hint=f"use one of: {', '.join(READ_SCOPES)}")
+    return value
+
+
+def check_write_scope(value: str) -> str:
+    if value in ("global", "team"):
+        raise ScopeError(
+            f"a direct write to the {value} scope is refused",
+            hint=f"remember it in the project scope, then promote it: `mnemo promote <id> --to {value}`",
+        )
+    if value == "hybrid":
+        raise ScopeError("hybrid is a read-only view", hint="write to the project scope (the default)")
+    if value != "project":
+        raise InvalidInput(f"unknown scope {value!r}", hint="memories are written to the project scope")
+    return value
+
+
+@dataclass(frozen=True)
+class Context:
+    """Who is asking and where: derived from the workspace, never from an agent-supplied argument."""
+
+    project_id: str
+    project_name: str
+    root: str | None = None
+    branch: str | None = None
+    default_branch: str | None = None
+    user: str = "local"
+    origin: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Context:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def visible_branches(self) -> tuple[str, ...]:
+        """A feature branch sees its own memories plus the default branch's; the default branch only its own."""
+        out = []
+        if self.branch:
+            out.append(self.branch)
+        if self.default_branch and self.default_branch not in out:
+            out.append(self.default_branch)
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class Memory:
+    id: str
+    text: str
+    type: str
+    kind: str
+    scope: str
+    project_id: str
+    project_name: str
+    branch: str | None
+    importance: float
+    confirmations: int
+    created_at: float
+    updated_at: float
+    last_accessed: float
+    access_count: int
+    content_hash: str
+    source: str
+    provenance: dict[str, Any] = field(default_factory=dict)
+    anchors: list[dict[str, Any]] = field(default_factory=list)
+    superseded_by: str | None = None
+    deprecated: bool = False
+    deprecated_reason: str | None = None
+    tier: str = "warm"
+    tags: list[str] = field(default_factory=list)
+    trust: str = "trusted"
+    status: str = "active"
+    author: str = "local"
+    flags: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_row(cls, row: Any) -> Memory:
+        d = dict(row)
+        for key in ("provenance", "anchors", "tags", "flags"):
+            d[key] = json.loads(d[key]) if d.get(key) else ({} if key == "provenance" else [])
+        d["deprecated"] = bool(d["deprecated"])
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+CARD_FIELDS = (
+    "scope", "project_id", "project_name", "source_kind", "item_id", "block_id", "source_path", "title",
+    "heading_path", "updated_at", "score", "confidence", "confidence_state", "compressed_summary", "key_points",
+    "can_hydrate",
+)

@@ -1,0 +1,434 @@
+"""SQLite source of truth: memories, Markdown blocks, vectors (with the model id), tombstones, a change log, FTS5.
+
+WAL with `synchronous=FULL`; every write runs in `BEGIN IMMEDIATE` and is acknowledged only after COMMIT. The
+numbered change log (`changes.seq`) is what the dense index replays; FTS5 gives BM25 inside the same transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from mnemo.core.errors import StoreCorrupt, StoreError, StoreNotWritable
+from mnemo.core.models import Memory
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS memories (
+    id TEXT PRIMARY KEY,
+    text TEXT NOT NULL,
+    type TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    project_id TEXT NOT NULL,
+    project_name TEXT NOT NULL,
+    branch TEXT,
+    importance REAL NOT NULL,
+    confirmations INTEGER NOT NULL DEFAULT 1,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    last_accessed REAL NOT NULL,
+    access_count INTEGER NOT NULL DEFAULT 0,
+    content_hash TEXT NOT NULL,
+    source TEXT NOT NULL,
+    provenance TEXT NOT NULL DEFAULT '{}',
+    anchors TEXT NOT NULL DEFAULT '[]',
+    superseded_by TEXT,
+    deprecated INTEGER NOT NULL DEFAULT 0,
+    deprecated_reason TEXT,
+    tier TEXT NOT NULL DEFAULT 'warm',
+    tags TEXT NOT NULL DEFAULT '[]',
+    trust TEXT NOT NULL DEFAULT 'trusted',
+    status TEXT NOT NULL DEFAULT 'active',
+    author TEXT NOT NULL DEFAULT 'local',
+    flags TEXT NOT NULL DEFAULT '[]',
+    part TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memories_hash ON memories(content_hash);
+CREATE INDEX IF NOT EXISTS memories_part ON memories(part, scope, branch);
+CREATE INDEX IF NOT EXISTS memories_project ON memories(project_id, scope);
+CREATE TABLE IF NOT EXISTS blocks (
+    id TEXT PRIMARY KEY,
+    project_id TEXT NOT NULL,
+    source_path TEXT NOT NULL,
+    ordinal INTEGER NOT NULL,
+    title TEXT NOT NULL,
+    heading_path TEXT NOT NULL,
+    text TEXT NOT NULL,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    file_hash TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    part TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS blocks_file ON blocks(project_id, source_path, ordinal);
+CREATE TABLE IF NOT EXISTS vectors (
+    item_id TEXT PRIMARY KEY,
+    part TEXT NOT NULL,
+    model_id TEXT NOT NULL,
+    vec BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS vectors_part ON vectors(part);
+CREATE TABLE IF NOT EXISTS tombstones (
+    id TEXT PRIMARY KEY,
+    content_hash TEXT NOT NULL,
+    project_id TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    forgotten_at REAL NOT NULL,
+    reason TEXT
+);
+CREATE TABLE IF NOT EXISTS changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    item_id TEXT NOT NULL,
+    part TEXT NOT NULL,
+    op TEXT NOT NULL,
+    at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS review (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    item_id TEXT,
+    other_id TEXT,
+    project_id TEXT,
+    payload TEXT NOT NULL DEFAULT '{}',
+    created_at REAL NOT NULL,
+    resolved_at REAL,
+    resolution TEXT
+);
+CREATE INDEX IF NOT EXISTS review_open ON review(resolved_at, project_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
+    text, item_id UNINDEXED, part UNINDEXED, tokenize = 'porter unicode61'
+);
+"""
+
+MEMORY_COLUMNS = (
+    "id", "text", "type", "kind", "scope", "project_id", "project_name", "branch", "importance", "confirmations",
+    "created_at", "updated_at", "last_accessed", "access_count", "content_hash", "source", "provenance", "anchors",
+    "superseded_by", "deprecated", "deprecated_reason", "tier", "tags", "trust", "status", "author", "flags", "part",
+)
+JSON_COLUMNS = frozenset({"provenance", "anchors", "tags", "flags"})
+
+
+def partition_for(scope: str, project_id: str) -> str:
+    """Memories and blocks of one project share a partition; global has one of its own (team lives remotely)."""
+    return "g" if scope == "global" else f"p-{project_id}"
+
+
+def vec_to_blob(vec) -> bytes:
+    import numpy as np
+
+    return np.asarray(vec, dtype=np.float32).tobytes()
+
+
+def blob_to_vec(blob: bytes):
+    import numpy as np
+
+    return np.frombuffer(blob, dtype=np.float32)
+
+
+def fts_query(tokens: Sequence[str]) -> str | None:
+    """An OR query of quoted terms; FTS5's porter tokenizer stems them the same way as the documents."""
+    terms = []
+    seen = set()
+    for t in tokens:
+        t = t.replace('"', "")
+        if t and t not in seen:
+            seen.add(t)
+            terms.append(f'"{t}"')
+    return " OR ".join(terms[:64]) if terms else None
+
+
+class Store:
+    """Thread-safe access to the SQLite truth: thread-local connections, one writer at a time."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._local = threading.local()
+        self._write_lock = threading.RLock()
+        self._conns: list[sqlite3.Connection] = []
+        self._conns_lock = threading.Lock()
+        self._check_dir()
+        try:
+            with self._write_lock:
+                self.conn().executescript(SCHEMA)  # executescript manages its own transaction
+            with self.write() as conn:
+                conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', ?)",
+                             (str(SCHEMA_VERSION),))
+        except sqlite3.DatabaseError as exc:
+            if "malformed" in str(exc) or "not a database" in str(exc):
+                raise StoreCorrupt(
+                    f"the store at {self.path} is damaged: {exc}",
+                    hint="run `mnemo doctor --repair` to restore the newest good backup",
+                ) from exc
+            raise StoreError(f"cannot open the store at {self.path}: {exc}",
+                             hint="check the disk and permissions, then run `mnemo doctor`") from exc
+
+    def _check_dir(self) -> None:
+        d = self.path.parent
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreNotWritable(f"cannot create the store directory {d}: {exc.strerror}",
+                                   hint="set MNEMO_HOME to a writable directory or fix the permissions") from exc
+        if not os.access(d, os.W_OK | os.X_OK) or (self.path.exists() and not os.access(self.path, os.W_OK)):
+            raise StoreNotWritable(f"the store directory {d} is not writable",
+                                   hint="set MNEMO_HOME to a writable directory or fix the permissions")
+
+    # -- connections -----------------------------------------------------------------------------------------
+    def conn(self) -> sqlite3.Connection:
+        c = getattr(self._local, "conn", None)
+        if c is None:
+            try:
+                c = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            except sqlite3.OperationalError as exc:
+                raise StoreNotWritable(f"cannot open {self.path}: {exc}",
+                                       hint="set MNEMO_HOME to a writable directory or fix the permissions") from exc
+            c.row_factory = sqlite3.Row
+            c.execute("PRAGMA journal_mode=WAL")
+            c.execute("PRAGMA synchronous=FULL")
+            c.execute("PRAGMA foreign_keys=ON")
+            c.execute("PRAGMA busy_timeout=30000")
+            self._local.conn = c
+            with self._conns_lock:
+                self._conns.append(c)
+        return c
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One all-or-nothing write transaction; acknowledged only after COMMIT returns."""
+        with self._write_lock:
+            c = self.conn()
+            if c.in_transaction:  # nested use: join the outer transaction
+                yield c
+                return
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                yield c
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+            else:
+                c.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._conns_lock:
+            for c in self._conns:
+                with contextlib.suppress(Exception):
+                    c.close()
+            self._conns.clear()
+        self._local = threading.local()
+
+    # -- meta ------------------------------------------------------------------------------------------------
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        row = self.conn().execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else default
+
+    def set_meta(self, conn: sqlite3.Connection, key: str, value: str) -> None:
+        conn.execute("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                     (key, value))
+
+    # -- change log ------------------------------------------------------------------------------------------
+    @staticmethod
+    def log_change(conn: sqlite3.Connection, item_id: str, part: str, op: str) -> None:
+        conn.execute("INSERT INTO changes(item_id, part, op, at) VALUES(?,?,?,?)", (item_id, part, op, time.time()))
+
+    def max_seq(self) -> int:
+        row = self.conn().execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()
+        return int(row[0])
+
+    def changes_after(self, seq: int, limit: int = 100000) -> list[sqlite3.Row]:
+        return self.conn().execute(
+            "SELECT seq, item_id, part, op FROM changes WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
+        ).fetchall()
+
+    # -- memories --------------------------------------------------------------------------------------------
+    @staticmethod
+    def _memory_values(mem: Memory, part: str) -> list[Any]:
+        d = mem.to_dict()
+        d["part"] = part
+        vals = []
+        for col in MEMORY_COLUMNS:
+            v = d[col]
+            if col in JSON_COLUMNS:
+                v = json.dumps(v, sort_keys=True)
+            elif col == "deprecated":
+                v = int(bool(v))
+            vals.append(v)
+        return vals
+
+    @staticmethod
+    def _fts_text(mem: Memory) -> str:
+        return " ".join([mem.text, " ".join(mem.tags), mem.kind])
+
+    def insert_memory(self, conn: sqlite3.Connection, mem: Memory, vec, model_id: str) -> None:
+        part = partition_for(mem.scope, mem.project_id)
+        cols = ",".join(MEMORY_COLUMNS)
+        marks = ",".join("?" * len(MEMORY_COLUMNS))
+        conn.execute(f"INSERT INTO memories({cols}) VALUES({marks})", self._memory_values(mem, part))
+        conn.execute("INSERT INTO fts(text, item_id, part) VALUES(?,?,?)", (self._fts_text(mem), mem.id, part))
+        conn.execute("INSERT OR REPLACE INTO vectors(item_id, part, model_id, vec) VALUES(?,?,?,?)",
+                     (mem.id, part, model_id, vec_to_blob(vec)))
+        self.log_change(conn, mem.id, part, "upsert")
+
+    def update_memory(self, conn: sqlite3.Connection, mem_id: str, reindex: bool = False, **fields: Any) -> None:
+        """Update columns of one memory. `reindex` re-logs it for the dense index (visibility changed)."""
+        if not fields:
+            return
+        sets, vals = [], []
+        for k, v in fields.items():
+            if k not in MEMORY_COLUMNS or k == "id":
+                raise ValueError(f"unknown memory column {k}")
+            if k in JSON_COLUMNS:
+                v = json.dumps(v, sort_keys=True)
+            elif k == "deprecated":
+                v = int(bool(v))
+            sets.append(f"{k}=?")
+            vals.append(v)
+        vals.append(mem_id)
+        conn.execute(f"UPDATE memories SET {', '.join(sets)} WHERE id=?", vals)
+        if "text" in fields or "tags" in fields or "kind" in fields:
+            row = conn.execute("SELECT * FROM memories WHERE id=?", (mem_id,)).fetchone()
+            if row is not None:
+                m = Memory.from_row(row)
+                conn.execute("DELETE FROM fts WHERE item_id=?", (mem_id,))
+                conn.execute("INSERT INTO fts(text, item_id, part) VALUES(?,?,?)", (self._fts_text(m), m.id, row["part"]))
+        if reindex:
+            row = conn.execute("SELECT part FROM memories WHERE id=?", (mem_id,)).fetchone()
+            if row is not None:
+                self.log_change(conn, mem_id, row["part"], "upsert")
+
+    def set_vector(self, conn: sqlite3.Connection, item_id: str, part: str, vec, model_id: str) -> None:
+        conn.execute("INSERT OR REPLACE INTO vectors(item_id, part, model_id, vec) VALUES(?,?,?,?)",
+                     (item_id, part, model_id, vec_to_blob(vec)))
+        self.log_change(conn, item_id, part, "upsert")
+
+    def delete_item(self, conn: sqlite3.Connection, item_id: str) -> None:
+        row = conn.execute("SELECT part FROM vectors WHERE item_id=?", (item_id,)).fetchone()
+        part = row["part"] if row else ""
+        conn.execute("DELETE FROM memories WHERE id=?", (item_id,))
+        conn.execute("DELETE FROM blocks WHERE id=?", (item_id,))
+        conn.execute("DELETE FROM fts WHERE item_id=?", (item_id,))
+        conn.execute("DELETE FROM vectors WHERE item_id=?", (item_id,))
+        self.log_change(conn, item_id, part, "delete")
+
+    def get_memory(self, mem_id: str) -> Memory | None:
+        row = self.conn().execute("SELECT * FROM memories WHERE id=?", (mem_id,)).fetchone()
+        return Memory.from_row(row) if row else None
+
+    def get_memories(self, ids: Iterable[str]) -> dict[str, Memory]:
+        ids = list(ids)
+        out: dict[str, Memory] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            rows = self.conn().execute(
+                f"SELECT * FROM memories WHERE id IN ({','.join('?' * len(chunk))})", chunk).fetchall()
+            for r in rows:
+                out[r["id"]] = Memory.from_row(r)
+        return out
+
+    def query_memories(self, where: str = "1=1", params: Sequence[Any] = (), order: str = "updated_at DESC, id",
+                       limit: int | None = None, offset: int = 0) -> list[Memory]:
+        sql = f"SELECT * FROM memories WHERE {where} ORDER BY {order}"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)} OFFSET {int(offset)}"
+        return [Memory.from_row(r) for r in self.conn().execute(sql, tuple(params)).fetchall()]
+
+    # -- blocks ----------------------------------------------------------------------------------------------
+    def get_block(self, block_id: str) -> sqlite3.Row | None:
+        return self.conn().execute("SELECT * FROM blocks WHERE id=?", (block_id,)).fetchone()
+
+    def get_blocks(self, ids: Iterable[str]) -> dict[str, sqlite3.Row]:
+        ids = list(ids)
+        out = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            for r in self.conn().execute(
+                    f"SELECT * FROM blocks WHERE id IN ({','.join('?' * len(chunk))})", chunk).fetchall():
+                out[r["id"]] = r
+        return out
+
+    def file_blocks(self, project_id: str, source_path: str) -> list[sqlite3.Row]:
+        return self.conn().execute(
+            "SELECT * FROM blocks WHERE project_id=? AND source_path=? ORDER BY ordinal", (project_id, source_path)
+        ).fetchall()
+
+    def file_hashes(self, project_id: str) -> dict[str, str]:
+        rows = self.conn().execute(
+            "SELECT source_path, MIN(file_hash) AS h FROM blocks WHERE project_id=? GROUP BY source_path",
+            (project_id,)).fetchall()
+        return {r["source_path"]: r["h"] for r in rows}
+
+    def insert_block(self, conn: sqlite3.Connection, block: dict[str, Any], vec, model_id: str) -> None:
+        part = f"p-{block['project_id']}"
+        conn.execute(
+            "INSERT OR REPLACE INTO blocks(id, project_id, source_path, ordinal, title, heading_path, text, start_line,"
+            " end_line, file_hash, updated_at, part) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+            (block["id"], block["project_id"], block["source_path"], block["ordinal"], block["title"],
+             json.dumps(block["heading_path"]), block["text"], block["start_line"], block["end_line"],
+             block["file_hash"], block["updated_at"], part))
+        conn.execute("DELETE FROM fts WHERE item_id=?", (block["id"],))
+        fts_text = " ".join([" ".join(block["heading_path"]), block["text"], block["source_path"]])
+        conn.execute("INSERT INTO fts(text, item_id, part) VALUES(?,?,?)", (fts_text, block["id"], part))
+        conn.execute("INSERT OR REPLACE INTO vectors(item_id, part, model_id, vec) VALUES(?,?,?,?)",
+                     (block["id"], part, model_id, vec_to_blob(vec)))
+        self.log_change(conn, block["id"], part, "upsert")
+
+    # -- search helpers --------------------------------------------------------------------------------------
+    def fts_search(self, parts: Sequence[str], query: str, limit: int) -> list[tuple[str, float]]:
+        """BM25 over the given partitions; scores are positive (higher is better)."""
+        if not parts:
+            return []
+        marks = ",".join("?" * len(parts))
+        try:
+            rows = self.conn().execute(
+                f"SELECT item_id, bm25(fts) AS s FROM fts WHERE fts MATCH ? AND part IN ({marks})"
+                f" ORDER BY s LIMIT ?", (query, *parts, limit)).fetchall()
+        except sqlite3.OperationalError:
+            return []
+        return [(r["item_id"], -float(r["s"])) for r in rows]
+
+    def vectors(self, ids: Sequence[str]) -> dict[str, bytes]:
+        out = {}
+        ids = list(ids)
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            for r in self.conn().execute(
+                    f"SELECT item_id, vec FROM vectors WHERE item_id IN ({','.join('?' * len(chunk))})", chunk):
+                out[r["item_id"]] = r["vec"]
+        return out
+
+    def iter_vectors(self, part: str | None = None, batch: int = 2000) -> Iterator[list[sqlite3.Row]]:
+        last = ""
+        while True:
+            if part is None:
+                rows = self.conn().execute(
+                    "SELECT item_id, part, model_id, vec FROM vectors WHERE item_id > ? ORDER BY item_id LIMIT ?",
+                    (last, batch)).fetchall()
+            else:
+                rows = self.conn().execute(
+                    "SELECT item_id, part, model_id, vec FROM vectors WHERE part=? AND item_id > ? ORDER BY item_id"
+                    " LIMIT ?", (part, last, batch)).fetchall()
+            if not rows:
+                return
+            yield rows
+            last = rows[-1]["item_id"]
+
+    def count_vectors(self, part: str | None = None) -> int:
+        if part is None:
+            return int(self.conn().execute("SELECT COUNT(*) FROM vectors").fetchone()[0])
+        return int(self.conn().execute("SELECT COUNT(*) FROM vectors WHERE part=?", (part,)).fetchone()[0])
+
+    def parts(self) -> list[str]:
+        return [r[0] for r in self.conn().execute("SELECT DISTINCT part FROM vectors ORDER BY part")]
+
+    def integrity_check(self) -> str:
+        return str(self.conn().execute("PRAGMA integrity_check").fetchone()[0])

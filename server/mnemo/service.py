@@ -1,0 +1,149 @@
+"""The one service API that every surface (CLI, language server, MCP server) calls.
+
+`Service` is the protocol; `LocalService` is the in-process implementation over an `Engine` (used by the owner
+process and by tests); `mnemo.daemon.client.DaemonService` implements the same protocol over the owner's socket.
+Every method takes the caller's `ctx` (a `Context` as a dict: project, branch, user, derived from the workspace)
+and returns plain JSON-compatible data.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from mnemo import PROTOCOL_VERSION, __version__
+from mnemo.core.errors import InvalidInput
+from mnemo.core.models import Context
+
+log = logging.getLogger("mnemo.service")
+
+Progress = Callable[[dict[str, Any]], None]
+
+# The methods a remote client may call; the daemon refuses anything else.
+SERVICE_METHODS = frozenset({
+    "health", "remember", "recall", "hydrate", "get_memory", "promote", "deprecate", "forget", "list_memories",
+    "stats", "index_docs", "skills_list", "skills_check", "activate_skills", "doctor",
+})
+
+
+class Service(Protocol):
+    def health(self) -> dict[str, Any]: ...
+    def remember(self, ctx: dict, text: str, **kw: Any) -> dict[str, Any]: ...
+    def recall(self, ctx: dict, query: str, **kw: Any) -> dict[str, Any]: ...
+    def hydrate(self, ctx: dict, item_id: str, mode: str = "default") -> dict[str, Any]: ...
+    def get_memory(self, ctx: dict, memory_id: str) -> dict[str, Any]: ...
+    def promote(self, ctx: dict, memory_id: str, to: str = "global") -> dict[str, Any]: ...
+    def deprecate(self, ctx: dict, memory_id: str, reason: str | None = None) -> dict[str, Any]: ...
+    def forget(self, ctx: dict, memory_id: str, reason: str | None = None) -> dict[str, Any]: ...
+    def list_memories(self, ctx: dict, **kw: Any) -> dict[str, Any]: ...
+    def stats(self, ctx: dict) -> dict[str, Any]: ...
+    def index_docs(self, ctx: dict, root: str | None = None, progress: Progress | None = None) -> dict[str, Any]: ...
+    def skills_list(self, ctx: dict) -> dict[str, Any]: ...
+    def skills_check(self, ctx: dict) -> dict[str, Any]: ...
+    def activate_skills(self, ctx: dict, file: str | None = None, message: str | None = None,
+                        **kw: Any) -> dict[str, Any]: ...
+    def doctor(self, ctx: dict) -> dict[str, Any]: ...
+
+
+def write_policy() -> str:
+    """`auto`: agent-written memories land directly; `confirm`: they wait in Review. People's writes always land."""
+    policy = os.environ.get("MNEMO_WRITE_POLICY", "auto")
+    return policy if policy in ("auto", "confirm") else "auto"
+
+
+def _ctx(ctx: dict | Context) -> Context:
+    if isinstance(ctx, Context):
+        return ctx
+    if not isinstance(ctx, dict) or not ctx.get("project_id"):
+        raise InvalidInput("missing project context", hint="clients derive it with mnemo.core.identity.detect_context")
+    return Context.from_dict(ctx)
+
+
+class LocalService:
+    """In-process implementation: the owner process serves it; tests use it directly."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self._skill_engines: dict[str, Any] = {}
+        self._skills_lock = threading.Lock()
+
+    # -- health ----------------------------------------------------------------------------------------------
+    def health(self) -> dict[str, Any]:
+        idx = self.engine.index
+        return {"version": __version__, "protocol": PROTOCOL_VERSION, "pid": os.getpid(),
+                "home": str(self.engine.home), "index_ready": bool(idx and idx.ready),
+                "model_loaded": self.engine._embedder_ready.is_set()}
+
+    # -- memories --------------------------------------------------------------------------------------------
+    def remember(self, ctx: dict, text: str, **kw: Any) -> dict[str, Any]:
+        c = _ctx(ctx)
+        if kw.get("source", "user") == "agent" and write_policy() == "confirm" and "status" not in kw:
+            kw["status"] = "pending"
+        return self.engine.remember(c, text, **kw)
+
+    def recall(self, ctx: dict, query: str, **kw: Any) -> dict[str, Any]:
+        return self.engine.recall(_ctx(ctx), query, **kw)
+
+    def hydrate(self, ctx: dict, item_id: str, mode: str = "default") -> dict[str, Any]:
+        return self.engine.hydrate(_ctx(ctx), item_id, mode)
+
+    def get_memory(self, ctx: dict, memory_id: str) -> dict[str, Any]:
+        return self.engine.get(_ctx(ctx), memory_id).to_dict()
+
+    def promote(self, ctx: dict, memory_id: str, to: str = "global") -> dict[str, Any]:
+        return self.engine.promote(_ctx(ctx), memory_id, to)
+
+    def deprecate(self, ctx: dict, memory_id: str, reason: str | None = None) -> dict[str, Any]:
+        return self.engine.deprecate(_ctx(ctx), memory_id, reason)
+
+    def forget(self, ctx: dict, memory_id: str, reason: str | None = None) -> dict[str, Any]:
+        return self.engine.forget(_ctx(ctx), memory_id, reason)
+
+    def list_memories(self, ctx: dict, **kw: Any) -> dict[str, Any]:
+        return self.engine.list_memories(_ctx(ctx), **kw)
+
+    def stats(self, ctx: dict) -> dict[str, Any]:
+        return self.engine.stats(_ctx(ctx))
+
+    def index_docs(self, ctx: dict, root: str | None = None, progress: Progress | None = None) -> dict[str, Any]:
+        return self.engine.index_docs(_ctx(ctx), root, progress)
+
+    # -- skills ----------------------------------------------------------------------------------------------
+    def _skills(self, c: Context):
+        from mnemo.core.skills import SkillEngine, SkillRegistry
+
+        key = c.root or ""
+        with self._skills_lock:
+            eng = self._skill_engines.get(key)
+            if eng is None:
+                registry = SkillRegistry(Path(c.root) if c.root else None)
+                eng = SkillEngine(registry, self.engine.embedder)
+                self._skill_engines[key] = eng
+            return eng
+
+    def skills_list(self, ctx: dict) -> dict[str, Any]:
+        eng = self._skills(_ctx(ctx))
+        return {"skills": [s.to_dict() for s in eng.skills()]}
+
+    def skills_check(self, ctx: dict) -> dict[str, Any]:
+        return self._skills(_ctx(ctx)).check().to_dict()
+
+    def activate_skills(self, ctx: dict, file: str | None = None, message: str | None = None,
+                        **kw: Any) -> dict[str, Any]:
+        from mnemo.core.skills import render_prompt_block
+
+        eng = self._skills(_ctx(ctx))
+        result = eng.activate(file, message, **kw)
+        out = result.to_dict()
+        out["prompt_block"] = render_prompt_block(result)
+        return out
+
+    # -- doctor ----------------------------------------------------------------------------------------------
+    def doctor(self, ctx: dict) -> dict[str, Any]:
+        from mnemo.core.doctor import run_checks
+
+        return run_checks(self.engine, _ctx(ctx))
