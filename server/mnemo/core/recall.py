@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 RRF_K = 60
 # Multiplicative scope factors: project beats global beats team when relevance is close.
 SCOPE_FACTOR = {"project": 1.0, "global": 0.95, "team": 0.9}
-CONF_HIGH = 0.55
-CONF_MEDIUM = 0.35
+CONF_HIGH = 0.5
+CONF_MEDIUM = 0.25
+KEYWORD_AGREEMENT_BONUS = 0.1  # both signals found it: more likely right than the cosine alone says
 SUMMARY_CHARS = 200
 HYDRATE_BUDGET = {"default": 4000, "related": 12000}
 HYDRATE_NEIGHBOURS = {"default": 1, "related": 3}
@@ -251,7 +252,7 @@ def recall(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", l
     ranked = sorted(visible.values(), key=sort_key)
     cards = []
     for c in ranked:
-        conf = max(0.0, min(1.0, c.cosine or 0.0))
+        conf = max(0.0, min(1.0, (c.cosine or 0.0) + (KEYWORD_AGREEMENT_BONUS if c.bm25 else 0.0)))
         if conf < min_confidence:
             continue
         if c.memory is not None:

@@ -1,0 +1,188 @@
+"""`DaemonService`: the Service API over the owner's Unix socket, starting the owner when none runs.
+
+Every client (CLI, language server, MCP server) uses this. If the owner dies mid-call (SIGKILL, crash), the call
+is retried once against a fresh owner; a remember that did land is then recognised by its content hash and
+counted as a confirmation, never stored twice.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from mnemo import PROTOCOL_VERSION, __version__
+from mnemo.core.errors import DaemonError, MnemoError, StoreLocked, VersionMismatch, error_from_dict
+from mnemo.daemon.paths import log_path, socket_path
+from mnemo.service import SERVICE_METHODS
+
+log = logging.getLogger("mnemo.client")
+START_TIMEOUT = float(os.environ.get("MNEMO_START_TIMEOUT", "30"))
+
+
+def spawn_owner(home: Path) -> subprocess.Popen:
+    lp = log_path(home)
+    lp.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.pop("MNEMO_PROJECT_ROOT", None)  # the owner serves every project; context comes with each call
+    with open(lp, "ab") as logf:
+        return subprocess.Popen(
+            [sys.executable, "-m", "mnemo", "daemon", "run", "--home", str(home)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=logf, start_new_session=True,
+            close_fds=True, env=env, cwd=str(home))
+
+
+class DaemonService:
+    """A thin client: one connection, calls serialized by a lock (open several clients for parallelism)."""
+
+    def __init__(self, home: Path, *, autostart: bool = True, client_name: str = "cli"):
+        self.home = Path(home)
+        self.autostart = autostart
+        self.client_name = client_name
+        self._sock: socket.socket | None = None
+        self._rfile = None
+        self._lock = threading.RLock()
+        self._ids = itertools.count(1)
+        self.owner: dict[str, Any] = {}
+
+    # -- connection ------------------------------------------------------------------------------------------
+    def _connect_once(self) -> bool:
+        path = socket_path(self.home)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(str(path))
+        except OSError:
+            s.close()
+            return False
+        self._sock = s
+        self._rfile = s.makefile("rb")
+        self.owner = self._request("hello", {"protocol": PROTOCOL_VERSION, "version": __version__,
+                                             "client": self.client_name})
+        return True
+
+    def connect(self) -> None:
+        with self._lock:
+            if self._sock is not None:
+                return
+            if self._connect_once():
+                return
+            if not self.autostart:
+                raise DaemonError(f"no Mnemo owner is running for {self.home}",
+                                  hint="start one with `mnemo daemon start`")
+            proc = spawn_owner(self.home)
+            deadline = time.monotonic() + START_TIMEOUT
+            while time.monotonic() < deadline:
+                if self._connect_once():
+                    return
+                rc = proc.poll()
+                if rc is not None and rc != 3:  # 3 = another owner won the race: keep polling its socket
+                    raise DaemonError(f"the Mnemo owner process exited with code {rc}",
+                                      hint=f"see {log_path(self.home)}; `mnemo doctor` checks the store")
+                time.sleep(0.05)
+            raise DaemonError(f"the Mnemo owner did not answer within {START_TIMEOUT:.0f} s",
+                              hint=f"see {log_path(self.home)}; raise MNEMO_START_TIMEOUT on a slow machine")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._sock is not None:
+                try:
+                    self._sock.close()
+                finally:
+                    self._sock = None
+                    self._rfile = None
+
+    # -- calls -----------------------------------------------------------------------------------------------
+    def _request(self, method: str, params: dict[str, Any], progress=None) -> Any:
+        rid = next(self._ids)
+        payload = dict(params)
+        if progress is not None:
+            payload["_progress"] = True
+        data = (json.dumps({"id": rid, "method": method, "params": payload}) + "\n").encode()
+        self._sock.sendall(data)
+        while True:
+            line = self._rfile.readline()
+            if not line:
+                raise ConnectionError("the owner closed the connection")
+            msg = json.loads(line)
+            if msg.get("id") != rid:
+                continue
+            if "progress" in msg:
+                if progress is not None:
+                    progress(msg["progress"])
+                continue
+            if "error" in msg:
+                err = error_from_dict(msg["error"])
+                if msg["error"].get("type") == "VersionMismatch":
+                    err = VersionMismatch(err.message, err.hint, **err.details)
+                raise err
+            return msg.get("result")
+
+    def call(self, method: str, **params: Any) -> Any:
+        progress = params.pop("progress", None)
+        with self._lock:
+            for attempt in (1, 2):
+                try:
+                    self.connect()
+                    return self._request(method, params, progress)
+                except MnemoError:
+                    raise
+                except (ConnectionError, OSError, ValueError) as exc:
+                    self.close()
+                    if attempt == 2:
+                        raise DaemonError(f"lost the connection to the Mnemo owner: {exc}",
+                                          hint=f"see {log_path(self.home)}; `mnemo doctor`") from exc
+                    log.info("owner connection lost (%s); reconnecting", exc)
+        raise AssertionError("unreachable")
+
+    def shutdown(self) -> dict[str, Any] | None:
+        with self._lock:
+            if self._sock is None and not self._connect_once():
+                return None
+            try:
+                return self._request("shutdown", {})
+            finally:
+                self.close()
+
+    def __getattr__(self, name: str):
+        if name in SERVICE_METHODS:
+            def method(*args: Any, **kw: Any) -> Any:
+                if args:
+                    names = _POSITIONAL.get(name, ())
+                    kw.update(dict(zip(names, args, strict=False)))
+                return self.call(name, **kw)
+            method.__name__ = name
+            return method
+        raise AttributeError(name)
+
+
+_POSITIONAL = {
+    "remember": ("ctx", "text"), "recall": ("ctx", "query"), "hydrate": ("ctx", "item_id", "mode"),
+    "get_memory": ("ctx", "memory_id"), "promote": ("ctx", "memory_id", "to"),
+    "deprecate": ("ctx", "memory_id", "reason"), "forget": ("ctx", "memory_id", "reason"),
+    "list_memories": ("ctx",), "stats": ("ctx",), "index_docs": ("ctx", "root"), "skills_list": ("ctx",),
+    "skills_check": ("ctx",), "activate_skills": ("ctx", "file", "message"), "doctor": ("ctx",),
+}
+
+
+def owner_status(home: Path) -> dict[str, Any]:
+    from mnemo.daemon.paths import info_path
+    from mnemo.daemon.server import probe
+
+    info = {}
+    try:
+        info = json.loads(info_path(home).read_text())
+    except (OSError, ValueError):
+        pass
+    running = probe(socket_path(home))
+    return {"running": running, "socket": str(socket_path(home)), **({k: info[k] for k in info} if running else {})}
+
+
+__all__ = ["DaemonService", "owner_status", "spawn_owner", "StoreLocked"]

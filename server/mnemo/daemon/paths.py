@@ -1,0 +1,25 @@
+"""Where a store's owner listens: `<home>/mnemo.sock`, or a short path in /tmp when that is too long for AF_UNIX."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+_MAX_SUN_PATH = 100
+
+
+def socket_path(home: Path) -> Path:
+    p = Path(home) / "mnemo.sock"
+    if len(str(p)) < _MAX_SUN_PATH:
+        return p
+    digest = hashlib.sha256(str(Path(home).resolve()).encode()).hexdigest()[:16]
+    return Path(os.environ.get("XDG_RUNTIME_DIR") or "/tmp") / f"mnemo-{os.getuid()}-{digest}.sock"
+
+
+def info_path(home: Path) -> Path:
+    return Path(home) / "daemon.json"
+
+
+def log_path(home: Path) -> Path:
+    return Path(home) / "logs" / "daemon.log"

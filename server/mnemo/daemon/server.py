@@ -1,0 +1,239 @@
+"""The owner process: takes the store's exclusive lock, serves the Service API on a user-only Unix socket.
+
+Wire format: one JSON object per line. A connection starts with `hello` (version handshake); then requests
+`{"id", "method", "params"}` get `{"id", "result"}` or `{"id", "error"}`; long calls stream `{"id", "progress"}`.
+The process exits after `idle_timeout` seconds with no connection and no request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import socketserver
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from mnemo import PROTOCOL_VERSION, __version__
+from mnemo.core.errors import InvalidInput, MnemoError, StoreLocked
+from mnemo.daemon.paths import info_path, log_path, socket_path
+from mnemo.service import SERVICE_METHODS, LocalService
+
+log = logging.getLogger("mnemo.daemon")
+MAX_LINE = 32 * 1024 * 1024
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    server: OwnerServer
+
+    def handle(self) -> None:
+        srv = self.server
+        srv.connection_opened()
+        try:
+            self._loop()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            srv.connection_closed()
+
+    def _send(self, obj: dict[str, Any]) -> None:
+        data = (json.dumps(obj, default=str) + "\n").encode()
+        with self._wlock:
+            self.wfile.write(data)
+            self.wfile.flush()
+
+    def _loop(self) -> None:
+        self._wlock = threading.Lock()
+        greeted = False
+        while True:
+            line = self.rfile.readline(MAX_LINE)
+            if not line:
+                return
+            self.server.touch()
+            try:
+                req = json.loads(line)
+                if not isinstance(req, dict):
+                    raise ValueError("a request must be a JSON object")
+            except ValueError as exc:
+                self._send({"id": None, "error": InvalidInput(f"malformed request: {exc}").to_dict()})
+                continue
+            rid, method, params = req.get("id"), req.get("method"), req.get("params") or {}
+            if method == "hello":
+                theirs = params.get("protocol")
+                if theirs != PROTOCOL_VERSION:
+                    self._send({"id": rid, "error": {
+                        "type": "VersionMismatch", "code": "version_mismatch",
+                        "message": f"the running owner (pid {os.getpid()}, mnemo {__version__}) speaks protocol "
+                                   f"{PROTOCOL_VERSION}, this client speaks {theirs}",
+                        "hint": "stop the old owner with `mnemo daemon stop` (or `kill "
+                                f"{os.getpid()}`) and retry; nothing was changed",
+                        "details": {"pid": os.getpid(), "version": __version__}}})
+                    return
+                greeted = True
+                self._send({"id": rid, "result": self.server.service.health()})
+                continue
+            if not greeted:
+                self._send({"id": rid, "error": InvalidInput("say hello first (version handshake)").to_dict()})
+                return
+            if method == "shutdown":
+                self._send({"id": rid, "result": {"stopping": True, "pid": os.getpid()}})
+                threading.Thread(target=self.server.stop, daemon=True).start()
+                return
+            if method not in SERVICE_METHODS or not isinstance(params, dict):
+                self._send({"id": rid, "error": InvalidInput(f"unknown method {method!r}").to_dict()})
+                continue
+            self.server.begin_request()
+            try:
+                if params.pop("_progress", False):
+                    params["progress"] = lambda p, _rid=rid: self._send({"id": _rid, "progress": p})
+                result = getattr(self.server.service, method)(**params)
+                self._send({"id": rid, "result": result})
+            except MnemoError as exc:
+                self._send({"id": rid, "error": exc.to_dict()})
+            except TypeError as exc:
+                self._send({"id": rid, "error": InvalidInput(f"bad arguments for {method}: {exc}").to_dict()})
+            except Exception as exc:  # noqa: BLE001 - report, keep serving
+                log.exception("%s failed", method)
+                self._send({"id": rid, "error": {"type": "MnemoError", "code": "internal",
+                                                 "message": f"{method} failed: {exc}",
+                                                 "hint": f"see {log_path(self.server.home)}", "details": {}}})
+            finally:
+                self.server.end_request()
+
+
+class OwnerServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, home: Path, service: LocalService, idle_timeout: float):
+        self.home = home
+        self.service = service
+        self.idle_timeout = idle_timeout
+        self._lock = threading.Lock()
+        self._connections = 0
+        self._active = 0
+        self._last = time.monotonic()
+        self._stopping = threading.Event()
+        path = socket_path(home)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # we hold the owner lock: any socket file here is stale
+        old = os.umask(0o177)
+        try:
+            super().__init__(str(path), _Handler)
+        finally:
+            os.umask(old)
+        os.chmod(path, 0o600)
+        self.path = path
+
+    def touch(self) -> None:
+        self._last = time.monotonic()
+
+    def connection_opened(self) -> None:
+        with self._lock:
+            self._connections += 1
+        self.touch()
+
+    def connection_closed(self) -> None:
+        with self._lock:
+            self._connections -= 1
+        self.touch()
+
+    def begin_request(self) -> None:
+        with self._lock:
+            self._active += 1
+
+    def end_request(self) -> None:
+        with self._lock:
+            self._active -= 1
+        self.touch()
+
+    def idle_watch(self) -> None:
+        while not self._stopping.wait(1.0):
+            if self.idle_timeout <= 0:
+                continue
+            with self._lock:
+                busy = self._connections > 0 or self._active > 0
+            if not busy and time.monotonic() - self._last > self.idle_timeout:
+                log.info("idle for %.0f s: exiting", self.idle_timeout)
+                self.stop()
+                return
+
+    def stop(self) -> None:
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        self.shutdown()
+
+
+def _setup_logging(home: Path) -> None:
+    lp = log_path(home)
+    lp.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(lp)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    for noisy in ("chromadb", "httpx", "onnxruntime", "urllib3", "sentence_transformers", "transformers"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def run_owner(home: Path, idle_timeout: float | None = None, embedder=None) -> int:
+    """Run the owner in this process until stopped or idle. Returns 0, or 3 when another owner holds the store."""
+    from mnemo.core.engine import Engine
+
+    home = Path(home)
+    home.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        os.chmod(home, 0o700)
+    _setup_logging(home)
+    if idle_timeout is None:
+        idle_timeout = float(os.environ.get("MNEMO_IDLE_TIMEOUT", "900"))
+    try:
+        engine = Engine(home, embedder=embedder)
+    except StoreLocked:
+        log.info("another process owns %s; not starting", home)
+        return 3
+    service = LocalService(engine)
+    server = OwnerServer(home, service, idle_timeout)
+    info = {"pid": os.getpid(), "version": __version__, "protocol": PROTOCOL_VERSION, "socket": str(server.path),
+            "started_at": time.time()}
+    tmp = info_path(home).with_suffix(".tmp")
+    tmp.write_text(json.dumps(info))
+    os.replace(tmp, info_path(home))
+    log.info("owner started: %s", info)
+
+    def _term(signum, frame):  # noqa: ARG001
+        threading.Thread(target=server.stop, daemon=True).start()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _term)
+        signal.signal(signal.SIGINT, _term)
+    threading.Thread(target=server.idle_watch, name="mnemo-idle", daemon=True).start()
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:
+        server.server_close()
+        with contextlib.suppress(FileNotFoundError):
+            server.path.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            info_path(home).unlink()
+        engine.close()
+        log.info("owner stopped")
+    return 0
+
+
+def probe(path: Path, timeout: float = 0.5) -> bool:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect(str(path))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
