@@ -1,0 +1,113 @@
+"""Shared fixtures: temporary stores, git workspaces, engines with the hash embedder (plumbing) or the real model."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+# Keep every test away from the user's real store and home directory.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: long fault/soak runs, only with MNEMO_FULL=1")
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("MNEMO_FULL") == "1":
+        return
+    skip = pytest.mark.skip(reason="long run: set MNEMO_FULL=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+def shared_data(*parts: str) -> Path:
+    """A path under ../shared/data, or skip the test with a clear reason when it is absent."""
+    p = SHARED_DATA.joinpath(*parts)
+    if not p.exists():
+        pytest.skip(f"needs ../shared/data ({p} is absent in this clone)")
+    return p
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@e", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@e")
+    return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+@pytest.fixture
+def git_repo(tmp_path: Path) -> Path:
+    """A fresh git repository on `main` with one commit and an origin URL."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "remote", "add", "origin", "git@github.com:acme/payments.git")
+    (repo / "README.md").write_text("# Payments\n\nThe payments service.\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "init")
+    return repo
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    h = tmp_path / "home"
+    h.mkdir()
+    return h
+
+
+@pytest.fixture
+def hash_embedder():
+    from mnemo.core.embeddings import HashEmbedder
+
+    return HashEmbedder()
+
+
+@pytest.fixture(scope="session")
+def real_embedder():
+    from mnemo.core.embeddings import get_embedder
+
+    return get_embedder()
+
+
+@pytest.fixture
+def engine(home, hash_embedder):
+    from mnemo.core.engine import Engine
+
+    e = Engine(home, embedder=hash_embedder)
+    yield e
+    e.close()
+
+
+@pytest.fixture
+def real_engine(home, real_embedder):
+    from mnemo.core.engine import Engine
+
+    e = Engine(home, embedder=real_embedder)
+    yield e
+    e.close()
+
+
+@pytest.fixture
+def ctx(git_repo):
+    from mnemo.core.identity import detect_context
+
+    return detect_context(git_repo)
+
+
+def run_cli(*args: str, home: Path, cwd: Path | None = None, env: dict | None = None, timeout: float = 120):
+    """Run `python -m mnemo ...` in a subprocess with its own store."""
+    e = dict(os.environ, MNEMO_HOME=str(home))
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "mnemo", *args], cwd=cwd, env=e, capture_output=True, text=True,
+                          timeout=timeout)
