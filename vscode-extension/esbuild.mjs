@@ -1,0 +1,24 @@
+// Bundle the extension into one CommonJS file; `vscode` is provided by the host.
+import * as esbuild from "esbuild";
+
+const production = process.argv.includes("--production");
+const watch = process.argv.includes("--watch");
+
+const ctx = await esbuild.context({
+  entryPoints: ["src/extension.ts"],
+  bundle: true,
+  format: "cjs",
+  platform: "node",
+  target: "node20",
+  outfile: "dist/extension.js",
+  external: ["vscode"],
+  sourcemap: true,
+  minify: production,
+  logLevel: "info",
+});
+if (watch) {
+  await ctx.watch();
+} else {
+  await ctx.rebuild();
+  await ctx.dispose();
+}
