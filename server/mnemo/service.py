@@ -27,6 +27,7 @@ Progress = Callable[[dict[str, Any]], None]
 SERVICE_METHODS = frozenset({
     "health", "remember", "recall", "hydrate", "get_memory", "promote", "deprecate", "forget", "list_memories",
     "stats", "index_docs", "skills_list", "skills_check", "activate_skills", "doctor",
+    "team_status", "recent_context",
 })
 
 
@@ -47,6 +48,8 @@ class Service(Protocol):
     def activate_skills(self, ctx: dict, file: str | None = None, message: str | None = None,
                         **kw: Any) -> dict[str, Any]: ...
     def doctor(self, ctx: dict) -> dict[str, Any]: ...
+    def team_status(self, ctx: dict) -> dict[str, Any]: ...
+    def recent_context(self, ctx: dict, limit: int = 10, days: float = 14.0) -> dict[str, Any]: ...
 
 
 def write_policy() -> str:

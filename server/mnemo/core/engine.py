@@ -114,6 +114,8 @@ class Engine:
         self._threads: list[threading.Thread] = []
         self.skills = None  # set by the service layer (skills engine per project root)
         if start_indexer:
+            import numpy  # noqa: F401 - import here, not first in two threads at once (partial-import race)
+
             t = threading.Thread(target=self._background, name="mnemo-indexer", daemon=True)
             t.start()
             self._threads.append(t)
@@ -235,6 +237,9 @@ class Engine:
             self.flush_access()
         except Exception:  # noqa: BLE001
             pass
+        if self.index is not None:
+            with self.index._lock:
+                self.index.close()
         self.store.close()
         if self._owner_lock is not None:
             self._owner_lock.release()
@@ -257,7 +262,11 @@ class Engine:
     def remember(self, ctx: Context, text: str, *, type: str = "project", kind: str = "fact",
                  scope: str = "project", tags: list[str] | None = None, importance: float = 0.5,
                  source: str = "user", anchors: list[dict] | None = None, trust: str = "trusted",
-                 status: str = "active", provenance: dict | None = None, vec=None) -> dict[str, Any]:
+                 status: str = "active", provenance: dict | None = None, vec=None,
+                 on_conflict: str | None = None) -> dict[str, Any]:
+        from mnemo.core import lifecycle  # conflicts, overrides, review queue (SPEC §4)
+
+        on_conflict = lifecycle.check_on_conflict(on_conflict)
         text, flags = self._validate_text(text)
         check_type(type)
         check_write_scope(scope)
@@ -282,10 +291,12 @@ class Engine:
             with self.store.write() as c:
                 row = c.execute("SELECT confirmations, importance FROM memories WHERE id=?", (existing.id,)).fetchone()
                 self.store.update_memory(c, existing.id, confirmations=row[0] + 1, updated_at=now, last_accessed=now,
-                                         importance=min(1.0, max(row[1], importance) + 0.05))
+                                         importance=min(1.0, max(row[1], importance) + 0.05),
+                                         reindex=existing.tier == "cold",  # stated again: back from the archive
+                                         tier="warm" if existing.tier == "cold" else existing.tier)
             mem = self.store.get_memory(existing.id)
             return {"status": "confirmed", "memory": mem.to_dict(),
-                    "message": f"already known: confirmed {mem.confirmations}x"}
+                    "message": f"already known: confirmed {mem.confirmations}x", "conflicts": []}
 
         if vec is None:
             vec = self.embed([text])[0]
@@ -296,11 +307,16 @@ class Engine:
             source=source, provenance=provenance or {}, anchors=anchors or [], tags=tags, trust=trust,
             status=status, author=ctx.user, flags=flags, tier="warm",
         )
+        found = lifecycle.check_conflicts(self, ctx, mem, vec)
+        if found or status == "pending":
+            res = lifecycle.write_new(self, ctx, mem, vec, found, on_conflict)
+            self._wake.set()
+            return res
         with self.store.write() as c:
             self.store.insert_memory(c, mem, vec, self.model_id)
         self._wake.set()
         return {"status": "created" if status == "active" else status, "memory": mem.to_dict(),
-                "message": "remembered" if status == "active" else "waiting in Review"}
+                "message": "remembered" if status == "active" else "waiting in Review", "conflicts": []}
 
     def _find_duplicate(self, ctx: Context, h: str, type: str, branch: str | None) -> Memory | None:
         rows = self.store.query_memories("content_hash=? AND project_id=? AND scope='project'", (h, ctx.project_id))
@@ -326,8 +342,10 @@ class Engine:
         if m.scope != "project":
             raise InvalidInput(f"memory {mem_id} is already in the {m.scope} scope",
                                hint="only project memories can be promoted")
-        if to == "team":
-            raise InvalidInput("the team scope needs a team server", hint="set MNEMO_TEAM_URL (see README, Teams)")
+        if to == "team":  # secret check, team record (or the outbox), `promoted_to_team` on the local memory
+            from mnemo.core.team import promote_to_team
+
+            return promote_to_team(self, ctx, m)
         prov = dict(m.provenance)
         prov["promoted_from"] = {"scope": m.scope, "project_id": m.project_id, "project_name": m.project_name,
                                  "note_id": m.id, "branch": m.branch,
@@ -344,6 +362,10 @@ class Engine:
         return {"status": "promoted", "memory": self.store.get_memory(m.id).to_dict()}
 
     def deprecate(self, ctx: Context, mem_id: str, reason: str | None = None) -> dict[str, Any]:
+        if mem_id.startswith("team-"):  # a team record: deprecated on the server, for everyone
+            from mnemo.core.team import deprecate_team
+
+            return deprecate_team(self, ctx, mem_id, reason)
         m = self.get(ctx, mem_id)
         with self.store.write() as c:
             self.store.update_memory(c, m.id, deprecated=True, deprecated_reason=reason or "deprecated",

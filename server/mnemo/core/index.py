@@ -55,7 +55,30 @@ class DenseIndex:
         tmp.write_text(json.dumps({"format": INDEX_FORMAT, "seq": self.indexed_seq, "model_id": self.model_id}))
         os.replace(tmp, self.dir / STATE_FILE)
 
+    def close(self) -> None:
+        """Release chroma's process-wide cached system for this path (it would keep stale file handles)."""
+        client, self._client = self._client, None
+        self._collections = {}
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001
+                pass
+        try:  # also a system left behind by a client whose start failed (a damaged directory)
+            from chromadb.api.shared_system_client import SharedSystemClient
+        except ImportError:
+            return
+        for ident in {str(self.dir), getattr(client, "_identifier", str(self.dir))}:
+            system = SharedSystemClient._identifier_to_system.pop(ident, None)
+            SharedSystemClient._identifier_to_refcount.pop(ident, None)
+            if system is not None:
+                try:
+                    system.stop()
+                except Exception:  # noqa: BLE001
+                    pass
+
     def _open_client(self):
+        self.close()
         os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
         import chromadb
         from chromadb.config import Settings
@@ -115,8 +138,7 @@ class DenseIndex:
         log.info("rebuilding the dense index (%s)", reason)
         self.ready = False
         self.rebuilds += 1
-        self._client = None
-        self._collections = {}
+        self.close()
         if self.dir.exists():
             aside = self.dir.with_name(f"{self.dir.name}.old-{int(time.time() * 1000)}")
             try:

@@ -221,6 +221,13 @@ def recall(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", l
         for item_id, cos in exact_scores(store, parts, qvec, ids=missing):
             visible[item_id].cosine = cos
 
+    if scope in ("hybrid", "team"):  # team hits from the Chroma server (cosine only: BM25 is local)
+        from mnemo.core.team import team_candidates
+
+        for c in team_candidates(engine, ctx, qvec, pool, warnings, scope):
+            if (not types or c.memory.type in types) and memory_visible(c.memory, ctx, include_cold=include_cold):
+                visible.setdefault(c.item_id, c)
+
     # Same fact in several scopes (e.g. imported twice): keep the most specific one.
     by_hash: dict[str, Candidate] = {}
     for c in list(visible.values()):
@@ -279,6 +286,10 @@ def hydrate(engine: Engine, ctx: Context, item_id: str, mode: str = "default") -
         raise InvalidInput(f"unknown hydrate mode {mode!r}", hint="use 'default' or 'related'")
     budget = HYDRATE_BUDGET[mode]
     store = engine.store
+    if item_id.startswith("team-"):  # a team record lives on the Chroma server
+        from mnemo.core.team import hydrate_team
+
+        return hydrate_team(engine, ctx, item_id, mode)
     if item_id.startswith("blk-"):
         b = store.get_block(item_id)
         if b is None or b["project_id"] != ctx.project_id:
