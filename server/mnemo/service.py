@@ -73,6 +73,9 @@ class LocalService:
         self.engine = engine
         self._skill_engines: dict[str, Any] = {}
         self._skills_lock = threading.Lock()
+        from mnemo.core.team import attach
+
+        attach(engine)  # resumes sending team promotions queued before a restart (no-op without a team server)
 
     # -- health ----------------------------------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
@@ -150,3 +153,14 @@ class LocalService:
         from mnemo.core.doctor import run_checks
 
         return run_checks(self.engine, _ctx(ctx))
+
+    # -- team, hand-off --------------------------------------------------------------------------------------
+    def team_status(self, ctx: dict) -> dict[str, Any]:
+        from mnemo.core.team import team_status
+
+        return team_status(self.engine, _ctx(ctx))
+
+    def recent_context(self, ctx: dict, limit: int = 10, days: float = 14.0) -> dict[str, Any]:
+        from mnemo.core.recent import recent_context
+
+        return recent_context(self.engine, _ctx(ctx), limit, days)

@@ -169,6 +169,7 @@ _POSITIONAL = {
     "deprecate": ("ctx", "memory_id", "reason"), "forget": ("ctx", "memory_id", "reason"),
     "list_memories": ("ctx",), "stats": ("ctx",), "index_docs": ("ctx", "root"), "skills_list": ("ctx",),
     "skills_check": ("ctx",), "activate_skills": ("ctx", "file", "message"), "doctor": ("ctx",),
+    "team_status": ("ctx",), "recent_context": ("ctx", "limit", "days"),
 }
 
 
