@@ -28,6 +28,9 @@ SERVICE_METHODS = frozenset({
     "health", "remember", "recall", "hydrate", "get_memory", "promote", "deprecate", "forget", "list_memories",
     "stats", "index_docs", "skills_list", "skills_check", "activate_skills", "doctor",
     "team_status", "recent_context",
+    # lifecycle and sharing (core/lifecycle.py, core/sharing.py)
+    "review_list", "review_resolve", "snapshot_export", "snapshot_diff", "snapshot_merge", "branch_diff",
+    "branch_merge", "branch_delete", "decay", "compact", "anchor", "check_anchors", "merged_branches", "restore",
 })
 
 
@@ -113,7 +116,11 @@ class LocalService:
         return self.engine.list_memories(_ctx(ctx), **kw)
 
     def stats(self, ctx: dict) -> dict[str, Any]:
-        return self.engine.stats(_ctx(ctx))
+        out = self.engine.stats(_ctx(ctx))
+        from mnemo.core.lifecycle import tier_index
+
+        out["tiers"] = tier_index(self.engine, _ctx(ctx))  # hot / warm / cold, like an index of the memory
+        return out
 
     def index_docs(self, ctx: dict, root: str | None = None, progress: Progress | None = None) -> dict[str, Any]:
         return self.engine.index_docs(_ctx(ctx), root, progress)
@@ -147,6 +154,79 @@ class LocalService:
         out = result.to_dict()
         out["prompt_block"] = render_prompt_block(result)
         return out
+
+    # -- lifecycle and sharing (core/lifecycle.py, core/sharing.py) -----------------------------------------
+    def review_list(self, ctx: dict, kind: str | None = None, include_resolved: bool = False) -> dict[str, Any]:
+        from mnemo.core import lifecycle
+
+        return lifecycle.review_list(self.engine, _ctx(ctx), kind, include_resolved)
+
+    def review_resolve(self, ctx: dict, review_id: int, resolution: str) -> dict[str, Any]:
+        from mnemo.core import lifecycle
+
+        return lifecycle.review_resolve(self.engine, _ctx(ctx), review_id, resolution)
+
+    def snapshot_export(self, ctx: dict, path: str, scopes: list[str] | None = None,
+                        branches: list[str] | None = None) -> dict[str, Any]:
+        from mnemo.core import sharing
+
+        return sharing.export_snapshot(self.engine, _ctx(ctx), path, scopes, branches)
+
+    def snapshot_diff(self, ctx: dict, path: str, strategy: str = "newer_wins") -> dict[str, Any]:
+        from mnemo.core import sharing
+
+        return sharing.diff_snapshot(self.engine, _ctx(ctx), path, strategy)
+
+    def snapshot_merge(self, ctx: dict, path: str, strategy: str = "newer_wins",
+                       progress: Progress | None = None) -> dict[str, Any]:
+        from mnemo.core import sharing
+
+        return sharing.merge_snapshot(self.engine, _ctx(ctx), path, strategy, progress=progress)
+
+    def branch_diff(self, ctx: dict, source: str) -> dict[str, Any]:
+        from mnemo.core import sharing
+
+        return sharing.branch_diff(self.engine, _ctx(ctx), source)
+
+    def branch_merge(self, ctx: dict, source: str) -> dict[str, Any]:
+        from mnemo.core import sharing
+
+        return sharing.branch_merge(self.engine, _ctx(ctx), source)
+
+    def branch_delete(self, ctx: dict, name: str, force: bool = False) -> dict[str, Any]:
+        from mnemo.core import sharing
+
+        return sharing.branch_delete(self.engine, _ctx(ctx), name, force)
+
+    def merged_branches(self, ctx: dict, queue: bool = True) -> dict[str, Any]:
+        from mnemo.core import sharing
+
+        return sharing.merged_branches(self.engine, _ctx(ctx), queue)
+
+    def decay(self, ctx: dict, now: float | str | None = None) -> dict[str, Any]:
+        from mnemo.core import lifecycle
+
+        return lifecycle.decay(self.engine, _ctx(ctx), now)
+
+    def compact(self, ctx: dict) -> dict[str, Any]:
+        from mnemo.core import lifecycle
+
+        return lifecycle.compact(self.engine, _ctx(ctx))
+
+    def restore(self, ctx: dict, memory_id: str) -> dict[str, Any]:
+        from mnemo.core import lifecycle
+
+        return lifecycle.restore(self.engine, _ctx(ctx), memory_id)
+
+    def anchor(self, ctx: dict, memory_id: str, anchor: dict[str, Any]) -> dict[str, Any]:
+        from mnemo.core import lifecycle
+
+        return lifecycle.anchor(self.engine, _ctx(ctx), memory_id, anchor)
+
+    def check_anchors(self, ctx: dict, path: str, symbols: list[dict[str, Any]] | None) -> dict[str, Any]:
+        from mnemo.core import lifecycle
+
+        return lifecycle.check_anchors(self.engine, _ctx(ctx), path, symbols)
 
     # -- doctor ----------------------------------------------------------------------------------------------
     def doctor(self, ctx: dict) -> dict[str, Any]:

@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _optional_command_modules():
     import importlib
 
-    for name in ("lifecycle_cmd", "team_cmd", "server_cmd"):
+    for name in ("lifecycle_cmd", "team_cmd", "server_cmd", "mcp_cmd"):
         try:
             yield name, importlib.import_module(f"mnemo.cli.{name}")
         except ImportError:

@@ -243,6 +243,12 @@ def recall(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", l
         else:
             visible.pop(c.item_id, None)
 
+    # Overrides: a more specific memory that contradicts a general one hides it where it is visible (SPEC §4).
+    from mnemo.core.lifecycle import hidden_by_overrides
+
+    for hidden in hidden_by_overrides(store, ctx, [i for i, c in visible.items() if c.memory is not None]):
+        visible.pop(hidden, None)
+
     dense_rank = [i for i, c in sorted(visible.items(), key=lambda kv: (-(kv[1].cosine or -1), kv[0]))]
     bm25_rank = [i for i, c in sorted(visible.items(), key=lambda kv: (-(kv[1].bm25 or 0), kv[0]))
                  if c.bm25 is not None]

@@ -170,6 +170,12 @@ _POSITIONAL = {
     "list_memories": ("ctx",), "stats": ("ctx",), "index_docs": ("ctx", "root"), "skills_list": ("ctx",),
     "skills_check": ("ctx",), "activate_skills": ("ctx", "file", "message"), "doctor": ("ctx",),
     "team_status": ("ctx",), "recent_context": ("ctx", "limit", "days"),
+    "review_list": ("ctx", "kind"), "review_resolve": ("ctx", "review_id", "resolution"),
+    "snapshot_export": ("ctx", "path", "scopes", "branches"), "snapshot_diff": ("ctx", "path", "strategy"),
+    "snapshot_merge": ("ctx", "path", "strategy"), "branch_diff": ("ctx", "source"),
+    "branch_merge": ("ctx", "source"), "branch_delete": ("ctx", "name", "force"), "decay": ("ctx", "now"),
+    "compact": ("ctx",), "anchor": ("ctx", "memory_id", "anchor"), "check_anchors": ("ctx", "path", "symbols"),
+    "merged_branches": ("ctx", "queue"), "restore": ("ctx", "memory_id"),
 }
 
 
