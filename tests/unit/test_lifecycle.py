@@ -1,0 +1,322 @@
+"""Lifecycle: dedup, conflicts and their resolutions, overrides, review queue, decay, tiers, compaction, anchors.
+
+Plumbing with the hash embedder (texts sharing most words have cosine >= 0.8); the real-model threshold test is in
+test_lifecycle_real.py.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import pytest
+
+from mnemo.core import lifecycle
+from mnemo.core.errors import InvalidInput, NotFound
+from mnemo.service import LocalService
+
+A = "The database is PostgreSQL 14 in production"
+B = "The database is PostgreSQL 16 in production"
+
+
+def visible_ids(engine, ctx, query, **kw):
+    return [c["item_id"] for c in engine.recall(ctx, query, limit=20, include_docs=False, **kw)["cards"]]
+
+
+def test_dedup_confirms_and_refreshes_without_a_copy(engine, ctx):
+    first = engine.remember(ctx, "Use ruff for linting")["memory"]
+    for n in (2, 3):
+        r = engine.remember(ctx, " use RUFF for linting. ")
+        assert r["status"] == "confirmed" and r["memory"]["id"] == first["id"]
+        assert f"confirmed {n}x" in r["message"]
+    assert engine.list_memories(ctx)["total"] == 1
+
+
+def test_dedup_brings_a_cold_memory_back(engine, ctx):
+    m = engine.remember(ctx, "Use ruff for linting")["memory"]
+    lifecycle.decay(engine, ctx, now=time.time() + 86400 * 365)
+    assert engine.store.get_memory(m["id"]).tier == "cold"
+    engine.remember(ctx, "use ruff for linting")
+    assert engine.store.get_memory(m["id"]).tier == "warm"
+
+
+def test_conflict_default_goes_to_review_and_resolves(engine, ctx):
+    old = engine.remember(ctx, A)["memory"]
+    r = engine.remember(ctx, B)
+    assert r["status"] == "conflict" and r["memory"]["status"] == "pending"
+    assert r["conflicts"][0]["id"] == old["id"] and r["conflicts"][0]["similarity"] >= 0.8
+    assert visible_ids(engine, ctx, "database PostgreSQL production") == [old["id"]]
+    items = lifecycle.review_list(engine, ctx)["items"]
+    assert [(i["kind"], i["item_id"], i["other_id"]) for i in items] == [("conflict", r["memory"]["id"], old["id"])]
+    assert items[0]["resolutions"] == ["supersede", "keep_both", "keep_existing"]
+    with pytest.raises(InvalidInput) as exc:
+        lifecycle.review_resolve(engine, ctx, items[0]["id"], "accept")
+    assert "supersede" in exc.value.hint
+    lifecycle.review_resolve(engine, ctx, items[0]["id"], "supersede")
+    assert visible_ids(engine, ctx, "database PostgreSQL production") == [r["memory"]["id"]]
+    hist = engine.store.get_memory(old["id"])
+    assert hist.superseded_by == r["memory"]["id"]  # out of recall, still in history
+    listed = engine.list_memories(ctx, include_deprecated=True)["memories"]
+    assert old["id"] in {m["id"] for m in listed}
+    assert lifecycle.review_list(engine, ctx)["total"] == 0
+    with pytest.raises(InvalidInput):
+        lifecycle.review_resolve(engine, ctx, items[0]["id"], "supersede")
+
+
+@pytest.mark.parametrize("resolution,visible", [("keep_both", {"old", "new"}), ("keep_existing", {"old"})])
+def test_conflict_review_keep_both_and_keep_existing(engine, ctx, resolution, visible):
+    old = engine.remember(ctx, A)["memory"]["id"]
+    new = engine.remember(ctx, B)["memory"]["id"]
+    rid = lifecycle.review_list(engine, ctx)["items"][0]["id"]
+    lifecycle.review_resolve(engine, ctx, rid, resolution)
+    ids = {"old": old, "new": new}
+    assert set(visible_ids(engine, ctx, "database PostgreSQL production")) == {ids[v] for v in visible}
+    if resolution == "keep_existing":
+        assert engine.store.get_memory(new).status == "rejected"
+
+
+@pytest.mark.parametrize("on_conflict", ["supersede", "keep_both", "keep_existing"])
+def test_conflict_resolution_on_write(engine, ctx, on_conflict):
+    old = engine.remember(ctx, A)["memory"]["id"]
+    r = engine.remember(ctx, B, on_conflict=on_conflict)
+    vis = set(visible_ids(engine, ctx, "database PostgreSQL production"))
+    if on_conflict == "supersede":
+        assert r["status"] == "created" and vis == {r["memory"]["id"]}
+        assert engine.store.get_memory(old).superseded_by == r["memory"]["id"]
+    elif on_conflict == "keep_both":
+        assert r["status"] == "created" and vis == {old, r["memory"]["id"]}
+    else:
+        assert r["status"] == "kept_existing" and r["memory"]["id"] == old and vis == {old}
+        assert engine.list_memories(ctx, status=None)["total"] == 1
+    assert lifecycle.review_list(engine, ctx)["total"] == 0
+
+
+def test_unknown_on_conflict_is_refused(engine, ctx):
+    with pytest.raises(InvalidInput):
+        engine.remember(ctx, A, on_conflict="shrug")
+
+
+def test_threshold_is_configurable(engine, ctx, monkeypatch):
+    engine.remember(ctx, A)
+    monkeypatch.setenv("MNEMO_CONFLICT_THRESHOLD", "0.99")
+    assert engine.remember(ctx, B)["status"] == "created"
+
+
+def test_unrelated_and_other_project_memories_do_not_conflict(engine, ctx):
+    engine.remember(ctx, A)
+    assert engine.remember(ctx, "Frontend is written in React with Vite")["status"] == "created"
+    other = replace(ctx, project_id="other", project_name="other")
+    assert engine.remember(other, B)["status"] == "created"
+
+
+def test_project_memory_overrides_global_inside_the_project_only(engine, ctx):
+    g = engine.remember(ctx, "Code style: indent with spaces, never tabs", type="user")["memory"]
+    engine.promote(ctx, g["id"])
+    other = replace(ctx, project_id="elsewhere", project_name="elsewhere")
+    r = engine.remember(ctx, "Code style: indent with tabs, never spaces")
+    assert r["status"] == "created"
+    assert [c["relation"] for c in r["conflicts"]] == ["override"] and "overrides global" in r["message"]
+    q = "code style indent tabs spaces"
+    assert visible_ids(engine, ctx, q) == [r["memory"]["id"]]
+    assert visible_ids(engine, other, q) == [g["id"]]
+    items = lifecycle.review_list(engine, ctx, kind="override")["items"]
+    assert len(items) == 1 and items[0]["other_id"] == g["id"]
+    # keep_both lifts the override; accept would keep it
+    lifecycle.review_resolve(engine, ctx, items[0]["id"], "keep_both")
+    assert set(visible_ids(engine, ctx, q)) == {r["memory"]["id"], g["id"]}
+
+
+def test_override_declined_deprecates_the_specific_memory(engine, ctx):
+    g = engine.remember(ctx, "Code style: indent with spaces, never tabs")["memory"]
+    engine.promote(ctx, g["id"])
+    r = engine.remember(ctx, "Code style: indent with tabs, never spaces")["memory"]
+    rid = lifecycle.review_list(engine, ctx, kind="override")["items"][0]["id"]
+    lifecycle.review_resolve(engine, ctx, rid, "keep_existing")
+    assert engine.store.get_memory(r["id"]).deprecated
+    assert visible_ids(engine, ctx, "code style indent tabs spaces") == [g["id"]]
+
+
+def test_feature_branch_memory_overrides_main_only_on_the_branch(engine, ctx):
+    main = engine.remember(ctx, "API timeout is 30 seconds for payment calls")["memory"]
+    feat = replace(ctx, branch="feature/slow")
+    r = engine.remember(feat, "API timeout is 60 seconds for payment calls")
+    assert r["status"] == "created" and r["conflicts"][0]["level"] == "branch"
+    q = "API timeout seconds payment calls"
+    assert visible_ids(engine, feat, q) == [r["memory"]["id"]]
+    assert visible_ids(engine, ctx, q) == [main["id"]]
+
+
+def test_agent_write_under_confirm_policy_waits_in_review(engine, ctx, monkeypatch):
+    monkeypatch.setenv("MNEMO_WRITE_POLICY", "confirm")
+    svc = LocalService(engine)
+    r = svc.remember(ctx.to_dict(), "Payments retries use exponential backoff", source="agent")
+    assert r["status"] == "pending"
+    items = svc.review_list(ctx.to_dict(), "pending")["items"]
+    assert items[0]["item_id"] == r["memory"]["id"] and items[0]["resolutions"] == ["accept", "reject"]
+    svc.review_resolve(ctx.to_dict(), items[0]["id"], "accept")
+    assert engine.store.get_memory(r["memory"]["id"]).status == "active"
+
+
+def test_review_of_another_project_is_not_found(engine, ctx):
+    engine.remember(ctx, A)
+    engine.remember(ctx, B)
+    rid = lifecycle.review_list(engine, ctx)["items"][0]["id"]
+    other = replace(ctx, project_id="other", project_name="other")
+    assert lifecycle.review_list(engine, other)["total"] == 0
+    with pytest.raises(NotFound):
+        lifecycle.review_resolve(engine, other, rid, "supersede")
+    with pytest.raises(InvalidInput):
+        lifecycle.review_resolve(engine, ctx, "x", "supersede")
+
+
+# -- decay and tiers -------------------------------------------------------------------------------------------
+def _age(engine, mem_id, hours):
+    """Pretend the memory was last touched `hours` ago."""
+    t = time.time() - hours * 3600
+    with engine.store.write() as c:
+        c.execute("UPDATE memories SET last_accessed=?, created_at=? WHERE id=?", (t, t, mem_id))
+
+
+def test_decay_halves_per_half_life_and_is_idempotent(engine, ctx):
+    m = engine.remember(ctx, "Payments use Stripe", importance=0.8)["memory"]
+    _age(engine, m["id"], 168)
+    now = time.time()
+    r1 = lifecycle.decay(engine, ctx, now=now)
+    imp = engine.store.get_memory(m["id"]).importance
+    assert imp == pytest.approx(0.4, rel=1e-3) and r1["decayed"] == 1
+    r2 = lifecycle.decay(engine, ctx, now=now)
+    assert engine.store.get_memory(m["id"]).importance == imp and r2["decayed"] == 0
+    # t1 then t2 equals one run at t2
+    lifecycle.decay(engine, ctx, now=now + 168 * 3600)
+    assert engine.store.get_memory(m["id"]).importance == pytest.approx(0.2, rel=1e-3)
+    # an earlier time never raises anything
+    lifecycle.decay(engine, ctx, now=now - 1000)
+    assert engine.store.get_memory(m["id"]).importance == pytest.approx(0.2, rel=1e-3)
+
+
+def test_access_reinforces(engine, ctx):
+    a = engine.remember(ctx, "Payments use Stripe webhooks", importance=0.8)["memory"]
+    b = engine.remember(ctx, "Search runs on OpenSearch cluster", importance=0.8)["memory"]
+    _age(engine, a["id"], 168)
+    _age(engine, b["id"], 168)
+    engine.recall(ctx, "Stripe webhooks payments", limit=1, include_docs=False)
+    engine.flush_access()
+    lifecycle.decay(engine, ctx)
+    assert engine.store.get_memory(a["id"]).importance > 0.79
+    assert engine.store.get_memory(b["id"]).importance == pytest.approx(0.4, rel=1e-2)
+
+
+def test_cold_tier_is_archived_searchable_restorable_never_deleted(engine, ctx):
+    m = engine.remember(ctx, "Legacy cron job lives in ops/cron.py")["memory"]
+    _age(engine, m["id"], 168 * 5)  # 0.5 / 32 < 0.05
+    r = lifecycle.decay(engine, ctx)
+    assert [x["id"] for x in r["moved_to_cold"]] == [m["id"]] and "without access" in r["moved_to_cold"][0]["reason"]
+    assert engine.store.get_memory(m["id"]) is not None
+    q = "legacy cron job ops"
+    assert visible_ids(engine, ctx, q) == []
+    assert visible_ids(engine, ctx, q, include_cold=True) == [m["id"]]
+    assert r["tiers"]["cold"] == 1
+    res = lifecycle.restore(engine, ctx, m["id"])
+    assert res["status"] == "restored" and res["memory"]["tier"] == "warm"
+    assert visible_ids(engine, ctx, q) == [m["id"]]
+    assert lifecycle.decay(engine, ctx)["moved_to_cold"] == []  # restored clock
+
+
+def test_hot_tier_is_small_and_holds_the_most_important(engine, ctx, monkeypatch):
+    monkeypatch.setenv("MNEMO_HOT_MAX", "2")
+    ids = [engine.remember(ctx, text, importance=imp)["memory"]["id"]
+           for text, imp in (("Builds run with Bazel", 0.9), ("Payments go through Stripe", 0.95),
+                             ("Logs ship to Loki", 0.8), ("The office plant is a fern", 0.3))]
+    r = lifecycle.decay(engine, ctx)
+    assert r["tiers"]["hot"] == 2
+    hot = {m["id"] for m in lifecycle.hot_memories(engine, ctx)}
+    assert hot == {ids[0], ids[1]}
+    assert {mv["id"] for mv in r["tier_moves"]} == {ids[0], ids[1]}
+    idx = LocalService(engine).stats(ctx.to_dict())["tiers"]
+    assert idx["hot"]["count"] == 2 and idx["warm"]["count"] == 2 and idx["cold"]["count"] == 0
+    assert "always offered" in idx["hot"]["meaning"] and ids[1] in idx["hot"]["top"]
+
+
+# -- compaction ------------------------------------------------------------------------------------------------
+def test_compaction_merges_near_duplicates_and_summarizes_verbose_notes(engine, ctx, monkeypatch):
+    monkeypatch.setenv("MNEMO_COMPACT_DUP_THRESHOLD", "0.9")
+    monkeypatch.setenv("MNEMO_VERBOSE_CHARS", "300")
+    base = "the release checklist requires a changelog entry a version bump a signed tag and green CI on main"
+    a = engine.remember(ctx, base)["memory"]
+    engine.remember(ctx, base)  # confirmation: a has 2
+    b = engine.remember(ctx, base + " always", on_conflict="keep_both")["memory"]
+    c = engine.remember(ctx, base + " first", on_conflict="supersede")["memory"]  # supersedes a and b
+    # put a and b back in play to test merging (as if imported)
+    with engine.store.write() as conn:
+        conn.execute("UPDATE memories SET superseded_by=NULL WHERE id IN (?,?)", (a["id"], b["id"]))
+        conn.execute("DELETE FROM review")
+    verbose = engine.remember(ctx, "Deployment notes. " + " ".join(
+        f"Step {i}: run the migration job number {i} and verify the dashboard." for i in range(12)))["memory"]
+    r = lifecycle.compact(engine, ctx)
+    assert len(r["merged"]) == 1
+    g = r["merged"][0]
+    assert g["kept"] == a["id"] and set(g["merged"]) == {b["id"], c["id"]} and "near-duplicates" in g["reason"]
+    kept = engine.store.get_memory(a["id"])
+    assert kept.confirmations == 4 and set(kept.provenance["merged_from"]) == {b["id"], c["id"]}
+    assert engine.store.get_memory(b["id"]).superseded_by == a["id"]
+    assert len(r["summarized"]) == 1 and r["summarized"][0]["from"] == verbose["id"]
+    s = r["summarized"][0]
+    assert s["chars_after"] < s["chars_before"]
+    new = engine.store.get_memory(s["to"])
+    assert new.provenance["summarized_from"] == verbose["id"] and new.text.startswith("Deployment notes.")
+    assert engine.store.get_memory(verbose["id"]).superseded_by == new.id  # original kept in history
+    again = lifecycle.compact(engine, ctx)
+    assert again["merged"] == [] and again["summarized"] == []
+
+
+def test_compaction_respects_keep_both_decisions(engine, ctx, monkeypatch):
+    monkeypatch.setenv("MNEMO_COMPACT_DUP_THRESHOLD", "0.8")
+    engine.remember(ctx, A)
+    engine.remember(ctx, B, on_conflict="keep_both")
+    assert lifecycle.compact(engine, ctx)["merged"] == []
+
+
+# -- stale anchors ---------------------------------------------------------------------------------------------
+def test_stale_anchors_are_flagged_and_cleared(engine, ctx, git_repo):
+    m = engine.remember(ctx, "charge() must send an idempotency key")["memory"]
+    n = engine.remember(ctx, "refund() is only for settled payments")["memory"]
+    lifecycle.anchor(engine, ctx, m["id"], {"path": str(git_repo / "src/pay.py"), "symbol": "charge", "hash": "h1"})
+    lifecycle.anchor(engine, ctx, n["id"], {"path": "src/pay.py", "symbol": "refund", "hash": "r1"})
+    assert engine.store.get_memory(m["id"]).anchors[0]["path"] == "src/pay.py"
+    same = lifecycle.check_anchors(engine, ctx, "src/pay.py", [{"name": "charge", "hash": "h1"},
+                                                               {"name": "refund", "hash": "r1"}])
+    assert same["flagged"] == [] and same["ok"] == 2
+    r = lifecycle.check_anchors(engine, ctx, "src/pay.py", [{"name": "charge", "hash": "h2"}])
+    reasons = {f["memory_id"]: f["reason"] for f in r["flagged"]}
+    assert reasons == {m["id"]: "changed", n["id"]: "vanished"}
+    assert "stale_anchor" in engine.store.get_memory(m["id"]).flags
+    # checking again does not duplicate review items
+    lifecycle.check_anchors(engine, ctx, "src/pay.py", [{"name": "charge", "hash": "h2"}])
+    items = lifecycle.review_list(engine, ctx, kind="stale_anchor")["items"]
+    assert len(items) == 2
+    by_mem = {i["item_id"]: i for i in items}
+    lifecycle.review_resolve(engine, ctx, by_mem[m["id"]]["id"], "update")
+    mm = engine.store.get_memory(m["id"])
+    assert mm.anchors[0]["hash"] == "h2" and "stale_anchor" not in mm.flags
+    lifecycle.review_resolve(engine, ctx, by_mem[n["id"]]["id"], "deprecate")
+    assert engine.store.get_memory(n["id"]).deprecated
+    # the file disappears: every anchor into it vanished
+    r = lifecycle.check_anchors(engine, ctx, "src/pay.py", None)
+    assert [f["memory_id"] for f in r["flagged"]] == [m["id"]]
+    # a symbol back to its anchored hash clears the flag
+    r = lifecycle.check_anchors(engine, ctx, "src/pay.py", [{"name": "charge", "hash": "h2"}])
+    assert [c["memory_id"] for c in r["cleared"]] == [m["id"]]
+    assert "stale_anchor" not in engine.store.get_memory(m["id"]).flags
+
+
+def test_anchor_outside_the_project_is_refused(engine, ctx):
+    m = engine.remember(ctx, "something anchored")["memory"]
+    for bad in ("/etc/passwd", "../other/x.py", ""):
+        with pytest.raises(InvalidInput):
+            lifecycle.anchor(engine, ctx, m["id"], {"path": bad})
+
+
+def test_decay_now_accepts_iso_and_refuses_garbage(engine, ctx):
+    assert lifecycle.decay(engine, ctx, now="2030-01-01T00:00:00Z")["now"] > time.time()
+    with pytest.raises(InvalidInput):
+        lifecycle.decay(engine, ctx, now="next tuesday")
