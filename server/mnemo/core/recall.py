@@ -16,7 +16,7 @@ from mnemo.core.text import rrf, tokenize
 if TYPE_CHECKING:
     from mnemo.core.engine import Engine
 
-RRF_K = 60
+RRF_K = 5  # small k: the top of each list dominates; measured best on LoCoMo (docs/benchmarks.md)
 # Multiplicative scope factors: project beats global beats team when relevance is close.
 SCOPE_FACTOR = {"project": 1.0, "global": 0.95, "team": 0.9}
 CONF_HIGH = 0.5

@@ -1,0 +1,102 @@
+"""Recall quality on LoCoMo observations: BM25 alone, dense alone and Mnemo's hybrid, in one run.
+
+Protocol (LoCoMo's own, see ../shared/data/README.md): for each question (categories 1-4) retrieve within its
+own conversation only; recall@k = fraction of the question's evidence dia_ids covered by the top-k observations.
+All three systems use the same store, the same FTS5 index and the same MiniLM vectors; only ranking differs.
+
+    python bench/recall_quality.py --data ../shared/data/locomo --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+
+def recall_at(ranked_units: list[list[str]], evidence: list[str], k: int) -> float:
+    covered = set()
+    for dia_ids in ranked_units[:k]:
+        covered.update(dia_ids)
+    ev = set(evidence)
+    return len(ev & covered) / len(ev) if ev else 0.0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1].parent / "shared/data/locomo")
+    ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    ap.add_argument("--embedder", default=None, help="onnx (default) | torch")
+    args = ap.parse_args()
+    obs_path = args.data / "locomo_observations.jsonl"
+    if not obs_path.exists():
+        print(f"LoCoMo data not found at {args.data}", file=sys.stderr)
+        return 2
+
+    from mnemo.core.embeddings import get_embedder
+    from mnemo.core.engine import Engine
+    from mnemo.core.index import exact_scores
+    from mnemo.core.models import Context
+    from mnemo.core.store import fts_query
+    from mnemo.core.text import tokenize
+
+    observations = [json.loads(line) for line in obs_path.open()]
+    queries = [json.loads(line) for line in (args.data / "locomo_queries.jsonl").open()]
+    queries = [q for q in queries if q["category"] in (1, 2, 3, 4) and q["evidence"]]
+    embedder = get_embedder(args.embedder)
+    t0 = time.time()
+    home = Path(tempfile.mkdtemp(prefix="mnemo-bench-"))
+    engine = Engine(home, embedder=embedder)
+    by_sample = defaultdict(list)
+    for o in observations:
+        by_sample[o["sample_id"]].append(o)
+    unit_dias: dict[str, list[str]] = {}
+    for sample, obs in by_sample.items():
+        ctx = Context(project_id=f"locomo-{sample}", project_name=sample, branch="main", default_branch="main")
+        vecs = embedder.embed([o["text"] for o in obs])
+        for o, v in zip(obs, vecs, strict=True):
+            r = engine.remember(ctx, o["text"], kind="fact", source="import", vec=v, on_conflict="keep_both")
+            unit_dias.setdefault(r["memory"]["id"], []).extend(o["dia_ids"])
+    engine.wait_indexed(300)
+    load_s = time.time() - t0
+
+    systems = ("bm25", "dense", "mnemo")
+    scores = {s: {5: [], 10: []} for s in systems}
+    per_cat = {s: defaultdict(list) for s in systems}
+    t1 = time.time()
+    for q in queries:
+        ctx = Context(project_id=f"locomo-{q['sample_id']}", project_name=q["sample_id"], branch="main",
+                      default_branch="main")
+        part = f"p-{ctx.project_id}"
+        qvec = embedder.embed([q["question"]])[0]
+        fq = fts_query(tokenize(q["question"], stem=False))
+        bm25 = [i for i, _ in engine.store.fts_search([part], fq, 10)] if fq else []
+        dense = [i for i, _ in sorted(exact_scores(engine.store, [part], qvec), key=lambda kv: -kv[1])[:10]]
+        res = engine.recall(ctx, q["question"], limit=10, include_docs=False, scope="project", qvec=qvec)
+        mnemo = [c["item_id"] for c in res["cards"]]
+        for name, ranked in (("bm25", bm25), ("dense", dense), ("mnemo", mnemo)):
+            units = [unit_dias.get(i, []) for i in ranked]
+            for k in (5, 10):
+                scores[name][k].append(recall_at(units, q["evidence"], k))
+            per_cat[name][q["category"]].append(recall_at(units, q["evidence"], 10))
+    engine.close()
+    out = {s: {"r5": round(sum(scores[s][5]) / len(queries), 4), "r10": round(sum(scores[s][10]) / len(queries), 4)}
+           for s in systems}
+    detail = {"questions": len(queries), "observations": len(observations), "model_id": embedder.model_id,
+              "load_s": round(load_s, 1), "eval_s": round(time.time() - t1, 1),
+              "r10_by_category": {s: {str(c): round(sum(v) / len(v), 4) for c, v in sorted(per_cat[s].items())}
+                                  for s in systems}}
+    print(json.dumps(detail), file=sys.stderr)
+    if not args.json:
+        for s in systems:
+            print(f"{s:>6}: R@5 {out[s]['r5']:.3f}  R@10 {out[s]['r10']:.3f}")
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

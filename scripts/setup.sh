@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Set up Mnemo in ./.venv: torch (CPU wheel) first, then the package, then the ONNX export of the model.
+# Idempotent: a second run only checks. Usage: bash scripts/setup.sh [--test]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+extras=""
+[ "${1:-}" = "--test" ] && extras="[test]"
+
+if [ ! -x .venv/bin/python ]; then
+  echo "==> creating .venv"
+  "$PY" -m venv .venv
+fi
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+if ! .venv/bin/python -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.13.0') else 1)" 2>/dev/null; then
+  echo "==> installing torch 2.13.0 (CPU) first, so nothing pulls a CUDA build"
+  .venv/bin/pip install -q torch==2.13.0
+fi
+echo "==> installing mnemo${extras}"
+.venv/bin/pip install -q torch==2.13.0 -e ".${extras}"
+echo "==> preparing the embedding model (ONNX export, once)"
+HF_HUB_OFFLINE=1 .venv/bin/python -m mnemo.core.embeddings --prepare
+echo "==> ready: $(.venv/bin/mnemo --version)"
