@@ -262,7 +262,7 @@ def _check_record(rec: Any, n: int) -> dict[str, Any]:
 
     def need(key: str, ok: bool, what: str) -> None:
         if not ok:
-            raise _bad(f"{where} ({rec.get('id', '?')!s:.40}): field {key!r} {what}")
+            raise _bad(f"{where}: field {key!r} {what}")
 
     need("id", isinstance(rec.get("id"), str) and bool(ID_RE.match(rec["id"])), "is not a valid id")
     where = f"record {n} ({rec['id']})"
