@@ -1,0 +1,262 @@
+"""Conversions between Mnemo's service data and LSP: Markdown cards, ranges in client units, errors, params.
+
+Pure functions (no server state), unit-testable. Recalled memories are shown as quoted data with provenance, never
+as instructions (SPEC §2).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from lsprotocol import types as t
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+
+from mnemo.core.errors import MnemoError
+
+REQUEST_FAILED = -32803  # LSP ErrorCodes.RequestFailed
+
+
+# -- params ------------------------------------------------------------------------------------------------------
+def plain(obj: Any) -> Any:
+    """pygls hands unknown-method params over as namedtuples (or attrs objects): back to JSON-like data."""
+    if obj is None or isinstance(obj, str | int | float | bool):
+        return obj
+    if hasattr(obj, "_asdict"):
+        return {k: plain(v) for k, v in obj._asdict().items()}
+    if isinstance(obj, Mapping):
+        return {str(k): plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [plain(v) for v in obj]
+    if hasattr(obj, "__attrs_attrs__"):
+        from lsprotocol import converters
+
+        return converters.get_converter().unstructure(obj)
+    return obj
+
+
+def params_object(params: Any, method: str) -> dict[str, Any]:
+    """The one params object of a custom request/command; InvalidParams when it is not an object."""
+    value = plain(params)
+    if value is None:
+        return {}
+    if isinstance(value, list):  # executeCommand arguments
+        if not value:
+            return {}
+        if len(value) == 1 and isinstance(value[0], dict):
+            return value[0]
+        raise JsonRpcInvalidParams(f"{method}: expected one object argument, got {len(value)} arguments",
+                                   data={"code": "invalid_params"})
+    if not isinstance(value, dict):
+        raise JsonRpcInvalidParams(f"{method}: params must be an object, got {type(value).__name__}",
+                                   data={"code": "invalid_params"})
+    return value
+
+
+def want(params: Mapping[str, Any], key: str, typ: type | tuple[type, ...], method: str, default: Any = None,
+         required: bool = False) -> Any:
+    value = params.get(key, default)
+    if value is None:
+        if required:
+            raise JsonRpcInvalidParams(f"{method}: `{key}` is required", data={"code": "invalid_params"})
+        return default
+    if isinstance(value, bool) and typ in (int, float):
+        raise JsonRpcInvalidParams(f"{method}: `{key}` must be a number", data={"code": "invalid_params"})
+    if typ is float and isinstance(value, int):
+        value = float(value)
+    if not isinstance(value, typ):
+        name = typ.__name__ if isinstance(typ, type) else "/".join(x.__name__ for x in typ)
+        raise JsonRpcInvalidParams(f"{method}: `{key}` must be {name}, got {type(value).__name__}",
+                                   data={"code": "invalid_params"})
+    return value
+
+
+def snake(key: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", lambda m: "_" + m.group(1).lower(), key)
+
+
+def snake_kwargs(params: Mapping[str, Any], drop: Iterable[str] = ("uri",)) -> dict[str, Any]:
+    skip = set(drop)
+    return {snake(k): v for k, v in params.items() if k not in skip}
+
+
+# -- errors ------------------------------------------------------------------------------------------------------
+def lsp_error(exc: MnemoError) -> JsonRpcException:
+    message = exc.message + (f" — {exc.hint}" if exc.hint else "")
+    return JsonRpcException(message=message, code=REQUEST_FAILED, data=exc.to_dict())
+
+
+# -- positions ---------------------------------------------------------------------------------------------------
+def _units(text: str, encoding: str) -> int:
+    if encoding == t.PositionEncodingKind.Utf8:
+        return len(text.encode("utf-8", errors="surrogatepass"))
+    if encoding == t.PositionEncodingKind.Utf32:
+        return len(text)
+    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+
+
+def col_from_client(line_text: str, character: int, encoding: str) -> int:
+    """Client column units -> code points on one line."""
+    if encoding == t.PositionEncodingKind.Utf32:
+        return min(character, len(line_text))
+    units = 0
+    for i, ch in enumerate(line_text):
+        if units >= character:
+            return i
+        units += _units(ch, encoding)
+    return len(line_text)
+
+
+def col_to_client(line_text: str, col: int, encoding: str) -> int:
+    return _units(line_text[:col], encoding)
+
+
+def position(line: int, character: int) -> t.Position:
+    return t.Position(line=max(0, line), character=max(0, character))
+
+
+# -- Markdown ----------------------------------------------------------------------------------------------------
+def age(ts: float | None, now: float | None = None) -> str:
+    if not ts:
+        return "?"
+    secs = max(0.0, (now or time.time()) - float(ts))
+    for unit, size in (("y", 365 * 86400), ("mo", 30 * 86400), ("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{int(secs // size)}{unit} ago"
+    return "just now"
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+
+
+def md_escape(text: str) -> str:
+    """Escape Markdown so a memory renders as text (never as links, HTML or headings)."""
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def quote(text: str, limit: int = 400) -> str:
+    flat = " ".join(text.split())
+    if len(flat) > limit:
+        flat = flat[:limit].rsplit(" ", 1)[0] + " …"
+    return "> " + md_escape(flat)
+
+
+def memory_card_from_record(m: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored Memory -> the subset of a recall Card the editor shows."""
+    prov = m.get("provenance") or {}
+    return {"item_id": m["id"], "source_kind": "note", "scope": m.get("scope"), "branch": m.get("branch"),
+            "type": m.get("type"), "note_kind": m.get("kind"), "title": first_line(m.get("text", "")),
+            "compressed_summary": m.get("text", ""), "updated_at": m.get("updated_at"),
+            "confirmations": m.get("confirmations", 1), "source": m.get("source"), "author": m.get("author"),
+            "trust": m.get("trust"), "anchors": m.get("anchors") or [], "promoted_from": prov.get("promoted_from"),
+            "imported_from": prov.get("imported_from"), "confidence": None, "confidence_state": None,
+            "project_name": m.get("project_name"), "tier": m.get("tier"), "deprecated": m.get("deprecated")}
+
+
+def first_line(text: str, limit: int = 90) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[:limit].rsplit(" ", 1)[0] + " …"
+
+
+def card_markdown(card: Mapping[str, Any], anchored_here: bool = False, now: float | None = None) -> str:
+    """One compact card: the memory as a quote, then scope · branch · type/kind · age, then provenance."""
+    if card.get("source_kind") == "markdown":
+        where = card.get("source_path") or "docs"
+        heading = " › ".join(card.get("heading_path") or []) or card.get("title") or ""
+        meta = [f"doc `{md_escape(where)}`", md_escape(heading), age(card.get("updated_at"), now)]
+        return quote(card.get("compressed_summary") or card.get("title") or "") + "\n\n" + \
+            " · ".join(x for x in meta if x)
+    meta = [card.get("scope") or "project"]
+    branch = card.get("branch")
+    meta.append(f"`{md_escape(branch)}`" if branch else "all branches")
+    kind = card.get("note_kind") or card.get("kind")
+    meta.append("/".join(x for x in (card.get("type"), kind) if x))
+    meta.append(age(card.get("updated_at"), now))
+    if card.get("confidence") is not None:
+        meta.append(f"{card.get('confidence_state') or ''} {float(card['confidence']):.2f}".strip())
+    prov = []
+    if anchored_here:
+        prov.append("anchored here")
+    elif card.get("anchors"):
+        a = card["anchors"][0]
+        prov.append(f"anchored to `{md_escape(str(a.get('symbol') or a.get('path')))}`")
+    if (card.get("confirmations") or 1) > 1:
+        prov.append(f"confirmed {card['confirmations']}x")
+    if card.get("source"):
+        prov.append(f"from {card['source']}" + (f" ({md_escape(str(card['author']))})" if card.get("author") else ""))
+    pf = card.get("promoted_from")
+    if pf:
+        prov.append(f"promoted from {md_escape(str(pf.get('project_name') or pf.get('scope')))}")
+    imp = card.get("imported_from")
+    if imp:
+        prov.append("imported" + (f" from {md_escape(str(imp.get('source') or imp.get('path') or ''))}"
+                                  if isinstance(imp, dict) else ""))
+    if card.get("trust") == "untrusted":
+        prov.append("**untrusted**")
+    prov.append(f"`{card.get('item_id')}`")
+    text = card.get("compressed_summary") or card.get("title") or ""
+    return quote(text) + "\n\n" + " · ".join(x for x in meta if x) + "  \n" + " · ".join(prov)
+
+
+def skills_line(activations: list[Mapping[str, Any]]) -> str:
+    if not activations:
+        return ""
+    names = ", ".join(f"`{md_escape(str(a.get('name')))}`" for a in activations)
+    tokens = sum(int(a.get("token_cost") or 0) for a in activations)
+    label = "skill" if len(activations) == 1 else "skills"
+    return f"**Active {label}**: {names} (≈{tokens} tokens)"
+
+
+def hover_markdown(cards: list[Mapping[str, Any]], anchored_ids: set[str], activations: list[Mapping[str, Any]],
+                   symbol: str | None) -> str:
+    head = "**Mnemo**" + (f" · `{md_escape(symbol)}`" if symbol else "")
+    parts = [head]
+    parts.extend(card_markdown(c, c.get("item_id") in anchored_ids) for c in cards)
+    sl = skills_line(activations)
+    if sl:
+        parts.append(sl)
+    return "\n\n---\n\n".join(parts)
+
+
+def lens_title(memories: int, skills: int) -> str:
+    parts = [f"{memories} memor{'y' if memories == 1 else 'ies'}"]
+    if skills:
+        parts.append(f"{skills} skill{'' if skills == 1 else 's'}")
+    return " · ".join(parts)
+
+
+def estimate_tokens(text: str) -> int:
+    """≈ 4 characters a token (what the injection preview shows for memories)."""
+    return max(1, math.ceil(len(text) / 4)) if text else 0
+
+
+def injection_markdown(file: str | None, skills: list[Mapping[str, Any]], cards: list[Mapping[str, Any]],
+                       skill_tokens: int, memory_tokens: int) -> str:
+    lines = [f"### Would be injected for `{md_escape(file or '(no file)')}`", ""]
+    lines.append(f"**Skills** ({len(skills)}, ≈{skill_tokens} tokens)")
+    if not skills:
+        lines.append("- none active")
+    for a in skills:
+        why = ", ".join(a.get("activated_by") or []) or "—"
+        signals = ", ".join(f"{k} {float(v):.2f}" for k, v in (a.get("signals") or {}).items())
+        lines.append(f"- `{md_escape(str(a.get('name')))}` score {float(a.get('score') or 0):.2f} "
+                     f"({why}; {signals}) · {a.get('token_cost', 0)} tokens")
+    lines += ["", f"**Memories** ({len(cards)}, ≈{memory_tokens} tokens)"]
+    if not cards:
+        lines.append("- none relevant")
+    for c in cards:
+        conf = c.get("confidence")
+        conf_s = f"{float(conf):.2f}" if conf is not None else "anchored"
+        lines.append(f"- {md_escape(first_line(c.get('compressed_summary') or c.get('title') or ''))} "
+                     f"({c.get('scope')}, {conf_s}, `{c.get('item_id')}`)")
+    lines += ["", f"**Total** ≈{skill_tokens + memory_tokens} tokens"]
+    return "\n".join(lines)
+
+
+def memories_markdown(memories: list[Mapping[str, Any]], symbol: str | None = None) -> str:
+    head = "### Mnemo" + (f" · `{md_escape(symbol)}`" if symbol else "")
+    body = [card_markdown(memory_card_from_record(m)) for m in memories] or ["_no memories_"]
+    return "\n\n---\n\n".join([head, *body])

@@ -1,0 +1,97 @@
+"""`textDocument/codeAction`: remember the selection (anchored to its symbol), anchor a relevant memory here,
+promote, deprecate, and "show what would be injected for this file". Honours `context.only`.
+
+Every action carries a command (executed by `mnemo.lsp.features.commands`), so the editor applies nothing itself.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from lsprotocol import types as t
+
+from mnemo.core.errors import MnemoError
+from mnemo.lsp import convert
+from mnemo.lsp.server import LanguageFeature
+
+log = logging.getLogger("mnemo.lsp.code_actions")
+
+KIND_REMEMBER = "refactor.mnemo.remember"
+KIND_ANCHOR = "refactor.mnemo.anchor"
+KIND_PROMOTE = "refactor.mnemo.promote"
+KIND_DEPRECATE = "refactor.mnemo.deprecate"
+KIND_INJECTION = "source.mnemo.showInjection"
+CODE_ACTION_KINDS = [KIND_REMEMBER, KIND_ANCHOR, KIND_PROMOTE, KIND_DEPRECATE, KIND_INJECTION]
+
+
+def _wanted(kind: str, only: list[str] | None) -> bool:
+    if not only:
+        return True
+    return any(kind == o or kind.startswith(o + ".") for o in only)
+
+
+def _short(text: str, limit: int = 48) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+class CodeActionsFeature(LanguageFeature):
+    async def code_action(self, params: t.CodeActionParams) -> list[t.CodeAction]:
+        only = [str(k) for k in params.context.only] if params.context.only else None
+        uri = params.text_document.uri
+        rng = params.range
+        actions: list[t.CodeAction] = []
+        found = await self.server.documents.context_at(uri, rng.start)
+        code = found[0] if found else None
+        sym = code.symbol if code else None
+        where = f" (anchored to `{sym.qualname}`)" if sym else ""
+
+        def add(kind: str, title: str, command: str, args: dict) -> None:
+            if _wanted(kind, only):
+                actions.append(t.CodeAction(title=title, kind=kind, command=t.Command(
+                    title=title, command=command, arguments=[args])))
+
+        selection = rng.start != rng.end
+        if selection:
+            add(KIND_REMEMBER, f"Mnemo: Remember selection{where}", "mnemo.rememberSelection",
+                {"uri": uri, "range": convert.plain(rng)})
+        wants_memories = any(_wanted(k, only) for k in (KIND_ANCHOR, KIND_PROMOTE, KIND_DEPRECATE))
+        if wants_memories and self.server.ready and code is not None and (sym or code.word):
+            for card, anchored_here in await self._relevant(uri, code):
+                mid = card["item_id"]
+                label = _short(card.get("compressed_summary") or card.get("title") or mid)
+                if sym and not anchored_here:
+                    add(KIND_ANCHOR, f"Mnemo: Anchor \"{label}\" to {sym.qualname}", "mnemo.anchorMemory",
+                        {"id": mid, "uri": uri, "position": convert.plain(rng.start)})
+                if card.get("scope") == "project":
+                    add(KIND_PROMOTE, f"Mnemo: Promote \"{label}\" to global", "mnemo.promote",
+                        {"id": mid, "to": "global"})
+                add(KIND_DEPRECATE, f"Mnemo: Deprecate \"{label}\"", "mnemo.deprecate", {"id": mid})
+        add(KIND_INJECTION, "Mnemo: Show what would be injected for this file", "mnemo.showInjection",
+            {"uri": uri})
+        return actions
+
+    async def _relevant(self, uri: str, code) -> list[tuple[dict, bool]]:
+        """Memories relevant at the cursor: anchored to the symbol first, then recall hits."""
+        settings = self.server.settings.hover
+        ctx = await self.server.run_blocking(self.server.ctx_for, uri)
+        rel = self.server.rel_path(uri, ctx)
+        sym = code.symbol
+        try:
+            anchored = await self.server.anchors.for_symbol(ctx, rel, sym.qualname if sym else None)
+            res = await self.server.service("recall", ctx, code.query(), limit=max(1, settings.max_memories),
+                                            include_docs=False, min_confidence=settings.min_confidence)
+        except MnemoError as exc:
+            log.info("code actions: %s", exc)
+            return []
+        out: list[tuple[dict, bool]] = []
+        seen: set[str] = set()
+        for m in anchored:
+            if not m.get("deprecated"):
+                out.append((convert.memory_card_from_record(m), True))
+                seen.add(m["id"])
+        for c in res.get("cards", []):
+            if c.get("source_kind") == "note" and c["item_id"] not in seen:
+                out.append((c, False))
+                seen.add(c["item_id"])
+        return out[: max(1, settings.max_memories)]

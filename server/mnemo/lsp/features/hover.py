@@ -1,0 +1,84 @@
+"""`textDocument/hover`: the memories most relevant to the symbol under the cursor, and the file's active skills.
+
+Memories anchored to the enclosing symbol come first, then recall hits for a query built from the code context
+(identifier, enclosing names, signature, docstring) above `mnemo.hover.minConfidence`. Nothing relevant enough:
+no hover. Store unavailable: one short "Mnemo unavailable" hover per document and outage, then nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from lsprotocol import types as t
+
+from mnemo.core.errors import MnemoError
+from mnemo.lsp import convert
+from mnemo.lsp.owner import UNAVAILABLE, Unavailable
+from mnemo.lsp.server import LanguageFeature
+
+log = logging.getLogger("mnemo.lsp.hover")
+
+
+class HoverFeature(LanguageFeature):
+    def __init__(self, server):
+        super().__init__(server)
+        self._told_unavailable: set[tuple[str, float]] = set()
+
+    async def hover(self, params: t.HoverParams) -> t.Hover | None:
+        settings = self.server.settings.hover
+        if not settings.enabled or settings.max_memories <= 0:
+            return None
+        uri = params.text_document.uri
+        self.server.documents.set_active(uri)
+        await self.server.test_delay()
+        if not self.server.ready:
+            return self._unavailable_hover(uri)
+        found = await self.server.documents.context_at(uri, params.position)
+        if found is None:
+            return None
+        code, snap = found
+        if not code.word:
+            return None
+        ctx = await self.server.run_blocking(self.server.ctx_for, uri)
+        rel = self.server.rel_path(uri, ctx)
+        symbol = code.symbol
+        try:
+            recall_call = self.server.service(
+                "recall", ctx, code.query(), limit=max(4, settings.max_memories * 2),
+                include_docs=settings.include_docs, min_confidence=settings.min_confidence)
+            anchored_call = self.server.anchors.for_symbol(ctx, rel, symbol.qualname if symbol else None)
+            if settings.show_skills:
+                recalled, anchored, skills = await asyncio.gather(
+                    recall_call, anchored_call, self.server.active_skills(uri, ctx=ctx))
+            else:
+                recalled, anchored = await asyncio.gather(recall_call, anchored_call)
+                skills = {}
+        except Unavailable:
+            return self._unavailable_hover(uri)
+        except MnemoError as exc:
+            log.info("hover: %s", exc)
+            return None
+        anchored_ids = {m["id"] for m in anchored}
+        cards = [convert.memory_card_from_record(m) for m in anchored if not m.get("deprecated")]
+        cards += [c for c in recalled.get("cards", []) if c.get("item_id") not in anchored_ids]
+        cards = cards[: settings.max_memories]
+        if not cards:
+            return None
+        md = convert.hover_markdown(cards, anchored_ids, skills.get("activations", []) if skills else [],
+                                    symbol.qualname if symbol else code.word)
+        return t.Hover(contents=t.MarkupContent(kind=t.MarkupKind.Markdown, value=md),
+                       range=self.server.documents.word_range(snap, params.position, code.word))
+
+    def _unavailable_hover(self, uri: str) -> t.Hover | None:
+        owner = self.server.owner
+        if owner is None or owner.state != UNAVAILABLE:
+            return None
+        key = (uri, owner.since)
+        if key in self._told_unavailable:
+            return None
+        self._told_unavailable.add(key)
+        text = f"**Mnemo unavailable**: {convert.md_escape(owner.reason or 'unknown reason')}"
+        if owner.hint:
+            text += f"  \n{convert.md_escape(owner.hint)}"
+        return t.Hover(contents=t.MarkupContent(kind=t.MarkupKind.Markdown, value=text))

@@ -1,0 +1,195 @@
+"""The language server's link to the Mnemo owner process: connection state, a small client pool, degraded mode.
+
+Every call here blocks (socket I/O): the server runs them in its executor, never on the event loop. The link is
+`starting` until the first connection attempt ends, then `ready` or `unavailable` (with the reason and what to do).
+Interactive calls never start an owner themselves (they fail fast); only `connect()` — run at start-up and by the
+periodic retry — may start one, so a dead owner costs a hover milliseconds, not the owner's start-up time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mnemo.core.errors import DaemonError, MnemoError, StoreError
+
+log = logging.getLogger("mnemo.lsp.owner")
+
+STARTING, READY, UNAVAILABLE = "starting", "ready", "unavailable"
+POOL_SIZE = 3  # parallel calls: a hover is never queued behind a long indexing or merge call
+
+
+class Unavailable(MnemoError):
+    """The owner cannot be reached (degraded mode), or does not offer an operation (`not_supported`)."""
+
+    code = "unavailable"
+
+
+class NotSupported(MnemoError):
+    code = "not_supported"
+
+
+def _service_methods() -> frozenset[str]:
+    from mnemo.service import SERVICE_METHODS
+
+    return SERVICE_METHODS
+
+
+class OwnerLink:
+    def __init__(self, home: Path, *, autostart: bool = True,
+                 on_state: Callable[[str, str | None, str | None], None] | None = None,
+                 pool_size: int = POOL_SIZE):
+        self.home = Path(home)
+        self.autostart = autostart
+        self.on_state = on_state
+        self.pool_size = pool_size
+        self.state = STARTING
+        self.reason: str | None = None
+        self.hint: str | None = None
+        self.owner_info: dict[str, Any] = {}
+        self.since = time.time()
+        self._idle: list[Any] = []
+        self._created = 0
+        self._lock = threading.Lock()
+        self._available = threading.Condition(self._lock)
+        self._connect_lock = threading.Lock()
+
+    # -- state -----------------------------------------------------------------------------------------------
+    def _set_state(self, state: str, reason: str | None = None, hint: str | None = None) -> None:
+        with self._lock:
+            changed = (state, reason) != (self.state, self.reason)
+            self.state, self.reason, self.hint = state, reason, hint
+            if changed:
+                self.since = time.time()
+        if changed:
+            log.log(logging.WARNING if state == UNAVAILABLE else logging.INFO, "owner link %s%s", state,
+                    f": {reason}" if reason else "")
+            if self.on_state is not None:
+                self.on_state(state, reason, hint)
+
+    def mark_unavailable(self, exc: BaseException) -> None:
+        reason, hint = describe(exc, self.home)
+        self._drop_pool()
+        self._set_state(UNAVAILABLE, reason, hint)
+
+    def status(self) -> dict[str, Any]:
+        return {"state": self.state, "reason": self.reason, "hint": self.hint, "home": str(self.home),
+                "owner": dict(self.owner_info) if self.state == READY else {}}
+
+    # -- connection ------------------------------------------------------------------------------------------
+    def _new_client(self, autostart: bool):
+        from mnemo.daemon.client import DaemonService
+
+        return DaemonService(self.home, autostart=autostart, client_name="lsp")
+
+    def connect(self) -> bool:
+        """One connection attempt (may start the owner when `autostart`). Blocking."""
+        with self._connect_lock:
+            svc = self._new_client(self.autostart)
+            try:
+                info = svc.call("health")
+            except (MnemoError, OSError, ValueError) as exc:
+                svc.close()
+                self.mark_unavailable(exc)
+                return False
+            self.owner_info = dict(info or {})
+            self._drop_pool()
+            with self._lock:
+                self._idle.append(svc)
+                self._created = 1
+            self._set_state(READY)
+            return True
+
+    def _drop_pool(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+            self._created = 0
+        for svc in idle:
+            try:
+                svc.close()
+            except OSError:
+                pass
+
+    def _acquire(self):
+        with self._available:
+            while not self._idle and self._created >= self.pool_size:
+                self._available.wait(timeout=30)
+            if self._idle:
+                return self._idle.pop()
+            self._created += 1
+        return self._new_client(False)
+
+    def _release(self, svc, healthy: bool) -> None:
+        with self._available:
+            if healthy and self.state == READY:
+                self._idle.append(svc)
+            else:
+                self._created = max(0, self._created - 1)
+                try:
+                    svc.close()
+                except OSError:
+                    pass
+            self._available.notify()
+
+    def close(self) -> None:
+        self._drop_pool()
+
+    # -- calls -----------------------------------------------------------------------------------------------
+    def supports(self, method: str) -> bool:
+        return method in _service_methods()
+
+    def call(self, method: str, *args: Any, **kw: Any) -> Any:
+        """Call a service method on the owner. Raises Unavailable (degraded), NotSupported, or the MnemoError the
+        owner raised (the user's input was wrong: not a connection problem)."""
+        if not self.supports(method):
+            raise NotSupported(f"this Mnemo owner does not offer `{method}` yet",
+                               hint="update Mnemo (`pip install -U mnemo`) and restart the owner "
+                                    "(`mnemo daemon stop`)")
+        if self.state != READY:
+            raise Unavailable(f"Mnemo unavailable: {self.reason or 'connecting to the store'}",
+                              hint=self.hint or "wait a moment; the language server is connecting")
+        svc = self._acquire()
+        healthy = True
+        try:
+            return getattr(svc, method)(*args, **kw)
+        except DaemonError as exc:  # includes VersionMismatch: the connection, not the request, failed
+            healthy = False
+            self.mark_unavailable(exc)
+            raise Unavailable(f"Mnemo unavailable: {self.reason}", hint=self.hint) from exc
+        except MnemoError:
+            raise
+        except (OSError, ValueError) as exc:
+            healthy = False
+            self.mark_unavailable(exc)
+            raise Unavailable(f"Mnemo unavailable: {self.reason}", hint=self.hint) from exc
+        finally:
+            self._release(svc, healthy)
+
+
+def describe(exc: BaseException, home: Path) -> tuple[str, str]:
+    """(what happened, what to do) for a connection failure."""
+    if isinstance(exc, MnemoError):
+        hint = exc.hint or f"run `mnemo doctor --home {home}`"
+        return exc.message, hint
+    if isinstance(exc, OSError):
+        what = exc.strerror or str(exc)
+        return (f"cannot use the store at {home}: {what}",
+                "set `mnemo.home` (or MNEMO_HOME) to a writable directory, then run `Mnemo: Reconnect`")
+    return str(exc), f"run `mnemo doctor --home {home}`"
+
+
+def resolve_home(setting: str) -> Path:
+    """`mnemo.home` when set, else $MNEMO_HOME, else ~/.mnemo."""
+    if setting:
+        return Path(os.path.expanduser(setting))
+    # The rule of mnemo.core.engine.default_home, without importing the engine module (0.3 s) into the LSP.
+    return Path(os.environ.get("MNEMO_HOME") or Path.home() / ".mnemo")
+
+
+__all__ = ["OwnerLink", "Unavailable", "NotSupported", "StoreError", "resolve_home", "READY", "STARTING",
+           "UNAVAILABLE"]

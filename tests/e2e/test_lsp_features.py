@@ -1,0 +1,331 @@
+"""The language server end to end over stdio (pytest-lsp): hover, code lens + resolve, every code action, the
+custom requests, settings. One owner process (hash embedder: plumbing) serves the module; every test is its own
+project (a fresh git repo with a unique origin) and its own language server process."""
+
+from __future__ import annotations
+
+import pytest
+import pytest_asyncio
+from lsp_helpers import (
+    BANNER_COL,
+    BANNER_LINE,
+    KEY_COL,
+    KEY_LINE,
+    POST_LINE,
+    command,
+    hover,
+    make_workspace,
+    open_doc,
+    request,
+    rng,
+    start,
+    stop,
+    stop_owner,
+    wait_for,
+)
+from lsprotocol import types as t
+from pygls.exceptions import JsonRpcException
+
+pytestmark = pytest.mark.timeout(180)
+
+EXPECTED_COMMANDS = {
+    "mnemo.rememberSelection", "mnemo.remember", "mnemo.anchorMemory", "mnemo.promote", "mnemo.deprecate",
+    "mnemo.forget", "mnemo.restore", "mnemo.openMemory", "mnemo.showInjection", "mnemo.indexDocs",
+    "mnemo.checkAnchors", "mnemo.snapshotExport", "mnemo.snapshotDiff", "mnemo.snapshotMerge", "mnemo.branchDiff",
+    "mnemo.branchMerge", "mnemo.branchDelete", "mnemo.runDecay", "mnemo.compact", "mnemo.resolveReview",
+    "mnemo.reconnect",
+}
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    h = tmp_path_factory.mktemp("lsp-home")
+    yield h
+    stop_owner(h)
+
+
+@pytest_asyncio.fixture
+async def lsp(home, tmp_path):
+    root = make_workspace(tmp_path)
+    client = await start(root, home)
+    client.root = root
+    client.py = root / "src" / "client.py"
+    yield client
+    await stop(client)
+
+
+async def remember_on_post(lsp, text="post must send an idempotency key on every retry"):
+    uri = lsp.py.as_uri()
+    return await command(lsp, "mnemo.rememberSelection", {"uri": uri, "range": rng(KEY_LINE, 8, KEY_LINE, 33),
+                                                          "text": text, "kind": "decision"})
+
+
+@pytest.mark.asyncio
+async def test_initialize_capabilities_and_status(lsp):
+    caps = lsp.init_result.capabilities
+    assert caps.hover_provider
+    assert caps.code_lens_provider.resolve_provider is True
+    assert set(caps.code_action_provider.code_action_kinds) >= {"refactor.mnemo.remember", "source.mnemo.showInjection"}
+    assert EXPECTED_COMMANDS <= set(caps.execute_command_provider.commands)
+    assert lsp.init_result.server_info.name == "mnemo"
+    status = await request(lsp, "mnemo/status")
+    assert status["state"] == "ready"
+    assert status["branch"] == "main" and status["project"]["root"] == str(lsp.root)
+    assert status["lsp"]["heavyModules"] == [], "the language server must not import numpy/chromadb/onnxruntime"
+    assert status["lsp"]["rssMb"] < 150
+    assert status["supported"]["review_list"] and status["supported"]["anchor"]
+    assert status["settings"]["mnemo.hover.maxMemories"] == 3
+
+
+@pytest.mark.asyncio
+async def test_hover_shows_anchored_memory_and_skills(lsp):
+    uri = open_doc(lsp, lsp.py)
+    res = await remember_on_post(lsp)
+    assert res["status"] == "created"
+    anchor = res["memory"]["anchors"][0]
+    assert anchor["symbol"] == "PaymentsClient.post" and anchor["path"] == "src/client.py"
+    assert anchor["kind"] == "method" and len(anchor["hash"]) == 64 and anchor["start_line"] == POST_LINE
+    text = await hover(lsp, uri, KEY_LINE, KEY_COL)
+    assert text is not None
+    assert "`PaymentsClient.post`" in text
+    assert "idempotency key" in text
+    assert "anchored here" in text and "project" in text and "`main`" in text and "decision" in text
+    assert "just now" in text and res["memory"]["id"] in text
+    assert "payments-python" in text  # the skill active for src/**/*.py
+    # whitespace: no identifier, no hover
+    assert await hover(lsp, uri, 5, 0) is None
+
+
+@pytest.mark.asyncio
+async def test_hover_nothing_relevant_enough(home, tmp_path):
+    root = make_workspace(tmp_path)
+    client = await start(root, home, init_options={"hover": {"minConfidence": 0.99}})
+    try:
+        uri = open_doc(client, root / "src" / "client.py")
+        await command(client, "mnemo.remember", {"text": "frontend buttons use the tailwind primary color"})
+        assert await hover(client, uri, BANNER_LINE, BANNER_COL) is None
+    finally:
+        await stop(client)
+
+
+@pytest.mark.asyncio
+async def test_code_lens_and_resolve(lsp):
+    uri = open_doc(lsp, lsp.py)
+    mem = (await remember_on_post(lsp))["memory"]
+    await wait_for(lambda: lsp.lens_refreshes > 0, 10, "workspace/codeLens/refresh after the write")
+    params = t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri))
+
+    async def lenses():
+        return [lens for lens in await lsp.text_document_code_lens_async(params)
+                if lens.data["symbol"] == "PaymentsClient.post"]
+
+    found = []
+    for _ in range(100):
+        found = await lenses()
+        if found:
+            break
+        await __import__("asyncio").sleep(0.1)
+    assert len(found) == 1
+    lens = found[0]
+    assert lens.range.start.line == POST_LINE and lens.command is None  # resolved lazily
+    assert lens.data["anchored"] == [mem["id"]]
+    resolved = await lsp.code_lens_resolve_async(lens)
+    assert resolved.command.title == "1 memory · 1 skill"
+    assert resolved.command.command == "mnemo.openMemory"
+    opened = await command(lsp, resolved.command.command, resolved.command.arguments[0])
+    assert [m["id"] for m in opened["memories"]] == [mem["id"]]
+    assert "idempotency key" in opened["markdown"]
+
+
+@pytest.mark.asyncio
+async def test_every_code_action(lsp):
+    uri = open_doc(lsp, lsp.py)
+    loose = await command(lsp, "mnemo.remember", {"text": "post idempotency key must be reused on retry"})
+    mid = loose["memory"]["id"]
+    params = t.CodeActionParams(text_document=t.TextDocumentIdentifier(uri=uri),
+                                range=t.Range(start=t.Position(line=KEY_LINE, character=8),
+                                              end=t.Position(line=KEY_LINE, character=33)),
+                                context=t.CodeActionContext(diagnostics=[]))
+    actions = await lsp.text_document_code_action_async(params)
+    by_kind = {}
+    for a in actions:
+        assert isinstance(a, t.CodeAction), a
+        by_kind.setdefault(a.kind, []).append(a)
+    assert set(by_kind) == {"refactor.mnemo.remember", "refactor.mnemo.anchor", "refactor.mnemo.promote",
+                            "refactor.mnemo.deprecate", "source.mnemo.showInjection"}
+    assert "anchored to `PaymentsClient.post`" in by_kind["refactor.mnemo.remember"][0].title
+
+    async def run(action):
+        return await command(lsp, action.command.command, action.command.arguments[0])
+
+    remembered = await run(by_kind["refactor.mnemo.remember"][0])
+    assert remembered["memory"]["text"] == "key = os.urandom(8).hex()"
+    assert remembered["memory"]["anchors"][0]["symbol"] == "PaymentsClient.post"
+
+    anchor = next(a for a in by_kind["refactor.mnemo.anchor"] if a.command.arguments[0]["id"] == mid)
+    anchored = await run(anchor)
+    assert {"path": "src/client.py", "symbol": "PaymentsClient.post"}.items() <= anchored["memory"]["anchors"][0].items()
+
+    injected = await run(by_kind["source.mnemo.showInjection"][0])
+    assert injected["file"] == "src/client.py"
+    assert [s["name"] for s in injected["skills"]] == ["payments-python"]
+    assert injected["skills"][0]["token_cost"] > 0 and injected["skills"][0]["score"] > 0
+    assert injected["memories"] and injected["totalTokens"] == injected["skillTokens"] + injected["memoryTokens"]
+    assert "payments-python" in injected["markdown"] and "tokens" in injected["markdown"]
+
+    promote = next(a for a in by_kind["refactor.mnemo.promote"] if a.command.arguments[0]["id"] == mid)
+    assert (await run(promote))["memory"]["scope"] == "global"
+    deprecate = next(a for a in by_kind["refactor.mnemo.deprecate"] if a.command.arguments[0]["id"] == mid)
+    assert (await run(deprecate))["memory"]["deprecated"] is True
+    assert {c["reason"] for c in lsp.changes} >= {"remember", "anchor", "promote", "deprecate"}
+
+    # context.only narrows the list
+    params.context = t.CodeActionContext(diagnostics=[], only=[t.CodeActionKind.Source])
+    only_source = await lsp.text_document_code_action_async(params)
+    assert [a.kind for a in only_source] == ["source.mnemo.showInjection"]
+    # an empty selection offers no "remember selection"
+    params.context = t.CodeActionContext(diagnostics=[])
+    params.range = t.Range(start=t.Position(line=KEY_LINE, character=9), end=t.Position(line=KEY_LINE, character=9))
+    kinds = {a.kind for a in await lsp.text_document_code_action_async(params)}
+    assert "refactor.mnemo.remember" not in kinds
+
+
+@pytest.mark.asyncio
+async def test_custom_requests(lsp):
+    uri = open_doc(lsp, lsp.py)
+    lsp.protocol.notify("mnemo/didChangeActiveEditor", {"uri": uri})
+    await wait_for(lambda: any(s.get("activeFile") == "src/client.py" and s.get("activeSkillCount") == 1
+                               for s in lsp.states), 10, "stateChanged with the active file's skills")
+    a = (await remember_on_post(lsp))["memory"]
+    b = (await command(lsp, "mnemo.remember", {"text": "the user prefers small pull requests", "type": "user",
+                                               "kind": "feedback"}))["memory"]
+    listed = await request(lsp, "mnemo/listMemories", {"scope": "project"})
+    assert {m["id"] for m in listed["memories"]} == {a["id"], b["id"]}
+    assert listed["branch"] == "main" and listed["total"] == 2
+    only_user = await request(lsp, "mnemo/listMemories", {"type": "user"})
+    assert [m["id"] for m in only_user["memories"]] == [b["id"]] and only_user["memories"][0]["branch"] is None
+    got = await request(lsp, "mnemo/getMemory", {"id": a["id"], "hydrate": True})
+    assert got["memory"]["text"] == a["text"] and got["hydrated"] is not None
+    recalled = await request(lsp, "mnemo/recall", {"query": "idempotency key retry", "limit": 3})
+    assert recalled["cards"][0]["item_id"] == a["id"]
+    skills = await request(lsp, "mnemo/activeSkills", {"uri": uri})
+    assert skills["file"] == "src/client.py"
+    act = skills["activations"][0]
+    assert act["name"] == "payments-python" and "glob" in act["activated_by"] and act["token_cost"] > 0
+    ts_skills = await request(lsp, "mnemo/activeSkills", {"uri": (lsp.root / "src" / "retry.ts").as_uri()})
+    assert [x["name"] for x in ts_skills["activations"]] != ["payments-python"] or \
+        "glob" not in ts_skills["activations"][0]["activated_by"]
+    listed_skills = await request(lsp, "mnemo/skills", {"check": True})
+    assert any(s["name"] == "payments-python" for s in listed_skills["skills"]) and "check" in listed_skills
+    preview = await request(lsp, "mnemo/injectionPreview", {"uri": uri, "position": {"line": KEY_LINE,
+                                                                                    "character": KEY_COL}})
+    assert preview["memories"][0]["item_id"] == a["id"] and preview["skills"][0]["name"] == "payments-python"
+    stats = await request(lsp, "mnemo/stats")
+    assert stats["memories"]["project"] == 2
+    queue = await request(lsp, "mnemo/reviewQueue")
+    assert queue["total"] == 0 and queue["items"] == []
+    merged = await request(lsp, "mnemo/mergedBranches")
+    assert isinstance(merged, dict)
+
+
+@pytest.mark.asyncio
+async def test_stale_anchor_review_and_resolve(lsp):
+    uri = open_doc(lsp, lsp.py)
+    mem = (await remember_on_post(lsp))["memory"]
+    # edit the anchored method and save: the memory is flagged for review
+    lsp.text_document_did_change(t.DidChangeTextDocumentParams(
+        text_document=t.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[t.TextDocumentContentChangePartial(
+            range=t.Range(start=t.Position(line=KEY_LINE, character=14), end=t.Position(line=KEY_LINE, character=24)),
+            text="secrets.token_hex(8)")]))
+    lsp.text_document_did_save(t.DidSaveTextDocumentParams(text_document=t.TextDocumentIdentifier(uri=uri)))
+    await wait_for(lambda: any(c["reason"] == "review" for c in lsp.changes), 10, "a stale-anchor review")
+    queue = await request(lsp, "mnemo/reviewQueue", {"kind": "stale_anchor"})
+    assert queue["total"] == 1
+    item = queue["items"][0]
+    assert item["item_id"] == mem["id"] and item["payload"]["reason"] == "changed"
+    assert "update" in item["resolutions"]
+    checked = await command(lsp, "mnemo.checkAnchors", {"uri": uri})
+    assert checked["path"] == "src/client.py" and checked["checked"] == 1
+    done = await command(lsp, "mnemo.resolveReview", {"id": item["id"], "resolution": "update"})
+    assert done["resolution"] == "update"
+    assert (await request(lsp, "mnemo/reviewQueue", {"kind": "stale_anchor"}))["total"] == 0
+
+
+@pytest.mark.asyncio
+async def test_lifecycle_and_sharing_commands(lsp, tmp_path):
+    mem = (await command(lsp, "mnemo.remember", {"text": "retries use exponential backoff with jitter"}))["memory"]
+    decayed = await command(lsp, "mnemo.runDecay", {"now": "2100-01-01T00:00:00+00:00"})
+    assert isinstance(decayed, dict)
+    listed = await request(lsp, "mnemo/listMemories", {"includeCold": True})
+    assert [m["tier"] for m in listed["memories"]] == ["cold"]
+    restored = await command(lsp, "mnemo.restore", {"id": mem["id"]})
+    assert restored["status"] == "restored"
+    assert isinstance(await command(lsp, "mnemo.compact"), dict)
+
+    snap = tmp_path / "snap.mnemo"
+    exported = await command(lsp, "mnemo.snapshotExport", {"path": str(snap)})
+    assert snap.exists() and isinstance(exported, dict)
+    diff = await command(lsp, "mnemo.snapshotDiff", {"path": str(snap)})
+    assert isinstance(diff, dict)
+    merged = await command(lsp, "mnemo.snapshotMerge", {"path": str(snap), "strategy": "local_wins"})
+    assert isinstance(merged, dict)
+    assert any(reports for reports in lsp.progress_reports.values())
+
+    forgotten = await command(lsp, "mnemo.forget", {"id": mem["id"], "reason": "test"})
+    assert forgotten["status"] == "forgotten"
+    with pytest.raises(JsonRpcException) as err:
+        await request(lsp, "mnemo/getMemory", {"id": mem["id"]})
+    assert err.value.code == -32803 and err.value.data["code"] == "not_found"
+    assert (await command(lsp, "mnemo.reconnect"))["state"] == "ready"
+
+
+@pytest.mark.asyncio
+async def test_index_docs_reports_progress(lsp):
+    (lsp.root / "docs").mkdir()
+    for i in range(3):
+        (lsp.root / "docs" / f"guide{i}.md").write_text(f"# Guide {i}\n\nRetry POST requests with care.\n")
+    res = await command(lsp, "mnemo.indexDocs", {"uri": lsp.root.as_uri()})
+    assert res["added"] >= 4 and not res["problems"]  # README + 3 guides (+ the skill file)
+    kinds = [[type(v).__name__ for v in values] for values in lsp.progress_reports.values()]
+    assert any(k[0] == "WorkDoneProgressBegin" and k[-1] == "WorkDoneProgressEnd" and "WorkDoneProgressReport" in k
+               for k in kinds)
+
+
+@pytest.mark.asyncio
+async def test_command_errors_are_clear(lsp):
+    with pytest.raises(JsonRpcException) as err:
+        await command(lsp, "mnemo.promote", {"id": "mem-does-not-exist"})
+    assert err.value.code == -32803 and err.value.data["code"] == "not_found"
+    assert "—" in err.value.message  # what happened — what to do
+    with pytest.raises(JsonRpcException) as err:
+        await command(lsp, "mnemo.promote", {})
+    assert err.value.code == -32602 and "`id` is required" in err.value.message
+    with pytest.raises(JsonRpcException) as err:
+        await command(lsp, "mnemo.nope", {})
+    assert err.value.code == -32602
+    with pytest.raises(JsonRpcException) as err:
+        await command(lsp, "mnemo.remember", {"text": "x" * 30000})
+    assert err.value.data["code"] == "invalid_input"
+
+
+@pytest.mark.asyncio
+async def test_settings_from_configuration_and_bad_input(home, tmp_path):
+    root = make_workspace(tmp_path)
+    client = await start(root, home, init_options={"hover": {"maxMemories": "lots"}, "bogus": 1},
+                         configuration={"mnemo": {"codeLens": {"enabled": False}, "skills": {"maxActive": 2}}})
+    try:
+        await wait_for(lambda: client.messages, 10, "a settings warning")
+        msg = client.messages[0]
+        assert msg.type == t.MessageType.Warning
+        assert "mnemo.hover.maxMemories" in msg.message and "mnemo.bogus" in msg.message
+        status = await request(client, "mnemo/status")
+        assert status["settings"]["mnemo.hover.maxMemories"] == 3  # the default, after bad input
+        assert status["settings"]["mnemo.codeLens.enabled"] is False  # from workspace/configuration
+        assert status["settings"]["mnemo.skills.maxActive"] == 2
+        uri = open_doc(client, root / "src" / "client.py")
+        lenses = await client.text_document_code_lens_async(t.CodeLensParams(
+            text_document=t.TextDocumentIdentifier(uri=uri)))
+        assert not lenses
+    finally:
+        await stop(client)
