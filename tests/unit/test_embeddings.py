@@ -436,12 +436,14 @@ def test_model_status_never_raises(monkeypatch, tmp_path, onnx):
     st = E.model_status()
     assert st["exported"] is False and st["model_id"] == E.MODEL_ID and st["dim"] == 384
     assert st["backend"] == "onnx" and "error" not in st
+    assert st["available"] is True                # it can export on first use
     monkeypatch.setenv("MNEMO_MODEL_CACHE", str(onnx.model_dir))
     st = E.model_status()
     assert st["exported"] is True and st["path"] == str(onnx.model_dir)
     json.dumps(st)
     monkeypatch.setattr(E, "default_cache_dir", lambda: 1 / 0)
-    assert "error" in E.model_status()
+    st = E.model_status()
+    assert "error" in st and st["available"] is False
     monkeypatch.setenv("MNEMO_EMBEDDER", "hash")
     assert E.model_status()["model_id"] == "hash-384-v1"
 

@@ -640,19 +640,32 @@ def model_status() -> dict:
         manifest = _read_manifest(d)
         st["exported"] = manifest is not None
         if manifest:
-            st["export"] = {k: manifest.get(k) for k in ("created", "opset", "onnx_bytes", "max_abs_diff",
-                                                          "torch", "onnxruntime")}
-        st["packages"] = {m: iu.find_spec(m) is not None for m in
-                          ("numpy", "onnxruntime", "tokenizers", "torch", "onnx", "transformers",
-                           "sentence_transformers", "filelock")}
-        pk = st["packages"]
-        st["onnx_runtime_ready"] = bool(manifest) and pk["onnxruntime"] and pk["tokenizers"] and pk["numpy"]
-        st["can_export"] = pk["torch"] and pk["onnx"] and pk["transformers"] and st["gt_model_path"] is not None
+            st["exported_at"] = manifest.get("created")
+        pk = {m: iu.find_spec(m) is not None for m in
+              ("numpy", "onnxruntime", "tokenizers", "torch", "onnx", "transformers", "sentence_transformers",
+               "filelock")}
+        st["missing_packages"] = [m for m, ok in pk.items() if not ok]
+        onnx_ready = bool(manifest) and pk["onnxruntime"] and pk["tokenizers"] and pk["numpy"]
+        can_export = pk["torch"] and pk["onnx"] and pk["transformers"] and pk["filelock"] \
+            and st["gt_model_path"] is not None
+        torch_ok = pk["torch"] and pk["sentence_transformers"] and st["gt_model_path"] is not None
+        st["onnx_runtime_ready"] = onnx_ready
+        st["can_export"] = can_export
+        if configured == "hash":
+            available = True
+        elif configured == "torch":
+            available = torch_ok
+        elif configured == "onnx":
+            available = onnx_ready or (can_export and pk["onnxruntime"] and pk["tokenizers"]) or torch_ok
+        else:
+            available = False
+        st["available"] = st["ok"] = bool(available)
         if configured == "onnx" and not st["exported"]:
             st["note"] = ("the ONNX model is exported on first use (~10 s); "
                           "run `python -m mnemo.core.embeddings --prepare` to do it now")
     except Exception as e:  # never raise from doctor
         st["error"] = f"{type(e).__name__}: {e}"
+        st["available"] = st["ok"] = False
     return st
 
 
