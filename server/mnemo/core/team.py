@@ -598,8 +598,12 @@ def team_candidates(engine: Engine, ctx: Context, qvec, k: int, warnings: list[s
             warnings.append("no team server is configured (set MNEMO_TEAM_URL or run `mnemo team connect`)")
         return []
     hits: list[TeamHit] = []
-    with contextlib.suppress(TeamUnavailable):
+    try:
         hits = team.query(qvec, engine.model_id, min(max(k, 10), 100))
+    except TeamUnavailable:
+        pass  # the breaker's notice below says so, once
+    except MnemoError as exc:  # a setting to fix (e.g. a malformed URL): say it every time, keep local recall
+        warnings.append(f"team scope skipped: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
     notice = team.breaker.take_notice()
     if notice:
         warnings.append(notice)
