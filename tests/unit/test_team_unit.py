@@ -142,3 +142,26 @@ def test_team_record_round_trip(engine, ctx):
     assert back.scope == "team" and back.author == ctx.user and back.text == m.text and back.kind == "lesson"
     assert back.tags == ["webhooks"] and back.anchors == [{"path": "hooks.py"}]
     assert back.provenance["promoted_from"]["note_id"] == m.id
+
+
+def test_a_server_that_never_answers_costs_one_bounded_wait(engine, ctx, monkeypatch, no_team_env):
+    """A black hole (connections accepted, no reply) is the worst case: one bounded wait, then skipped."""
+    sink = socket.socket()
+    sink.bind(("127.0.0.1", 0))
+    sink.listen(16)  # never accepted, never answered
+    try:
+        monkeypatch.setenv("MNEMO_TEAM_URL", f"http://127.0.0.1:{sink.getsockname()[1]}")
+        monkeypatch.setenv("MNEMO_TEAM_TIMEOUT", "0.5")
+        monkeypatch.setenv("MNEMO_TEAM_RETRY", "3600")
+        engine.remember(ctx, "payments API requires idempotency keys on every POST")
+        t0 = time.perf_counter()
+        first = engine.recall(ctx, "idempotency keys")
+        first_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        second = engine.recall(ctx, "idempotency keys")
+        second_s = time.perf_counter() - t0
+        assert first["cards"] and second["cards"]
+        assert any("unreachable" in w for w in first["warnings"])
+        assert first_s < 5.0 and second_s < 0.5, (first_s, second_s)
+    finally:
+        sink.close()

@@ -308,7 +308,7 @@ class TeamClient:
                                      settings=Settings(anonymized_telemetry=False))
         session = getattr(getattr(client, "_server", None), "_session", None)
         if session is not None:  # bound every later call, so a dead server costs seconds, not forever
-            session.timeout = httpx.Timeout(max(5.0, connect_timeout() * 4), connect=connect_timeout())
+            session.timeout = httpx.Timeout(max(3.0, connect_timeout() * 2), connect=connect_timeout())
         return client
 
     def _collection(self, model_id: str):
