@@ -137,6 +137,11 @@ def md_escape(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 
+def code(text: str) -> str:
+    """An inline code span (Markdown escapes do not apply inside one: drop backticks instead)."""
+    return "`" + str(text).replace("`", "'").replace("\n", " ") + "`"
+
+
 def quote(text: str, limit: int = 400) -> str:
     flat = " ".join(text.split())
     if len(flat) > limit:
@@ -166,12 +171,12 @@ def card_markdown(card: Mapping[str, Any], anchored_here: bool = False, now: flo
     if card.get("source_kind") == "markdown":
         where = card.get("source_path") or "docs"
         heading = " › ".join(card.get("heading_path") or []) or card.get("title") or ""
-        meta = [f"doc `{md_escape(where)}`", md_escape(heading), age(card.get("updated_at"), now)]
+        meta = [f"doc {code(where)}", md_escape(heading), age(card.get("updated_at"), now)]
         return quote(card.get("compressed_summary") or card.get("title") or "") + "\n\n" + \
             " · ".join(x for x in meta if x)
     meta = [card.get("scope") or "project"]
     branch = card.get("branch")
-    meta.append(f"`{md_escape(branch)}`" if branch else "all branches")
+    meta.append(code(branch) if branch else "all branches")
     kind = card.get("note_kind") or card.get("kind")
     meta.append("/".join(x for x in (card.get("type"), kind) if x))
     meta.append(age(card.get("updated_at"), now))
@@ -182,7 +187,7 @@ def card_markdown(card: Mapping[str, Any], anchored_here: bool = False, now: flo
         prov.append("anchored here")
     elif card.get("anchors"):
         a = card["anchors"][0]
-        prov.append(f"anchored to `{md_escape(str(a.get('symbol') or a.get('path')))}`")
+        prov.append(f"anchored to {code(a.get('symbol') or a.get('path'))}")
     if (card.get("confirmations") or 1) > 1:
         prov.append(f"confirmed {card['confirmations']}x")
     if card.get("source"):
@@ -204,7 +209,7 @@ def card_markdown(card: Mapping[str, Any], anchored_here: bool = False, now: flo
 def skills_line(activations: list[Mapping[str, Any]]) -> str:
     if not activations:
         return ""
-    names = ", ".join(f"`{md_escape(str(a.get('name')))}`" for a in activations)
+    names = ", ".join(code(str(a.get('name'))) for a in activations)
     tokens = sum(int(a.get("token_cost") or 0) for a in activations)
     label = "skill" if len(activations) == 1 else "skills"
     return f"**Active {label}**: {names} (≈{tokens} tokens)"
@@ -212,7 +217,7 @@ def skills_line(activations: list[Mapping[str, Any]]) -> str:
 
 def hover_markdown(cards: list[Mapping[str, Any]], anchored_ids: set[str], activations: list[Mapping[str, Any]],
                    symbol: str | None) -> str:
-    head = "**Mnemo**" + (f" · `{md_escape(symbol)}`" if symbol else "")
+    head = "**Mnemo**" + (f" · {code(symbol)}" if symbol else "")
     parts = [head]
     parts.extend(card_markdown(c, c.get("item_id") in anchored_ids) for c in cards)
     sl = skills_line(activations)
@@ -235,14 +240,14 @@ def estimate_tokens(text: str) -> int:
 
 def injection_markdown(file: str | None, skills: list[Mapping[str, Any]], cards: list[Mapping[str, Any]],
                        skill_tokens: int, memory_tokens: int) -> str:
-    lines = [f"### Would be injected for `{md_escape(file or '(no file)')}`", ""]
+    lines = [f"### Would be injected for {code(file or '(no file)')}", ""]
     lines.append(f"**Skills** ({len(skills)}, ≈{skill_tokens} tokens)")
     if not skills:
         lines.append("- none active")
     for a in skills:
         why = ", ".join(a.get("activated_by") or []) or "—"
         signals = ", ".join(f"{k} {float(v):.2f}" for k, v in (a.get("signals") or {}).items())
-        lines.append(f"- `{md_escape(str(a.get('name')))}` score {float(a.get('score') or 0):.2f} "
+        lines.append(f"- {code(a.get('name'))} score {float(a.get('score') or 0):.2f} "
                      f"({why}; {signals}) · {a.get('token_cost', 0)} tokens")
     lines += ["", f"**Memories** ({len(cards)}, ≈{memory_tokens} tokens)"]
     if not cards:
@@ -257,6 +262,6 @@ def injection_markdown(file: str | None, skills: list[Mapping[str, Any]], cards:
 
 
 def memories_markdown(memories: list[Mapping[str, Any]], symbol: str | None = None) -> str:
-    head = "### Mnemo" + (f" · `{md_escape(symbol)}`" if symbol else "")
+    head = "### Mnemo" + (f" · {code(symbol)}" if symbol else "")
     body = [card_markdown(memory_card_from_record(m)) for m in memories] or ["_no memories_"]
     return "\n\n---\n\n".join([head, *body])

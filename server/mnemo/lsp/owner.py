@@ -8,6 +8,7 @@ periodic retry — may start one, so a dead owner costs a hover milliseconds, no
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -90,6 +91,11 @@ class OwnerLink:
     def connect(self) -> bool:
         """One connection attempt (may start the owner when `autostart`). Blocking."""
         with self._connect_lock:
+            try:  # a store directory we cannot create is the user's to fix: say so plainly
+                self.home.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                self.mark_unavailable(exc)
+                return False
             svc = self._new_client(self.autostart)
             try:
                 info = svc.call("health")
@@ -173,6 +179,10 @@ class OwnerLink:
 
 def describe(exc: BaseException, home: Path) -> tuple[str, str]:
     """(what happened, what to do) for a connection failure."""
+    cause = exc.__cause__
+    if isinstance(exc, MnemoError) and isinstance(cause, OSError) and not isinstance(cause, ConnectionError) \
+            and cause.errno in (errno.ENOTDIR, errno.EACCES, errno.EROFS, errno.ENOSPC, errno.EEXIST):
+        exc = cause
     if isinstance(exc, MnemoError):
         hint = exc.hint or f"run `mnemo doctor --home {home}`"
         return exc.message, hint

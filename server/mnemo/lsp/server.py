@@ -24,6 +24,7 @@ from typing import Any
 from lsprotocol import types as t
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
 
 from mnemo import __version__
@@ -51,6 +52,28 @@ def _converter_factory():
     return conv
 
 
+class _Answered:
+    """A message already answered with an error while it was being read; pygls ignores it (no `jsonrpc`)."""
+
+    jsonrpc = None
+
+
+class MnemoProtocol(LanguageServerProtocol):
+    """pygls' protocol, but a request whose params do not fit the LSP types gets an InvalidParams answer instead
+    of no answer at all (which would leave the client waiting)."""
+
+    def structure_message(self, data: Any) -> Any:
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as exc:
+            if isinstance(data, dict) and "id" in data and "method" in data:
+                log.warning("malformed %s request: %s", data.get("method"), exc)
+                self._send_response(data["id"], error=JsonRpcInvalidParams(
+                    f"invalid params for {data.get('method')}", data={"code": "invalid_params"}).to_response_error())
+                return _Answered()
+            raise
+
+
 class LanguageFeature:
     """Base of a feature: override the hooks it serves. `commands()`/`requests()`/`notifications()` map names to
     coroutines taking the params object."""
@@ -71,7 +94,7 @@ class LanguageFeature:
 class MnemoLanguageServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("mnemo", __version__, text_document_sync_kind=t.TextDocumentSyncKind.Incremental,
-                         converter_factory=_converter_factory)
+                         converter_factory=_converter_factory, protocol_cls=MnemoProtocol)
         self.settings = Settings()
         self.settings_problems: list[str] = []
         self.executor = ThreadPoolExecutor(max_workers=6, thread_name_prefix="mnemo-lsp")
@@ -94,6 +117,14 @@ class MnemoLanguageServer(LanguageServer):
         self.anchors: Any = None
 
     # -- plumbing --------------------------------------------------------------------------------------------
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """Errors outside a request's answer (unparsable input, a failing notification handler) go to the log,
+        never to a pop-up. Failed requests already carry their error in the response."""
+        from pygls.exceptions import FeatureRequestError
+
+        level = logging.DEBUG if source is FeatureRequestError else logging.ERROR
+        log.log(level, "%s: %s", getattr(source, "__name__", source), error)
+
     def add_feature(self, feature: LanguageFeature) -> LanguageFeature:
         self.features.append(feature)
         return feature
