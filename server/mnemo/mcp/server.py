@@ -252,7 +252,9 @@ def format_status(res: dict[str, Any], verb: str) -> str:
     if m.get("scope"):
         line += f" · scope {m['scope']}"
     for c in res.get("conflicts") or []:
-        line += f"\nconflict with {c.get('id') or c.get('other_id')}: {c.get('resolution') or c.get('summary') or ''}"
+        line += (f"\n{c.get('relation') or 'conflict'} with {c.get('id')} (scope {c.get('scope')}, similarity "
+                 f"{c.get('similarity') or 0:.2f}, resolution {c.get('resolution') or 'review'}):\n"
+                 + quote(c.get("text") or ""))
     return line + "\n"
 
 
