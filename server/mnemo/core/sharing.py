@@ -516,6 +516,8 @@ def plan_merge(engine: Engine, ctx: Context, snap: Snapshot, strategy: str) -> l
                 lm = Memory.from_row(r)
                 places.add((lm.content_hash, *_place(lm)))
     copies = store.get_memories(_derived_id(m.id, m.content_hash) for m, _ in remote)
+    # Content-hash dedup is against what is here already; records inside one snapshot are distinct by id (the
+    # source may hold the same text twice, e.g. a deprecated note and a newer one).
     actions: list[Action] = []
     for m, rec in remote:
         key = (m.content_hash, *_place(m))
@@ -539,11 +541,9 @@ def plan_merge(engine: Engine, ctx: Context, snap: Snapshot, strategy: str) -> l
                 else:
                     actions.append(Action("copy", copy, lm, f"kept both: remote imported as {cid}", conflict=True,
                                           decayed_at=dec))
-                    places.add(key)
             elif take_remote:
                 why = "remote is newer" if strategy == "newer_wins" else "remote wins"
                 actions.append(Action("replace", m, lm, f"took remote ({why})", conflict=True, decayed_at=dec))
-                places.add(key)
             else:
                 why = "local is newer or as new" if strategy == "newer_wins" else "local wins"
                 actions.append(Action("skip_local", m, lm, f"kept local ({why})", conflict=True))
@@ -552,7 +552,6 @@ def plan_merge(engine: Engine, ctx: Context, snap: Snapshot, strategy: str) -> l
             actions.append(Action("skip_duplicate", m, None, "same content already here"))
             continue
         actions.append(Action("insert", m, None, "new", decayed_at=dec))
-        places.add(key)
     return actions
 
 
