@@ -42,6 +42,7 @@ class DenseIndex:
         self.indexed_seq = 0
         self.last_error: str | None = None
         self.rebuilds = 0
+        self._counts: dict[str, int] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def _read_state(self) -> dict:
@@ -59,6 +60,7 @@ class DenseIndex:
         """Release chroma's process-wide cached system for this path (it would keep stale file handles)."""
         client, self._client = self._client, None
         self._collections = {}
+        self._counts = {}
         if client is not None:
             try:
                 client.close()
@@ -204,6 +206,9 @@ class DenseIndex:
                         col.delete(ids=ids)
                 for part, (ids, embs) in upserts.items():
                     self._collection(part).upsert(ids=ids, embeddings=embs)
+                for part in set(upserts) | set(deletes):
+                    col = self._collection(part, create=False)
+                    self._counts[part] = col.count() if col is not None else 0
                 self.indexed_seq = int(changes[-1]["seq"])
                 self._write_state()
                 applied += len(changes)
@@ -215,10 +220,20 @@ class DenseIndex:
         col = self._collection(part, create=False)
         if col is None:
             return []
-        count = col.count()
+        count = self._counts.get(part)
+        if count is None:  # counting costs ~5-10 ms: cache it; catch_up keeps it fresh
+            count = self._counts[part] = col.count()
         if count == 0:
             return []
-        res = col.query(query_embeddings=[list(map(float, vec))], n_results=min(n, count), include=["distances"])
+        try:
+            res = col.query(query_embeddings=[list(map(float, vec))], n_results=min(n, count),
+                            include=["distances"])
+        except Exception:  # noqa: BLE001 - maybe the cached count was stale: recount once
+            self._counts[part] = col.count()
+            if not self._counts[part]:
+                return []
+            res = col.query(query_embeddings=[list(map(float, vec))], n_results=min(n, self._counts[part]),
+                            include=["distances"])
         ids = res["ids"][0]
         dists = res["distances"][0]
         return [(i, 1.0 - float(d)) for i, d in zip(ids, dists, strict=False)]
@@ -244,7 +259,7 @@ def exact_scores(store: Store, parts: Sequence[str], vec, ids: Sequence[str] | N
     q = np.asarray(vec, dtype=np.float32)
     out: list[tuple[str, float]] = []
     if ids is not None:
-        blobs = store.vectors(ids)
+        blobs = store.vectors(ids, parts)
         if not blobs:
             return []
         keys = list(blobs)

@@ -40,6 +40,17 @@ class Candidate:
     extras: dict = field(default_factory=dict)
 
 
+class _Light:
+    """The visibility columns of a memory row, with attribute access like `Memory` (see Store.visibility_rows)."""
+
+    __slots__ = ("id", "type", "scope", "project_id", "branch", "status", "deprecated", "superseded_by", "tier",
+                 "content_hash", "updated_at")
+
+    def __init__(self, row):
+        for k in self.__slots__:
+            setattr(self, k, row[k])
+
+
 def confidence_state(conf: float) -> str:
     return "high" if conf >= CONF_HIGH else "medium" if conf >= CONF_MEDIUM else "low"
 
@@ -197,7 +208,8 @@ def recall(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", l
 
     mem_ids = [i for i in cands if not i.startswith("blk-")]
     blk_ids = [i for i in cands if i.startswith("blk-")] if include_docs else []
-    memories = store.get_memories(mem_ids)
+    # Filter on a few columns only; full `Memory` objects are built for the returned cards alone.
+    memories = {i: _Light(r) for i, r in store.visibility_rows(mem_ids).items()}
     blocks = store.get_blocks(blk_ids)
     visible: dict[str, Candidate] = {}
     for item_id, c in cands.items():
@@ -263,17 +275,24 @@ def recall(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", l
         return (-round(c.fused, 3), SCOPE_PRIORITY.get(c.scope, 3), is_note, -updated, c.item_id)
 
     ranked = sorted(visible.values(), key=sort_key)
-    cards = []
+    chosen: list[tuple[Candidate, float]] = []
     for c in ranked:
         conf = max(0.0, min(1.0, (c.cosine or 0.0) + (KEYWORD_AGREEMENT_BONUS if c.bm25 else 0.0)))
         if conf < min_confidence:
             continue
+        chosen.append((c, conf))
+        if len(chosen) >= limit:
+            break
+    full = store.get_memories([c.item_id for c, _ in chosen if isinstance(c.memory, _Light)])
+    cards = []
+    for c, conf in chosen:
         if c.memory is not None:
-            cards.append(memory_card(c.memory, c.fused, conf))
+            m = full.get(c.item_id, c.memory) if isinstance(c.memory, _Light) else c.memory
+            if isinstance(m, _Light):  # forgotten between the two reads
+                continue
+            cards.append(memory_card(m, c.fused, conf))
         else:
             cards.append(block_card(c.block, ctx.project_name, c.fused, conf))
-        if len(cards) >= limit:
-            break
     engine.note_access([c["item_id"] for c in cards if c["source_kind"] == "note"])
     return {
         "query": query,

@@ -53,7 +53,7 @@ CREATE TABLE IF NOT EXISTS memories (
     flags TEXT NOT NULL DEFAULT '[]',
     part TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS memories_hash ON memories(content_hash);
+CREATE INDEX IF NOT EXISTS memories_hash_project ON memories(content_hash, project_id, scope);
 CREATE INDEX IF NOT EXISTS memories_part ON memories(part, scope, branch);
 CREATE INDEX IF NOT EXISTS memories_project ON memories(project_id, scope);
 CREATE TABLE IF NOT EXISTS blocks (
@@ -335,6 +335,21 @@ class Store:
                 out[r["id"]] = Memory.from_row(r)
         return out
 
+    VISIBILITY_COLUMNS = ("id", "type", "scope", "project_id", "branch", "status", "deprecated", "superseded_by",
+                          "tier", "content_hash", "updated_at")
+
+    def visibility_rows(self, ids: Iterable[str]) -> dict[str, sqlite3.Row]:
+        """The few columns recall filters on, without building full `Memory` objects."""
+        ids = list(ids)
+        out: dict[str, sqlite3.Row] = {}
+        cols = ", ".join(self.VISIBILITY_COLUMNS)
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            for r in self.conn().execute(
+                    f"SELECT {cols} FROM memories WHERE id IN ({','.join('?' * len(chunk))})", chunk):
+                out[r["id"]] = r
+        return out
+
     def query_memories(self, where: str = "1=1", params: Sequence[Any] = (), order: str = "updated_at DESC, id",
                        limit: int | None = None, offset: int = 0) -> list[Memory]:
         sql = f"SELECT * FROM memories WHERE {where} ORDER BY {order}"
@@ -396,13 +411,16 @@ class Store:
             return []
         return [(r["item_id"], -float(r["s"])) for r in rows]
 
-    def vectors(self, ids: Sequence[str]) -> dict[str, bytes]:
+    def vectors(self, ids: Sequence[str], parts: Sequence[str] | None = None) -> dict[str, bytes]:
+        """Stored vectors of the given items (only those in `parts`, when given)."""
         out = {}
         ids = list(ids)
+        part_sql = f" AND part IN ({','.join('?' * len(parts))})" if parts else ""
         for i in range(0, len(ids), 500):
             chunk = ids[i:i + 500]
             for r in self.conn().execute(
-                    f"SELECT item_id, vec FROM vectors WHERE item_id IN ({','.join('?' * len(chunk))})", chunk):
+                    f"SELECT item_id, vec FROM vectors WHERE item_id IN ({','.join('?' * len(chunk))}){part_sql}",
+                    [*chunk, *(parts or [])]):
                 out[r["item_id"]] = r["vec"]
         return out
 

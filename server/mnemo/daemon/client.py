@@ -64,11 +64,20 @@ class DaemonService:
             return False
         self._sock = s
         self._rfile = s.makefile("rb")
-        self.owner = self._request("hello", {"protocol": PROTOCOL_VERSION, "version": __version__,
-                                             "client": self.client_name})
+        try:
+            self.owner = self._request("hello", {"protocol": PROTOCOL_VERSION, "version": __version__,
+                                                 "client": self.client_name})
+        except (ConnectionError, OSError, ValueError):  # an owner that is dying right now
+            self.close()
+            return False
+        except MnemoError:
+            self.close()
+            raise
         return True
 
     def connect(self) -> None:
+        """Connect to the owner, starting one if none answers. Survives races: an owner dying while we connect,
+        or several clients starting owners at once (the losers exit with code 3 and we use the winner)."""
         with self._lock:
             if self._sock is not None:
                 return
@@ -77,15 +86,22 @@ class DaemonService:
             if not self.autostart:
                 raise DaemonError(f"no Mnemo owner is running for {self.home}",
                                   hint="start one with `mnemo daemon start`")
-            proc = spawn_owner(self.home)
             deadline = time.monotonic() + START_TIMEOUT
+            proc: subprocess.Popen | None = None
+            last_rc = None
             while time.monotonic() < deadline:
+                if proc is None or proc.poll() is not None:
+                    if proc is not None:
+                        last_rc = proc.returncode
+                        if last_rc not in (0, 3):
+                            raise DaemonError(f"the Mnemo owner process exited with code {last_rc}",
+                                              hint=f"see {log_path(self.home)}; `mnemo doctor` checks the store")
+                        time.sleep(0.2)  # another owner holds the lock (maybe still dying): poll, then retry
+                        if self._connect_once():
+                            return
+                    proc = spawn_owner(self.home)
                 if self._connect_once():
                     return
-                rc = proc.poll()
-                if rc is not None and rc != 3:  # 3 = another owner won the race: keep polling its socket
-                    raise DaemonError(f"the Mnemo owner process exited with code {rc}",
-                                      hint=f"see {log_path(self.home)}; `mnemo doctor` checks the store")
                 time.sleep(0.05)
             raise DaemonError(f"the Mnemo owner did not answer within {START_TIMEOUT:.0f} s",
                               hint=f"see {log_path(self.home)}; raise MNEMO_START_TIMEOUT on a slow machine")

@@ -1,0 +1,166 @@
+"""Recall latency and remember throughput through the real owner process, at several store sizes.
+
+For each size N the store is filled in bulk in-process (synthetic developer notes, embedded with the real model;
+vectors are cached under ~/.cache/mnemo/bench so reruns skip the embedding), then a real owner process is started
+and measured through `DaemonService` over its Unix socket:
+  - recall p50/p95 over 200 queries (query embedding included, limit 5, hybrid scope, docs included),
+  - remember throughput over 200 sequential remembers (embedding, dedup/conflict checks and the commit included),
+  - cold start: a fresh owner process spawned by a client until the first semantic answer (at the first size).
+
+    python bench/recall_latency.py --sizes 1000,10000,100000 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+COMPONENTS = ["payments API", "auth service", "billing worker", "search indexer", "web client", "mobile app",
+              "CI pipeline", "database layer", "cache", "message queue", "feature flags", "admin panel",
+              "email sender", "report generator", "rate limiter", "session store", "upload handler", "scheduler",
+              "metrics exporter", "config loader", "GraphQL gateway", "websocket hub", "PDF renderer", "ORM models"]
+VERBS = ["requires", "must use", "should avoid", "relies on", "was migrated to", "breaks without", "caches",
+         "retries with", "logs through", "validates with", "is tested with", "deploys via", "times out after"]
+OBJECTS = ["idempotency keys", "exponential backoff", "structured logging", "a read replica", "Redis", "Postgres 16",
+           "JWT tokens with short expiry", "pydantic models", "the blue-green deploy", "feature flag checks",
+           "pytest fixtures", "a circuit breaker", "UTC timestamps", "batch inserts", "signed URLs", "OAuth2 PKCE",
+           "a dead-letter queue", "snapshot tests", "type hints everywhere", "the shared HTTP client", "rate limits"]
+REASONS = ["to survive retries", "after the March outage", "because the vendor requires it", "for GDPR",
+           "to keep p95 low", "since the old path leaked memory", "per the architecture review", "for local dev",
+           "to avoid duplicate charges", "because tests were flaky", "to cut cloud costs", "for auditability"]
+
+
+def synth_notes(n: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        out.append(f"{rng.choice(COMPONENTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} {rng.choice(REASONS)}"
+                   f" (ticket {rng.randrange(10000)}-{i})")
+    return out
+
+
+def cached_vectors(texts: list[str], embedder, tag: str):
+    import numpy as np
+
+    cache = Path(os.environ.get("MNEMO_BENCH_CACHE", Path.home() / ".cache/mnemo/bench"))
+    cache.mkdir(parents=True, exist_ok=True)
+    path = cache / f"{tag}-{len(texts)}-{embedder.model_id.replace('/', '_')}.npy"
+    if path.exists():
+        arr = np.load(path)
+        if arr.shape[0] == len(texts):
+            return arr
+    arr = embedder.embed(texts)
+    np.save(path, arr)
+    return arr
+
+
+def fill_store(home: Path, n: int, embedder, ctx) -> None:
+    """Bulk insert N notes with precomputed vectors straight into SQLite (the index is rebuilt by the owner)."""
+    from mnemo.core.models import Memory
+    from mnemo.core.store import Store
+    from mnemo.core.text import content_hash
+
+    texts = synth_notes(n)
+    vecs = cached_vectors(texts, embedder, "notes")
+    store = Store(home / "mnemo.db")
+    now = time.time()
+    batch = 5000
+    for start in range(0, n, batch):
+        with store.write() as c:
+            for i in range(start, min(n, start + batch)):
+                m = Memory(id="mem-" + uuid.uuid4().hex[:20], text=texts[i], type="project", kind="fact",
+                           scope="project", project_id=ctx.project_id, project_name=ctx.project_name,
+                           branch=ctx.branch, importance=0.5, confirmations=1, created_at=now - i,
+                           updated_at=now - i, last_accessed=now - i, access_count=0,
+                           content_hash=content_hash(texts[i]), source="import", author="bench")
+                store.insert_memory(c, m, vecs[i], embedder.model_id)
+    store.close()
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+
+
+def measure(home: Path, ctx, n_queries: int, n_writes: int, cold: bool) -> dict:
+    from mnemo.daemon.client import DaemonService
+
+    out: dict = {}
+    svc = DaemonService(home, client_name="bench")
+    t0 = time.perf_counter()
+    svc.connect()
+    first = svc.recall(ctx.to_dict(), "how do we make payment retries safe?", limit=5)
+    if cold:
+        out["cold_start_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+        out["cold_start_warnings"] = first["warnings"]
+    # wait for the dense index to be ready and caught up (a rebuild after the bulk fill)
+    t_idx = time.perf_counter()
+    while True:
+        st = svc.stats(ctx.to_dict())["index"]
+        if st["ready"] and st["indexed_seq"] >= st["store_seq"]:
+            break
+        time.sleep(0.5)
+    out["index_ready_s"] = round(time.perf_counter() - t_idx, 1)
+    rng = random.Random(1)
+    queries = [f"what does the {rng.choice(COMPONENTS)} {rng.choice(['need', 'use', 'avoid'])} for "
+               f"{rng.choice(OBJECTS)}?" for _ in range(n_queries)]
+    for q in queries[:10]:  # warm
+        svc.recall(ctx.to_dict(), q, limit=5)
+    lat = []
+    for q in queries:
+        t = time.perf_counter()
+        svc.recall(ctx.to_dict(), q, limit=5)
+        lat.append((time.perf_counter() - t) * 1000)
+    out["recall_p50_ms"] = round(statistics.median(lat), 2)
+    out["recall_p95_ms"] = round(pct(lat, 95), 2)
+    texts = [f"bench write {uuid.uuid4().hex[:8]}: {t}" for t in synth_notes(n_writes, seed=99)]
+    t = time.perf_counter()
+    for text in texts:
+        svc.remember(ctx.to_dict(), text, on_conflict="keep_both")
+    out["remember_per_s"] = round(n_writes / (time.perf_counter() - t), 1)
+    svc.shutdown()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="1000,10000,100000")
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--writes", type=int, default=200)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    from mnemo.core.embeddings import get_embedder
+    from mnemo.core.models import Context
+
+    embedder = get_embedder()
+    ctx = Context(project_id="bench-project", project_name="bench", root=None, branch="main", default_branch="main")
+    results = {}
+    for i, n in enumerate(int(s) for s in args.sizes.split(",")):
+        home = Path(tempfile.mkdtemp(prefix=f"mnemo-lat-{n}-"))
+        t = time.perf_counter()
+        fill_store(home, n, embedder, ctx)
+        fill_s = time.perf_counter() - t
+        r = measure(home, ctx, args.queries, args.writes, cold=(i == 0))
+        r["fill_s"] = round(fill_s, 1)
+        results[str(n)] = r
+        print(f"{n}: {r}", file=sys.stderr)
+    summary = {k: {"recall_p50_ms": v["recall_p50_ms"], "recall_p95_ms": v["recall_p95_ms"],
+                   "remember_per_s": v["remember_per_s"]} for k, v in results.items()}
+    first = results[next(iter(results))]
+    if "cold_start_ms" in first:
+        summary["cold_start_ms"] = first["cold_start_ms"]
+    print(json.dumps({"detail": results}), file=sys.stderr)
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
