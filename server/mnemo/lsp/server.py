@@ -108,7 +108,6 @@ class MnemoLanguageServer(LanguageServer):
         self._retry_task: asyncio.Task | None = None
         self._skills_cache: dict[tuple, tuple[float, dict]] = {}
         self._last_state: dict[str, Any] = {}
-        self._ctx_key: tuple | None = None
         self.active_uri: str | None = None
         self.started_at = time.monotonic()
         self.test_delay_s = float(os.environ.get("MNEMO_LSP_TEST_DELAY_MS", "0") or 0) / 1000.0
@@ -443,12 +442,14 @@ class MnemoLanguageServer(LanguageServer):
                 log.debug("branch watch: %s", exc)
                 continue
             key = (ctx.get("project_id"), ctx.get("branch"))
-            if self._ctx_key is not None and key != self._ctx_key:
-                log.info("branch changed: %s -> %s", self._ctx_key[1], key[1])
-                self._ctx_key = key
-                self.memories_changed("branch")
-                await self.publish_state()
-            self._ctx_key = key
+            published = self._last_state
+            if published and key != ((published.get("project") or {}).get("id"), published.get("branch")):
+                log.info("branch changed: %s -> %s", published.get("branch"), key[1])
+                try:
+                    self.memories_changed("branch")
+                    await self.publish_state()
+                except Exception:  # noqa: BLE001 - keep watching
+                    log.exception("branch watch")
 
     async def fan_out(self, hook: str, *args: Any) -> list[Any]:
         """Call `hook` on every feature that has it; a failing feature is logged and skipped."""
