@@ -462,3 +462,19 @@ def test_service_and_cli_end_to_end(home, git_repo, capsys, monkeypatch):
     rc = main(["snapshot", "merge", str(Path(git_repo) / "README.md"), *base])
     err = json.loads(capsys.readouterr().out)["error"]
     assert rc == 2 and err["type"] == "SnapshotError" and "not a Mnemo snapshot" in err["message"]
+
+
+def test_secrets_never_leave_or_enter_through_snapshots(engine, other, ctx, tmp_path, good_snapshot):
+    with engine.store.write() as c:  # as if stored before the secret check existed
+        m = engine.remember(ctx, "deploy notes")["memory"]
+        text = "the deploy key is AKIAIOSFODNN7EXAMPLE"
+        engine.store.update_memory(c, m["id"], text=text, content_hash=content_hash(text))
+    r = sharing.export_snapshot(engine, ctx, str(tmp_path / "s.mnemo"))
+    assert [w["id"] for w in r["withheld_secrets"]] == [m["id"]] and "AKIA" not in (tmp_path / "s.mnemo").read_text()
+    _, head, records = good_snapshot
+    rec = dict(records[0], text="token ghp_" + "a1B2c3D4e5" * 4)
+    rec["content_hash"] = content_hash(rec["text"])
+    p = tmp_path / "secret.mnemo"
+    p.write_bytes(_rebuild(head, [rec]))
+    res = sharing.merge_snapshot(other, ctx, str(p))
+    assert res["skipped_secrets"] == 1 and res["imported"] == 0 and other.store.get_memory(rec["id"]) is None

@@ -108,6 +108,8 @@ def cmd_snapshot_export(args, service) -> int:
         scopes = ", ".join(f"{k} {v}" for k, v in sorted(r["by_scope"].items()))
         branches = ", ".join(f"{k} {v}" for k, v in sorted(r["by_branch"].items()))
         c.print(f"[dim]scopes: {scopes or '-'} · branches: {branches or '-'} · sha256 {r['sha256'][:16]}…[/dim]")
+        for w in r.get("withheld_secrets", []):
+            c.print(f"[yellow]withheld[/yellow] {w['id']}: it holds what looks like a secret ({', '.join(w['secrets'])})")
 
     return _done(args, res, human)
 
@@ -122,6 +124,8 @@ def _print_merge(r: dict[str, Any], dry: bool) -> None:
     c.print(f"[green]{verb}[/green] {r['imported']} · replaced {r['replaced']} · skipped duplicates "
             f"{r['skipped_duplicates']} · skipped forgotten {r['skipped_forgotten']} · conflicts {r['conflicts']} "
             f"(strategy {r['strategy']})")
+    if r.get("skipped_secrets"):
+        c.print(f"[yellow]skipped {r['skipped_secrets']} record(s) holding what looks like a secret[/yellow]")
     res = r["resolutions"]
     if r["conflicts"]:
         c.print(f"  kept local {res['kept_local']} · took remote {res['took_remote']} · kept both {res['kept_both']}")

@@ -119,6 +119,9 @@ def ensure_schema(store) -> None:
         return
     with store.write() as c:
         c.execute(DECAY_SCHEMA)
+        # overrides are looked up by the overridden id on every recall; conflicts by the new memory's id
+        c.execute("CREATE INDEX IF NOT EXISTS review_other ON review(kind, other_id)")
+        c.execute("CREATE INDEX IF NOT EXISTS review_item ON review(kind, item_id)")
     store._mnemo_decay_schema = True
 
 
@@ -469,6 +472,7 @@ def hidden_by_overrides(store, ctx: Context, candidate_ids: list[str]) -> set[st
     """Ids among `candidate_ids` hidden in `ctx` by a more specific memory that overrides them and is visible."""
     if not candidate_ids:
         return set()
+    ensure_schema(store)
     out: set[str] = set()
     ids = list(candidate_ids)
     rows = []

@@ -90,6 +90,21 @@ def _abs_path(path: Any, what: str) -> Path:
     return p
 
 
+_SECRET_HINT = re.compile(r"[A-Za-z0-9_\-+/=]{16,}|key|token|secret|passw|pwd|auth|bearer|BEGIN|://[^/\s:@]+:[^@\s]+@",
+                          re.I)
+
+
+def secret_kinds(text: str) -> list[str]:
+    """Kinds of secrets in `text` (core/safety.py), behind a cheap pre-filter: most notes are prose."""
+    if not _SECRET_HINT.search(text):
+        return []
+    try:
+        from mnemo.core.safety import find_secrets
+    except ImportError:  # safety module absent in a partial checkout
+        return []
+    return sorted({f.kind for f in find_secrets(text)})
+
+
 # -- export ----------------------------------------------------------------------------------------------------
 def _export_where(ctx: Context, scopes: list[str] | None, branches: list[str] | None) -> tuple[str, list[Any]]:
     scopes = list(scopes or ["project", "global"])
@@ -187,6 +202,12 @@ def export_snapshot(engine: Engine, ctx: Context, path: str, scopes: list[str] |
     by_scope: dict[str, int] = {}
     by_branch: dict[str, int] = {}
     models: dict[str, int] = {}
+    withheld = []
+    for m in list(mems):
+        kinds = secret_kinds(m.text)
+        if kinds:  # secrets never leave the store (SPEC §7)
+            withheld.append({"id": m.id, "secrets": kinds})
+            mems.remove(m)
     for m in mems:
         rec = memory_record(m, vec_rows.get(m.id), decayed.get(m.id))
         lines.append(canonical({"record": rec, "sha256": sha256(canonical(rec))}) + b"\n")
@@ -214,7 +235,8 @@ def export_snapshot(engine: Engine, ctx: Context, path: str, scopes: list[str] |
                                                               "MNEMO_SNAPSHOT_MAX_BYTES")
     write_atomic(target, [head_line, body])
     return {"path": str(target), "bytes": len(head_line) + len(body), "memories": len(mems),
-            "by_scope": by_scope, "by_branch": by_branch, "model_id": model_id, "sha256": manifest["body_sha256"]}
+            "by_scope": by_scope, "by_branch": by_branch, "model_id": model_id, "sha256": manifest["body_sha256"],
+            "withheld_secrets": withheld}
 
 
 # -- read and validate -----------------------------------------------------------------------------------------
@@ -452,7 +474,7 @@ MEMORY_FIELDS = tuple(f.name for f in dataclasses.fields(Memory))
 
 @dataclass
 class Action:
-    op: str  # insert | replace | copy | skip_duplicate | skip_local | skip_forgotten
+    op: str  # insert | replace | copy | skip_duplicate | skip_local | skip_forgotten | skip_secret
     mem: Memory
     local: Memory | None = None
     reason: str = ""
@@ -526,6 +548,10 @@ def plan_merge(engine: Engine, ctx: Context, snap: Snapshot, strategy: str) -> l
         if m.id in tomb:
             actions.append(Action("skip_forgotten", m, reason="forgotten here (tombstone)"))
             continue
+        kinds = secret_kinds(m.text)
+        if kinds:
+            actions.append(Action("skip_secret", m, reason="holds what looks like a secret: " + ", ".join(kinds)))
+            continue
         if lm is not None:
             if lm.content_hash == m.content_hash:
                 actions.append(Action("skip_duplicate", m, lm, "same memory, same content"))
@@ -556,7 +582,8 @@ def plan_merge(engine: Engine, ctx: Context, snap: Snapshot, strategy: str) -> l
 
 
 def _summary(actions: list[Action], strategy: str, snap: Snapshot, detail: bool = True) -> dict[str, Any]:
-    count = {op: 0 for op in ("insert", "replace", "copy", "skip_duplicate", "skip_local", "skip_forgotten")}
+    count = {op: 0 for op in ("insert", "replace", "copy", "skip_duplicate", "skip_local", "skip_forgotten",
+                              "skip_secret")}
     for a in actions:
         count[a.op] += 1
     conflicts = [a for a in actions if a.conflict]
@@ -564,7 +591,7 @@ def _summary(actions: list[Action], strategy: str, snap: Snapshot, detail: bool 
         "strategy": strategy, "snapshot": snap.info(),
         "imported": count["insert"] + count["copy"], "replaced": count["replace"],
         "skipped_duplicates": count["skip_duplicate"] - sum(1 for a in conflicts if a.op == "skip_duplicate"),
-        "skipped_forgotten": count["skip_forgotten"],
+        "skipped_forgotten": count["skip_forgotten"], "skipped_secrets": count["skip_secret"],
         "conflicts": len(conflicts),
         "resolutions": {"kept_local": count["skip_local"], "took_remote": count["replace"],
                         "kept_both": count["copy"] + sum(1 for a in conflicts if a.op == "skip_duplicate")},
@@ -573,6 +600,7 @@ def _summary(actions: list[Action], strategy: str, snap: Snapshot, detail: bool 
     if detail:
         out["conflict_details"] = [a.to_dict() for a in conflicts]
         out["new"] = [a.to_dict() for a in actions if a.op in ("insert",)]
+        out["secrets"] = [{"id": a.mem.id, "reason": a.reason} for a in actions if a.op == "skip_secret"]
     return out
 
 
