@@ -459,6 +459,7 @@ class SkillEngine:
         # keyword + semantic
         kw_s = np.zeros(n, dtype=np.float32)
         kw_hits: dict[int, list[tuple[str, str]]] = {}
+        mentioned = np.zeros(n, dtype=bool)  # "@name", or a manual rule named in the message: always included
         sem_s = np.zeros(n, dtype=np.float32)
         dense = None
         dense_rank: dict[int, int] = {}
@@ -475,7 +476,15 @@ class SkillEngine:
                 spec = idx.specs[i][j]
                 if c >= spec.need:
                     kw_hits.setdefault(i, []).append((spec.kind, spec.label))
+            low = message.lower()
+            if "@" in low:
+                for i, s in enumerate(idx.skills):
+                    if f"@{s.name.lower()}" in low:
+                        mentioned[i] = True
+                        kw_hits.setdefault(i, []).append(("name", "@" + s.name))
             for i, hl in kw_hits.items():
+                if idx.manual[i] and any(k == "name" for k, _ in hl):
+                    mentioned[i] = True
                 weight = sum(cfg.name_hit_weight if k == "name" else 1.0 for k, _ in hl)
                 kw_s[i] = 1.0 - 0.5 ** weight
 
@@ -505,15 +514,16 @@ class SkillEngine:
         base = cfg.w_glob * glob_s + cfg.w_keyword * kw_s + cfg.w_semantic * sem_s
         score = np.minimum(1.0, base * idx.importance)
 
-        cand = np.flatnonzero((score > 0) | always)
+        forced = (always & cfg.include_always) | mentioned
+        cand = np.flatnonzero((score > 0) | forced)
         order = [int(i) for i in cand[np.lexsort((idx.name_rank[cand], -score[cand]))]]
         chosen: list[int] = []
         dropped: list[dict] = []
-        best = next((float(score[i]) for i in order if not (always[i] and cfg.include_always)), 0.0)
+        best = next((float(score[i]) for i in order if not forced[i]), 0.0)
         kept = 0
         for i in order:
             sc = float(score[i])
-            if always[i] and cfg.include_always:
+            if forced[i]:
                 chosen.append(i)
                 continue
             why = None
@@ -542,7 +552,7 @@ class SkillEngine:
                 by.append("always")
             if glob_s[i] > 0:
                 by.append("glob")
-            if kw_s[i] > 0:
+            if kw_s[i] > 0 or mentioned[i]:
                 by.append("keyword")
             if sem_s[i] >= cfg.semantic_fire:
                 by.append("semantic")
@@ -566,7 +576,7 @@ class SkillEngine:
                 skill_id=s.id, name=s.name, description=s.description, source_path=s.source_path,
                 source_format=s.source_format, scope=s.scope, score=round(float(score[i]), 4), activated_by=by,
                 signals=signals, matched=matched, token_cost=s.token_cost, always=bool(always[i]),
-                reason=_reason(s, by, signals, matched, rel or abs_p), tools_allowed=list(s.tools_allowed),
+                reason=("mentioned by name; " if mentioned[i] else "") + _reason(s, by, signals, matched, rel or abs_p), tools_allowed=list(s.tools_allowed),
                 body=s.body,
             ))
         return ActivationResult(acts, file_path, message, n, dropped, (time.perf_counter() - t0) * 1000,

@@ -156,7 +156,7 @@ def tolerant_parse(header: str, first_line: int = 2) -> tuple[dict[str, object],
             if li and not block:
                 items.append(_unquote(li.group(1)))
                 continue
-            if indented or block:
+            if indented:
                 block.append(stripped)
                 continue
         warnings.append((lineno, f"frontmatter line not understood: {stripped[:60]!r}"))

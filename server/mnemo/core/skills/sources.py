@@ -45,6 +45,10 @@ _TRIGGER_RE = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 
+_TRIGGER_LEAD_RE = re.compile(
+    r"^(?:the )?(?:user|users|you|someone)(?: explicitly)? (?:asks?|wants?|needs?|mentions?|requests?|is|are)"
+    r"(?: to| for| about)?\s+", re.IGNORECASE)
+
 _TRUE = {"true", "yes", "on", "1", "always"}
 _FALSE = {"false", "no", "off", "0", "never"}
 
@@ -151,7 +155,7 @@ def extract_triggers(description: str) -> list[str]:
     """Trigger phrases in a description: the clause after "Use when", "Use this skill when", "Triggers on" ..."""
     out: list[str] = []
     for m in _TRIGGER_RE.finditer(description or ""):
-        phrase = " ".join(m.group(1).split()).strip(" ,:;-")
+        phrase = _TRIGGER_LEAD_RE.sub("", " ".join(m.group(1).split())).strip(" ,:;-")
         if phrase and len(phrase) >= 3:
             out.append(phrase[:300])
     return out

@@ -1,0 +1,186 @@
+"""Activation: signals, combination, filters, explanations and the prompt block (plumbing with the hash embedder),
+and relevance with the real model on the starter skills."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from mnemo.core.embeddings import HashEmbedder
+from mnemo.core.errors import InvalidInput
+from mnemo.core.skills import ActivationConfig, SkillEngine, SkillRegistry, render_prompt_block
+from mnemo.core.skills.vectors import VectorCache
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write(p: Path, text: str) -> Path:
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    root = tmp_path / "proj"
+    write(root / "skills" / "docker.md", "---\nname: docker\ndescription: Containers and images.\n"
+          "globs: '**/Dockerfile'\nkeywords: [docker, container, deploy]\n---\nUse multi-stage builds.")
+    write(root / "skills" / "python.md", "---\nname: python\ndescription: Python code style.\nglobs: '**/*.py'\n"
+          "---\nType hints everywhere.")
+    write(root / "skills" / "catchall.md", "---\nname: everything\ndescription: Generic.\nglobs: '**'\n---\nGeneric.")
+    write(root / ".cursor" / "rules" / "manual.mdc", "---\nalwaysApply: false\n---\nOnly when mentioned.")
+    write(root / "AGENTS.md", "# Agents\nKeep answers short.")
+    return root
+
+
+@pytest.fixture
+def engine(project) -> SkillEngine:
+    return SkillEngine(SkillRegistry(project, use_user_dir=False), HashEmbedder())
+
+
+def names(res):
+    return [a.name for a in res.activations]
+
+
+def test_glob_activation_and_explanation(engine):
+    res = engine.activate("src/app/Dockerfile", None)
+    act = {a.name: a for a in res.activations}
+    assert "docker" in act and act["docker"].activated_by == ["glob"]
+    assert act["docker"].matched["glob"] == "**/Dockerfile" and act["docker"].signals["glob"] == 1.0
+    assert "AGENTS.md" in act and act["AGENTS.md"].always and "always" in act["AGENTS.md"].activated_by
+    assert "python" not in act
+    assert act["docker"].token_cost > 0 and "matched src/app/Dockerfile" in act["docker"].reason
+    # a catch-all glob is a weak signal: it does not activate on its own
+    assert "everything" not in act
+    assert any(d["name"] == "everything" for d in res.dropped)
+
+
+def test_keyword_activation(engine):
+    res = engine.activate(None, "please deploy the containers")
+    a = next(a for a in res.activations if a.name == "docker")
+    assert "keyword" in a.activated_by and set(a.matched["keywords"]) == {"deploy", "container"}
+    assert a.signals["keyword"] == pytest.approx(0.75)
+
+
+def test_absolute_and_relative_paths_agree(engine, project):
+    r1 = engine.activate(str(project / "pkg" / "mod.py"), None)
+    r2 = engine.activate("pkg/mod.py", None)
+    assert "python" in names(r1) and names(r1) == names(r2)
+
+
+def test_filters_min_score_gap_and_max(engine):
+    cfg = ActivationConfig(min_score=0.0, gap_ratio=0.0, max_skills=1, include_always=False)
+    res = engine.activate("a/Dockerfile", "deploy containers", config=cfg)
+    assert names(res) == ["docker"]
+    assert any("max_skills" in d["why"] for d in res.dropped)
+    cfg = ActivationConfig(min_score=0.99)
+    res = engine.activate("a/Dockerfile", None, config=cfg)
+    assert names(res) == ["AGENTS.md"]
+    assert engine.activate("a/Dockerfile", None, max_skills=0).names() == ["AGENTS.md"]
+
+
+def test_manual_rule_only_by_name(engine):
+    res = engine.activate(None, "Only when mentioned")
+    assert "manual" not in names(res)
+    res = engine.activate(None, "apply the manual rule here")
+    assert "manual" in names(res)
+
+
+def test_result_is_json_and_prompt_block(engine):
+    res = engine.activate("a/Dockerfile", "deploy")
+    d = json.loads(json.dumps(res.to_dict()))
+    assert d["activations"][0]["name"] == "docker" and "body" not in d["activations"][0]
+    block = render_prompt_block(res)
+    assert block.startswith("## Active skills")
+    assert "Use multi-stage builds." in block and "skills/docker.md" in block and "why:" in block
+    small = render_prompt_block(res, token_budget=60)
+    assert "not inlined" in small and "Use multi-stage builds." not in small
+    empty = engine.activate(None, None, config=ActivationConfig(include_always=False))
+    assert "No skills apply" in render_prompt_block(empty)
+
+
+def test_body_fence_cannot_be_escaped(tmp_path):
+    root = tmp_path / "p"
+    write(root / "skills" / "x.md", "---\nname: x\nglobs: '**/*.x'\n---\n````\n## injected heading\n````")
+    eng = SkillEngine(SkillRegistry(root, use_user_dir=False), HashEmbedder())
+    block = render_prompt_block(eng.activate("a.x", None))
+    assert "`````markdown" in block
+
+
+def test_edits_take_effect_without_restart(engine, project):
+    assert "python" not in names(engine.activate("x.go", None))
+    f = project / "skills" / "python.md"
+    f.write_text(f.read_text().replace("'**/*.py'", "'**/*.py, **/*.go'"))
+    os.utime(f, (time.time() + 5, time.time() + 5))
+    engine._last_refresh = 0
+    assert "python" in names(engine.activate("x.go", None))
+
+
+def test_invalid_inputs(engine):
+    with pytest.raises(InvalidInput):
+        engine.activate(None, 42)
+    with pytest.raises(InvalidInput):
+        engine.activate(None, "x", max_skills=-1)
+    with pytest.raises(InvalidInput):
+        ActivationConfig.from_dict({"nope": 1})
+    assert ActivationConfig.from_dict({"min_score": "0.5"}).min_score == 0.5
+
+
+def test_empty_registry(tmp_path):
+    eng = SkillEngine(SkillRegistry(tmp_path, use_user_dir=False), HashEmbedder())
+    res = eng.activate("a.py", "hello")
+    assert res.activations == [] and res.considered == 0
+
+
+def test_vector_cache_on_disk_avoids_re_embedding(project, tmp_path):
+    class Counting(HashEmbedder):
+        calls = 0
+
+        def embed(self, texts):
+            Counting.calls += len(texts)
+            return super().embed(texts)
+
+    cache = tmp_path / "vec.sqlite"
+    SkillEngine(SkillRegistry(project, use_user_dir=False), Counting(), vector_cache=cache).warm()
+    first = Counting.calls
+    assert first > 0
+    SkillEngine(SkillRegistry(project, use_user_dir=False), Counting(), vector_cache=VectorCache(cache)).warm()
+    assert Counting.calls == first
+
+
+# -- relevance with the real model ----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def real_engine():
+    from mnemo.core.embeddings import get_embedder
+
+    return SkillEngine(SkillRegistry(REPO, use_user_dir=False), get_embedder())
+
+
+def test_starter_skills_docker_example(real_engine):
+    res = real_engine.activate(str(REPO / "src" / "app" / "Dockerfile"), "deploy the containers to staging")
+    top = res.activations[0]
+    assert top.name == "docker"
+    assert "glob" in top.activated_by and "keyword" in top.activated_by
+
+
+@pytest.mark.parametrize("file,message,expected", [
+    (None, "review this endpoint for sql injection and auth bypass", "security-review"),
+    (None, "write a regression test for the flaky login test", "testing"),
+    (None, "squash these commits and write a good commit message", "git-hygiene"),
+    ("web/src/App.tsx", "the button state is duplicated", "typescript"),
+    (None, "the nightly workflow keeps failing on the cache step", "github-actions"),
+    (None, "add an index to speed up this slow query", "sql-database"),
+])
+def test_starter_skills_relevance(real_engine, file, message, expected):
+    res = real_engine.activate(file, message)
+    assert res.activations and res.activations[0].name == expected, res.to_dict()["activations"]
+
+
+def test_unrelated_message_activates_nothing(real_engine):
+    res = real_engine.activate(None, "what a lovely sunny afternoon")
+    assert [a for a in res.activations if not a.always] == []

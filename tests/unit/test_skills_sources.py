@@ -1,0 +1,182 @@
+"""Reading every rule format in place: per-format semantics, bad files reported (never raised), the registry's
+discovery, shadowing, incremental reload and watcher."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from mnemo.core.skills import SkillRegistry, read_skill_file
+from mnemo.core.skills.model import (
+    FORMAT_AGENTS_MD,
+    FORMAT_CLAUDE_MD,
+    FORMAT_CLAUDE_SKILL,
+    FORMAT_CONTINUE,
+    FORMAT_COPILOT,
+    FORMAT_COPILOT_REPO,
+    FORMAT_CURSOR,
+    FORMAT_MNEMO,
+    FORMAT_WINDSURF,
+)
+
+
+def write(p: Path, text: str | bytes) -> Path:
+    p.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        p.write_bytes(text)
+    else:
+        p.write_text(text, encoding="utf-8")
+    return p
+
+
+def make_project(root: Path) -> Path:
+    write(root / "skills" / "docker.md", "---\nname: docker\ndescription: Containers. Use when deploying containers.\n"
+          "globs: '**/Dockerfile'\nkeywords: [docker, container]\nimportance: high\ntools_allowed: [shell]\n---\nBody")
+    write(root / "skills" / "README.md", "# not a skill")
+    write(root / ".mnemo" / "skills" / "py.md", "---\nname: python\nglobs: ['**/*.py']\nalways_apply: false\n---\nPy")
+    write(root / ".github" / "copilot-instructions.md", "Use tabs.")
+    write(root / ".github" / "instructions" / "ts.instructions.md",
+          "---\napplyTo: '**/*.ts,**/*.tsx'\ndescription: TS rules\n---\nStrict.")
+    write(root / ".cursor" / "rules" / "react.mdc", "---\ndescription: React\nglobs: **/*.tsx\nalwaysApply: false\n---\nR")
+    write(root / ".claude" / "skills" / "pdf" / "SKILL.md",
+          "---\nname: pdf-tools\ndescription: Fill PDF forms. Use when the user asks to fill a PDF.\n"
+          "allowed-tools: Read, Bash\n---\nSteps")
+    write(root / "CLAUDE.md", "# Project memory\nRun make test.")
+    write(root / "AGENTS.md", "# Agents\nBe brief.")
+    write(root / ".continue" / "rules" / "go.md", "---\nname: Go\nglobs: '**/*.go'\n---\nGo rules")
+    write(root / ".windsurf" / "rules" / "always.md", "---\ntrigger: always_on\n---\nAlways")
+    return root
+
+
+def test_each_format_is_read_with_its_semantics(tmp_path):
+    reg = SkillRegistry(make_project(tmp_path / "p"), use_user_dir=False)
+    rep = reg.load()
+    assert rep.files_seen == 10 and rep.loaded == 10 and rep.skipped == 0
+    by = {s.source_format: s for s in rep.skills}
+    assert set(by) == {FORMAT_MNEMO, FORMAT_COPILOT_REPO, FORMAT_COPILOT, FORMAT_CURSOR, FORMAT_CLAUDE_SKILL,
+                       FORMAT_CLAUDE_MD, FORMAT_AGENTS_MD, FORMAT_CONTINUE, FORMAT_WINDSURF}
+    docker = reg.get("docker")
+    assert docker.globs == ("**/Dockerfile",) and docker.glob_mode == "vscode" and docker.importance == 0.8
+    assert docker.keywords == ("docker", "container") and docker.triggers == ("deploying containers",)
+    assert docker.tools_allowed == ("shell",) and docker.id == "skills/docker.md"
+    assert by[FORMAT_COPILOT].globs == ("**/*.ts", "**/*.tsx") and by[FORMAT_COPILOT].glob_mode == "vscode"
+    assert by[FORMAT_CURSOR].globs == ("**/*.tsx",) and by[FORMAT_CURSOR].glob_mode == "minimatch_dot"
+    assert by[FORMAT_CONTINUE].glob_mode == "minimatch" and not by[FORMAT_CONTINUE].always_apply
+    pdf = by[FORMAT_CLAUDE_SKILL]
+    assert pdf.name == "pdf-tools" and pdf.tools_allowed == ("Read", "Bash")
+    assert pdf.triggers == ("fill a PDF",)
+    for f in (FORMAT_COPILOT_REPO, FORMAT_CLAUDE_MD, FORMAT_AGENTS_MD, FORMAT_WINDSURF):
+        assert by[f].always_apply, f
+    json.dumps(rep.to_dict())  # JSON-friendly
+
+
+def test_copilot_apply_to_list_is_ignored_like_vscode_with_a_warning(tmp_path):
+    p = write(tmp_path / "x.instructions.md", "---\napplyTo: ['**/*.py']\ndescription: d\n---\nbody")
+    skill, problems = read_skill_file(p)
+    assert skill is not None and skill.globs == ()
+    assert any("YAML list" in pr.reason and pr.severity == "warning" for pr in problems)
+
+
+def test_continue_and_cursor_always_apply_rules(tmp_path):
+    s, _ = read_skill_file(write(tmp_path / "a.md", "No header at all"), FORMAT_CONTINUE)
+    assert s.always_apply  # Continue: no globs and alwaysApply unset -> always
+    s, _ = read_skill_file(write(tmp_path / "b.md", "---\nalwaysApply: false\ndescription: x\n---\nb"), FORMAT_CONTINUE)
+    assert not s.always_apply
+    s, _ = read_skill_file(write(tmp_path / "c.mdc", "---\nalwaysApply: true\n---\nc"))
+    assert s.always_apply
+    s, _ = read_skill_file(write(tmp_path / "d.mdc", "---\nalwaysApply: false\n---\nmanual rule"))
+    assert s.manual_only
+
+
+@pytest.mark.parametrize("content,reason", [
+    (b"\x00\x01binary", "binary"),
+    (b"---\nname: a\n---\n\xff\xfe bad", "UTF-8"),
+    (b"---\nname: a\n", "never closed"),
+    (b"---\ndescription: \n---\n   \n", "empty"),
+    (b"---\na: &a [1,2]\nb: [*a, *a]\n---\nbody", "alias"),
+])
+def test_bad_files_are_reported_with_line_and_reason(tmp_path, content, reason):
+    p = write(tmp_path / "bad.md", content)
+    skill, problems = read_skill_file(p)
+    assert skill is None
+    assert len(problems) == 1 and reason in problems[0].reason and problems[0].line >= 1
+    assert problems[0].path == str(p)
+
+
+def test_too_large_file_is_reported(tmp_path):
+    p = write(tmp_path / "big.md", "x" * 2000)
+    skill, problems = read_skill_file(p, max_bytes=1000)
+    assert skill is None and "larger" in problems[0].reason
+
+
+def test_unreadable_path_never_raises(tmp_path):
+    skill, problems = read_skill_file(tmp_path / "missing.md")
+    assert skill is None and "cannot read" in problems[0].reason
+
+
+def test_invisible_unicode_is_stripped_and_flagged(tmp_path):
+    p = write(tmp_path / "s.md", "---\nname: x\n---\nDo\u200b this\u202e now")
+    skill, problems = read_skill_file(p)
+    assert skill.body == "Do this now"
+    assert any("invisible" in pr.reason for pr in problems)
+
+
+def test_shadowing_by_closer_scope(tmp_path):
+    root = tmp_path / "p"
+    write(root / "skills" / "a.md", "---\nname: same\n---\nproject")
+    write(root / ".mnemo" / "skills" / "a.md", "---\nname: same\n---\nlocal")
+    user = tmp_path / "user"
+    write(user / "a.md", "---\nname: Same\n---\nuser")
+    reg = SkillRegistry(root, user_dir=user)
+    rep = reg.load()
+    assert [s.body for s in rep.skills] == ["local"]
+    assert len(rep.shadowed) == 2 and rep.loaded == 3
+
+
+def test_refresh_if_changed_picks_up_edits_additions_and_deletions(tmp_path):
+    root = make_project(tmp_path / "p")
+    reg = SkillRegistry(root, use_user_dir=False)
+    reg.load()
+    v = reg.version
+    assert reg.refresh_if_changed() is False
+    f = root / "skills" / "docker.md"
+    f.write_text(f.read_text().replace("Body", "Body, edited and longer"))
+    os.utime(f, (time.time() + 5, time.time() + 5))
+    assert reg.refresh_if_changed() is True and reg.version == v + 1
+    assert reg.get("docker").body.endswith("edited and longer")
+    write(root / "skills" / "new.md", "---\nname: new\n---\nnew skill")
+    assert reg.refresh_if_changed() and reg.get("new") is not None
+    (root / "skills" / "new.md").unlink()
+    assert reg.refresh_if_changed() and reg.get("new") is None
+
+
+def test_watcher_thread_calls_back_on_change(tmp_path):
+    root = make_project(tmp_path / "p")
+    reg = SkillRegistry(root, use_user_dir=False)
+    reg.load()
+    seen = threading.Event()
+    w = reg.watch(interval=0.05, on_change=lambda rep: seen.set())
+    try:
+        write(root / ".cursor" / "rules" / "added.mdc", "---\ndescription: added\n---\nbody")
+        assert seen.wait(5)
+        assert reg.get("added") is not None
+    finally:
+        w.stop()
+    assert not w.is_alive()
+
+
+def test_extra_dir_with_format_and_detection(tmp_path):
+    d = tmp_path / "corpus"
+    write(d / "a" / "r.md", "---\nglobs: '*.py'\n---\nA")
+    write(d / "b.mdc", "---\nglobs: **/*.ts\n---\nB")
+    write(d / "LICENSE", "MIT")
+    rep = SkillRegistry(None, use_user_dir=False, extra_dirs=[(d, FORMAT_CONTINUE)]).load()
+    assert rep.files_seen == 1 and rep.skills[0].source_format == FORMAT_CONTINUE
+    rep = SkillRegistry(None, use_user_dir=False, extra_dirs=[d]).load()
+    assert sorted(s.source_format for s in rep.skills) == [FORMAT_CURSOR, FORMAT_MNEMO]
+    assert all(s.id.startswith("corpus/") for s in rep.skills)
