@@ -22,6 +22,12 @@ export default tseslint.config(
   },
   {
     files: ["e2e/**/*.ts", "src/test/**/*.ts"],
-    rules: { "no-console": "off" },
+    rules: {
+      "no-console": "off",
+      // node:test's describe/test return promises the runner itself awaits.
+      "@typescript-eslint/no-floating-promises": ["error", {
+        allowForKnownSafeCalls: [{ from: "package", package: "node:test", name: ["describe", "test", "it", "suite"] }],
+      }],
+    },
   },
 );

@@ -15,7 +15,7 @@ export interface Interpreter {
 }
 
 export interface InterpreterEnvironment {
-  /** `mnemo.pythonPath`, already read for the right scope ("" when unset). */
+  /** `mnemo.server.pythonPath`, already read for the right scope ("" when unset). */
   readonly settingPath: string;
   /** The Python extension's active interpreter for the workspace, or undefined when it is absent or has none. */
   activeEnvironment(): Promise<string | undefined>;
@@ -24,11 +24,14 @@ export interface InterpreterEnvironment {
   readonly userHome: string;
 }
 
+/** The setting that names the interpreter (package.json; mirrored in mnemo.settings as server.python_path). */
+export const PYTHON_PATH_SETTING = "mnemo.server.pythonPath";
+
 /** The interpreter used when neither the setting nor the Python extension names one. */
 export const DEFAULT_PYTHON = "python3";
 
 /**
- * Resolves the interpreter in the documented order: the `mnemo.pythonPath` setting, then the Python extension's
+ * Resolves the interpreter in the documented order: the `mnemo.server.pythonPath` setting, then the Python extension's
  * active environment, then `python3` on PATH. Never throws: an unavailable Python extension is skipped.
  */
 export async function resolveInterpreter(env: InterpreterEnvironment): Promise<Interpreter> {
@@ -101,7 +104,7 @@ export function interpretProbe(interpreter: Interpreter, result: ProcessResult):
       problem: "python-missing",
       message:
         `Mnemo could not start Python: "${shown}" (${where}) was not found or could not run. ` +
-        "Set `mnemo.pythonPath` to a Python 3.11+ interpreter that has Mnemo installed, " +
+        `Set \`${PYTHON_PATH_SETTING}\` to a Python 3.11+ interpreter that has Mnemo installed, ` +
         "or select one with the Python extension.",
       detail: result.spawnError ?? result.stderr,
     };
@@ -129,7 +132,7 @@ export function interpretProbe(interpreter: Interpreter, result: ProcessResult):
       problem: "python-too-old",
       message:
         `Mnemo needs Python ${MIN_PYTHON.join(".")} or newer; "${shown}" (${where}) is Python ${parsed.python}. ` +
-        "Point `mnemo.pythonPath` at a newer interpreter.",
+        `Point \`${PYTHON_PATH_SETTING}\` at a newer interpreter.`,
       detail: parsed.executable ?? "",
     };
   }
@@ -140,7 +143,7 @@ export function interpretProbe(interpreter: Interpreter, result: ProcessResult):
       message:
         `Mnemo is not installed in the Python at "${shown}" (${where}). ` +
         `Install it with: ${installCommand(parsed.executable ?? shown)} ` +
-        "— or set `mnemo.pythonPath` to an interpreter that has it.",
+        `— or set \`${PYTHON_PATH_SETTING}\` to an interpreter that has it.`,
       detail: parsed.error ?? "",
     };
   }
@@ -156,7 +159,7 @@ export function installCommand(executable: string): string {
 export function describeSource(source: InterpreterSource): string {
   switch (source) {
     case "setting":
-      return "from the mnemo.pythonPath setting";
+      return `from the ${PYTHON_PATH_SETTING} setting`;
     case "python-extension":
       return "the Python extension's active environment";
     case "default":

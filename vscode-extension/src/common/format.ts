@@ -1,0 +1,165 @@
+/**
+ * Pure wording for the status item and messages (unit-tested without VS Code).
+ */
+import type { StateChanged } from "./protocol";
+
+export type ClientStateName = "stopped" | "restricted" | "starting" | "running" | "failed";
+
+export type Severity = "information" | "warning" | "error";
+
+export interface StatusView {
+  /** The item's text (may use codicons). */
+  text: string;
+  /** The smaller line under it. */
+  detail: string;
+  severity: Severity;
+  busy: boolean;
+}
+
+/** What the language status item shows: the branch, the number of active skills and the server state. */
+export function describeStatus(client: ClientStateName, server: StateChanged | undefined,
+                               problem: string | undefined): StatusView {
+  switch (client) {
+    case "restricted":
+      return { text: "$(shield) Mnemo: restricted", detail: "workspace not trusted", severity: "warning", busy: false };
+    case "stopped":
+      return { text: "$(circle-slash) Mnemo: stopped", detail: "", severity: "warning", busy: false };
+    case "failed":
+      return { text: "$(error) Mnemo: not running", detail: problem ?? "see the logs", severity: "error", busy: false };
+    case "starting":
+      return { text: "$(sync~spin) Mnemo: starting", detail: "", severity: "information", busy: true };
+    case "running":
+      break;
+  }
+  const branch = server?.branch ? `$(git-branch) ${server.branch}` : "$(git-branch) no branch";
+  const count = server?.activeSkillCount ?? server?.activeSkills?.length ?? 0;
+  const skills = `${count} skill${count === 1 ? "" : "s"}`;
+  const state = server?.state ?? "starting";
+  if (state === "unavailable") {
+    return {
+      text: `${branch} · $(warning) store unavailable`,
+      detail: [server?.reason, server?.hint].filter(Boolean).join(" — "),
+      severity: "warning",
+      busy: false,
+    };
+  }
+  return {
+    text: `${branch} · $(zap) ${skills}`,
+    detail: state === "ready" ? `Mnemo ready${server?.project?.name ? ` · ${server.project.name}` : ""}`
+      : "Mnemo connecting to the store",
+    severity: "information",
+    busy: state === "starting",
+  };
+}
+
+/** "Remembered", "Already known (confirmed 3x)", "Waiting in Review" for a remember result's status. */
+export function describeWrite(status: string | undefined, confirmations: number | undefined): string {
+  switch (status) {
+    case "confirmed":
+      return `Already remembered — confirmed ${confirmations ?? 2}x`;
+    case "conflict":
+      return "Saved for review: it conflicts with a memory you already have (see Review)";
+    case "pending":
+      return "Saved for review: it waits for your confirmation (see Review)";
+    case "created":
+    case undefined:
+      return "Remembered";
+    default:
+      return `Remembered (${status})`;
+  }
+}
+
+/** One entry of a snapshot or branch diff (the owner's `snapshot_diff` / `branch_diff`). */
+export interface DiffEntry {
+  op?: string;
+  id: string;
+  text: string;
+  scope?: string;
+  branch?: string | null;
+  reason?: string;
+  local?: { id: string; text: string; updated_at?: number } | null;
+}
+
+/** The owner's `snapshot_diff` result, as far as the preview uses it. */
+export interface SnapshotDiff {
+  strategy?: string;
+  snapshot?: { file?: string; created_at?: number; source?: { project_name?: string; branch?: string | null };
+               counts?: { memories?: number } };
+  imported?: number;
+  replaced?: number;
+  skipped_duplicates?: number;
+  skipped_forgotten?: number;
+  conflicts?: number;
+  changes?: number;
+  conflict_details?: DiffEntry[];
+  new?: DiffEntry[];
+}
+
+/** One line that says what a merge would do: "3 new · 1 conflict · 2 duplicates skipped". */
+export function summarizeSnapshotDiff(diff: SnapshotDiff): string {
+  const parts = [
+    `${diff.imported ?? 0} new`,
+    `${diff.conflicts ?? 0} conflict${diff.conflicts === 1 ? "" : "s"}`,
+    `${diff.skipped_duplicates ?? 0} duplicate${diff.skipped_duplicates === 1 ? "" : "s"} skipped`,
+  ];
+  if (diff.skipped_forgotten) {
+    parts.push(`${diff.skipped_forgotten} forgotten here`);
+  }
+  return parts.join(" · ");
+}
+
+function block(id: string, text: string | undefined, note: string): string {
+  return `## ${id}\n${note}\n\n${text === undefined ? "(not in this store)" : text.trim()}\n`;
+}
+
+/**
+ * The two sides of the import preview diff: what this store holds and what the snapshot brings, memory by
+ * memory (new ones are absent on the left; conflicts show both texts), in a stable order.
+ */
+export function snapshotDiffSides(diff: SnapshotDiff): { here: string; incoming: string } {
+  const entries = [...(diff.conflict_details ?? []), ...(diff.new ?? [])]
+    .sort((a, b) => (a.local ? 0 : 1) - (b.local ? 0 : 1) || a.id.localeCompare(b.id));
+  const file = diff.snapshot?.file ?? "snapshot";
+  const head = (side: string): string => `# ${side}\n\n${summarizeSnapshotDiff(diff)}\n\n`;
+  const here = [head("This store")];
+  const incoming = [head(`Snapshot ${file}`)];
+  for (const e of entries) {
+    const where = [e.scope, e.branch].filter(Boolean).join(" · ");
+    here.push(block(e.local?.id ?? e.id, e.local?.text, e.local ? where : ""));
+    incoming.push(block(e.local?.id ?? e.id, e.text, [where, e.reason].filter(Boolean).join(" — ")));
+  }
+  return { here: here.join("\n"), incoming: incoming.join("\n") };
+}
+
+/** The owner's `branch_diff` result, as far as the preview uses it. */
+export interface BranchDiff {
+  source?: string;
+  target?: string;
+  imported?: number;
+  skipped_duplicates?: number;
+  skipped_pending?: number;
+  supersedes?: number;
+  new?: DiffEntry[];
+  superseded?: { by: string; memory: DiffEntry }[];
+}
+
+export function branchDiffMarkdown(diff: BranchDiff): string {
+  const lines = [`# Merge memories of \`${diff.source ?? "?"}\` into \`${diff.target ?? "?"}\``, "",
+                 `${diff.imported ?? 0} to copy · ${diff.supersedes ?? 0} superseding · ` +
+                 `${diff.skipped_duplicates ?? 0} duplicates skipped · ${diff.skipped_pending ?? 0} pending skipped`,
+                 ""];
+  if (diff.new?.length) {
+    lines.push("## New on the target", "");
+    for (const e of diff.new) {
+      lines.push(`- ${e.text.replace(/\s+/g, " ").trim()} (${e.id})`);
+    }
+    lines.push("");
+  }
+  if (diff.superseded?.length) {
+    lines.push("## Superseded on the target", "");
+    for (const s of diff.superseded) {
+      lines.push(`- ~~${s.memory.text.replace(/\s+/g, " ").trim()}~~ (replaced by ${s.by})`);
+    }
+  }
+  return lines.join("\n");
+}
