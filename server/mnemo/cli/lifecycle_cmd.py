@@ -99,7 +99,7 @@ def _done(args, res: dict[str, Any], human) -> int:
 
 # -- snapshot --------------------------------------------------------------------------------------------------
 def cmd_snapshot_export(args, service) -> int:
-    res = service.snapshot_export(_ctx(args), _abs(args.file), args.scopes, args.branches)
+    res = service.snapshot_export(_ctx(args), _abs(args.file), scopes=args.scopes, branches=args.branches)
 
     def human(r):
         c = console()
@@ -141,12 +141,12 @@ def _print_merge(r: dict[str, Any], dry: bool) -> None:
 
 
 def cmd_snapshot_diff(args, service) -> int:
-    res = service.snapshot_diff(_ctx(args), _abs(args.file), args.strategy)
+    res = service.snapshot_diff(_ctx(args), _abs(args.file), strategy=args.strategy)
     return _done(args, res, lambda r: _print_merge(r, True))
 
 
 def cmd_snapshot_merge(args, service) -> int:
-    res = service.snapshot_merge(_ctx(args), _abs(args.file), args.strategy)
+    res = service.snapshot_merge(_ctx(args), _abs(args.file), strategy=args.strategy)
     return _done(args, res, lambda r: _print_merge(r, False))
 
 
@@ -173,7 +173,7 @@ def cmd_branch_merge(args, service) -> int:
 
 
 def cmd_branch_delete(args, service) -> int:
-    res = service.branch_delete(_ctx(args), args.name, args.force)
+    res = service.branch_delete(_ctx(args), args.name, force=args.force)
 
     def human(r):
         c = console()
@@ -186,7 +186,7 @@ def cmd_branch_delete(args, service) -> int:
 
 
 def cmd_branch_merged(args, service) -> int:
-    res = service.merged_branches(_ctx(args), not args.no_queue)
+    res = service.merged_branches(_ctx(args), queue=not args.no_queue)
 
     def human(r):
         c = console()
@@ -205,7 +205,7 @@ def cmd_branch_merged(args, service) -> int:
 
 # -- decay, compact, restore -----------------------------------------------------------------------------------
 def cmd_decay(args, service) -> int:
-    res = service.decay(_ctx(args), args.now)
+    res = service.decay(_ctx(args), now=args.now)
 
     def human(r):
         c = console()
@@ -265,7 +265,7 @@ def cmd_review(args, service) -> int:
         res = service.review_resolve(ctx, args.review_id, args.resolution)
         return _done(args, res, lambda r: console().print(
             f"[green]resolved[/green] #{r['id']} ({r['kind']}): {r['resolution']}"))
-    res = service.review_list(ctx, args.kind, args.include_resolved)
+    res = service.review_list(ctx, kind=args.kind, include_resolved=args.include_resolved)
 
     def human(r):
         c = console()

@@ -518,8 +518,10 @@ def decay(engine: Engine, ctx: Context, now: Any = None) -> dict[str, Any]:
             if elapsed <= 0:
                 report["untouched"] += 1
                 continue
-            new = m.importance * math.pow(2.0, -elapsed / hl)
-            new = min(new, m.importance)
+            new = min(m.importance * math.pow(2.0, -elapsed / hl), m.importance)
+            if m.importance - new < 1e-6 and new >= s.tombstone_threshold:
+                report["untouched"] += 1  # negligible: keep the clock where it was (path independence holds)
+                continue
             c.execute("INSERT INTO decay_state(id, decayed_at) VALUES(?, ?) ON CONFLICT(id) DO UPDATE SET"
                       " decayed_at=excluded.decayed_at", (m.id, now))
             if new < s.tombstone_threshold:
