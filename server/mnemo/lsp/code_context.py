@@ -133,29 +133,44 @@ class CodeContext:
         return self.chain[-1] if self.chain else None
 
     def query(self) -> str:
-        """A recall query: the word and symbol names split into words, the signature, the docstring's first
-        sentence. Identifiers are split (`retryPost` -> `retry post`) so BM25 and the embedder see words."""
-        parts: list[str] = []
+        """A recall query: the identifier and the enclosing names as words, the signature's meaningful words, the
+        docstring's first sentence. Code noise (`def`, `self`, `str`, `dict`, ...) is left out: it only costs BM25
+        time and pulls in unrelated notes."""
         sym = self.symbol
-        if self.word:
-            parts.append(split_identifier(self.word))
+        words = [self.word or ""]
         if sym is not None:
-            names = " ".join(split_identifier(s.name) for s in self.chain)
-            if names not in parts:
-                parts.append(names)
-            if sym.signature:
-                parts.append(sym.signature)
-            if sym.docstring:
-                parts.append(first_sentence(sym.docstring))
-        elif self.line_text.strip():
-            parts.append(self.line_text.strip()[:200])
-        seen: set[str] = set()
-        out = []
-        for p in parts:
-            if p and p not in seen:
-                seen.add(p)
-                out.append(p)
-        return " \n".join(out)[:1000]
+            words += [s.name for s in self.chain]
+            words.append(sym.signature)
+            return build_query(words, sym.docstring)
+        return build_query([*words, self.line_text[:200]], "")
+
+
+def build_query(code_parts: list[str], doc: str) -> str:
+    seen: set[str] = set()
+    out: list[str] = []
+    for part in code_parts:
+        for w in split_identifier(part or "").split():
+            if len(w) > 1 and w not in CODE_NOISE and w not in seen and not w.isdigit():
+                seen.add(w)
+                out.append(w)
+    text = " ".join(out[:40])
+    sentence = first_sentence(doc) if doc else ""
+    return (text + ("\n" + sentence if sentence else "")).strip()[:1000]
+
+
+def symbol_query(sym: Symbol) -> str:
+    """The recall query for a symbol as a whole (code lenses)."""
+    return build_query([sym.qualname.replace(".", " "), sym.signature], sym.docstring)
+
+
+# Words that say nothing about what code is for (keywords, builtin types, common parameter names).
+CODE_NOISE = frozenset("""
+def self cls async await return fn func function pub public private protected static void const let var
+str int float bool bytes dict list tuple set frozenset any none optional union callable iterable iterator
+string number boolean object array promise undefined null true false this super new class struct impl enum
+interface type mut ref usize isize u8 u16 u32 u64 i8 i16 i32 i64 f32 f64 char long short double byte final
+override throws extends implements args kwargs kw arg param params val value x y i j k n
+""".split())
 
 
 @dataclass

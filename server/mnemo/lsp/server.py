@@ -38,6 +38,8 @@ log = logging.getLogger("mnemo.lsp")
 HEAVY_MODULES = ("numpy", "chromadb", "onnxruntime", "torch", "sentence_transformers", "transformers",
                  "tokenizers", "scipy")
 SKILLS_TTL = 20.0  # seconds an active-skills answer is reused for the same file and branch
+RECALL_TTL = 15.0  # seconds a hover's recall answer is reused for the same query (writes here clear it at once)
+RECALL_CACHE = 512
 
 
 def _converter_factory():
@@ -107,6 +109,8 @@ class MnemoLanguageServer(LanguageServer):
         self._warned_outage: float | None = None
         self._retry_task: asyncio.Task | None = None
         self._skills_cache: dict[tuple, tuple[float, dict]] = {}
+        self._recall_cache: dict[tuple, tuple[float, dict]] = {}
+        self.recall_stats = {"hits": 0, "misses": 0}
         self._last_state: dict[str, Any] = {}
         self.active_uri: str | None = None
         self.started_at = time.monotonic()
@@ -283,7 +287,25 @@ class MnemoLanguageServer(LanguageServer):
             self._skills_cache.pop(next(iter(self._skills_cache)))
         return result
 
+    async def recall_cached(self, ctx: dict[str, Any], query: str, **kw: Any) -> dict[str, Any]:
+        """`recall` for interactive features (hover, code actions): the same query on the same project and branch
+        within RECALL_TTL seconds is answered from memory. Writes through this server clear the cache; other
+        processes' writes show within the TTL."""
+        key = (ctx.get("project_id"), ctx.get("branch"), query, tuple(sorted(kw.items())))
+        now = time.monotonic()
+        hit = self._recall_cache.get(key)
+        if hit is not None and now - hit[0] < RECALL_TTL:
+            self.recall_stats["hits"] += 1
+            return hit[1]
+        self.recall_stats["misses"] += 1
+        result = await self.service("recall", ctx, query, **kw)
+        self._recall_cache[key] = (now, result)
+        if len(self._recall_cache) > RECALL_CACHE:
+            self._recall_cache.pop(next(iter(self._recall_cache)))
+        return result
+
     def forget_caches(self) -> None:
+        self._recall_cache.clear()
         self._skills_cache.clear()
         if self.anchors is not None:
             self.anchors.invalidate()
@@ -471,6 +493,7 @@ class MnemoLanguageServer(LanguageServer):
     def status_extras(self) -> dict[str, Any]:
         return {"lsp": {"pid": os.getpid(), "version": __version__, "rssMb": rss_mb(),
                         "uptimeS": round(time.monotonic() - self.started_at, 1),
+                        "recallCache": dict(self.recall_stats),
                         "heavyModules": sorted(m for m in HEAVY_MODULES if m in sys.modules)}}
 
 

@@ -79,7 +79,7 @@ class CodeActionsFeature(LanguageFeature):
         sym = code.symbol
         try:
             anchored = await self.server.anchors.for_symbol(ctx, rel, sym.qualname if sym else None)
-            res = await self.server.service("recall", ctx, code.query(), limit=max(1, settings.max_memories),
+            res = await self.server.recall_cached(ctx, code.query(), limit=max(1, settings.max_memories),
                                             include_docs=False, min_confidence=settings.min_confidence)
         except MnemoError as exc:
             log.info("code actions: %s", exc)

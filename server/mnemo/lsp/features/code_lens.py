@@ -26,13 +26,6 @@ RELEVANCE_CACHE = 20_000
 LENS_KINDS = {"function", "method", "class", "struct", "interface", "enum", "trait", "impl", "module", "type"}
 
 
-def symbol_query(sym: cc.Symbol) -> str:
-    parts = [cc.split_identifier(sym.qualname.replace(".", " ")), sym.signature]
-    if sym.docstring:
-        parts.append(cc.first_sentence(sym.docstring))
-    return " \n".join(p for p in parts if p)[:800]
-
-
 class CodeLensFeature(LanguageFeature):
     def __init__(self, server):
         super().__init__(server)
@@ -62,7 +55,7 @@ class CodeLensFeature(LanguageFeature):
                 self._relevant.move_to_end(key)
                 continue
             try:
-                res = await self.server.service("recall", ctx, symbol_query(sym), limit=3, include_docs=False,
+                res = await self.server.service("recall", ctx, cc.symbol_query(sym), limit=3, include_docs=False,
                                                 min_confidence=settings.min_confidence)
             except Unavailable:
                 return

@@ -44,8 +44,8 @@ class HoverFeature(LanguageFeature):
         rel = self.server.rel_path(uri, ctx)
         symbol = code.symbol
         try:
-            recall_call = self.server.service(
-                "recall", ctx, code.query(), limit=max(4, settings.max_memories * 2),
+            recall_call = self.server.recall_cached(
+                ctx, code.query(), limit=max(4, settings.max_memories * 2),
                 include_docs=settings.include_docs, min_confidence=settings.min_confidence)
             anchored_call = self.server.anchors.for_symbol(ctx, rel, symbol.qualname if symbol else None)
             if settings.show_skills:

@@ -1,0 +1,310 @@
+"""Language server latency: the real `python -m mnemo lsp` driven by a real LSP client (pytest-lsp's) over stdio,
+against an owner process holding N memories (real model) and this repository's skills.
+
+    python bench/lsp_latency.py --memories 10000 --json
+
+Set-up (not timed): N synthetic developer notes are bulk-inserted with real embeddings into a fresh store (vectors
+cached under ~/.cache/mnemo/bench), 40 of them anchored to functions of `server/mnemo/core/engine.py`; the owner is
+started and its dense index built. Timed, from the client's side of the pipe:
+  - initialize_ms: spawning `python -m mnemo lsp` until the `initialize` answer (imports included);
+  - hover p50/p95 (warm) over `--hovers` identifiers inside the functions of engine.py (recall + anchors + skills);
+  - code_lens p95 over `--lenses` `textDocument/codeLens` requests on engine.py (caches warm);
+  - lsp_rss_mb: the language server process's resident memory at the end (the model lives in the owner).
+The last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TARGET = REPO / "server" / "mnemo" / "core" / "engine.py"
+
+COMPONENTS = ["payments API", "auth service", "billing worker", "search indexer", "web client", "engine",
+              "CI pipeline", "database layer", "cache", "message queue", "feature flags", "recall", "store",
+              "indexer thread", "owner process", "markdown docs", "skills engine", "snapshot export"]
+VERBS = ["requires", "must use", "should avoid", "relies on", "was migrated to", "breaks without", "caches",
+         "retries with", "logs through", "validates with", "is tested with", "times out after"]
+OBJECTS = ["idempotency keys", "exponential backoff", "structured logging", "a read replica", "WAL mode",
+           "content hashes for dedup", "pydantic models", "the owner lock", "batch inserts", "UTC timestamps",
+           "a circuit breaker", "the change log", "FTS5 bm25", "type hints everywhere", "the shared HTTP client"]
+REASONS = ["to survive retries", "after the March outage", "for GDPR", "to keep p95 low", "for auditability",
+           "since the old path leaked memory", "per the architecture review", "because tests were flaky"]
+
+
+def synth_notes(n: int, seed: int = 7) -> list[str]:
+    rng = random.Random(seed)
+    return [f"{rng.choice(COMPONENTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} {rng.choice(REASONS)} (note {i})"
+            for i in range(n)]
+
+
+def vectors(texts: list[str], embedder):
+    import numpy as np
+
+    cache = Path(os.environ.get("MNEMO_BENCH_CACHE", Path.home() / ".cache" / "mnemo" / "bench"))
+    cache.mkdir(parents=True, exist_ok=True)
+    path = cache / f"lsp-notes-{len(texts)}-{embedder.model_id.replace('/', '_')}.npy"
+    if path.exists():
+        arr = np.load(path)
+        if arr.shape[0] == len(texts):
+            return arr
+    arr = embedder.embed(texts)
+    np.save(path, arr)
+    return arr
+
+
+def fill_store(home: Path, n: int, ctx) -> dict:
+    """Bulk insert (straight into SQLite, before any owner runs); anchors 40 notes to engine.py's functions."""
+    from mnemo.core.embeddings import get_embedder
+    from mnemo.core.models import Memory
+    from mnemo.core.store import Store
+    from mnemo.core.text import content_hash
+    from mnemo.lsp import code_context as cc
+
+    embedder = get_embedder()
+    texts = synth_notes(n)
+    vecs = vectors(texts, embedder)
+    source = TARGET.read_text()
+    syms = [s for s in cc.symbols(cc.parse_document(source, "python")) if s.kind in ("function", "method")]
+    rel = TARGET.relative_to(REPO).as_posix()
+    rng = random.Random(3)
+    anchored = {rng.randrange(n): rng.choice(syms) for _ in range(40)}
+    store = Store(home / "mnemo.db")
+    now = time.time()
+    for start in range(0, n, 5000):
+        with store.write() as c:
+            for i in range(start, min(n, start + 5000)):
+                sym = anchored.get(i)
+                m = Memory(id="mem-" + uuid.uuid4().hex[:20], text=texts[i], type="project", kind="fact",
+                           scope="project", project_id=ctx.project_id, project_name=ctx.project_name,
+                           branch=ctx.branch, importance=0.5, confirmations=1, created_at=now - i,
+                           updated_at=now - i, last_accessed=now - i, access_count=0,
+                           content_hash=content_hash(texts[i]), source="import", author="bench",
+                           anchors=[sym.anchor(rel)] if sym else [])
+                store.insert_memory(c, m, vecs[i], embedder.model_id)
+    store.close()
+    return {"anchored": len(anchored), "symbols": len(syms)}
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+
+
+def hover_positions(source: str, count: int) -> list[tuple[int, int]]:
+    """Identifiers inside function bodies (not keywords), spread over the file."""
+    from mnemo.lsp import code_context as cc
+
+    parsed = cc.parse_document(source, "python")
+    lines = source.splitlines()
+    keywords = {"self", "return", "if", "else", "for", "in", "not", "and", "or", "None", "True", "False", "def",
+                "with", "as", "is", "try", "except", "raise", "import", "from", "while", "elif", "pass"}
+    spots = []
+    for sym in cc.symbols(parsed):
+        if sym.kind not in ("function", "method"):
+            continue
+        for line in range(sym.name_line + 1, min(sym.end_line, sym.name_line + 25) + 1):
+            for m in re.finditer(r"[A-Za-z_][A-Za-z0-9_]{2,}", lines[line] if line < len(lines) else ""):
+                if m.group(0) not in keywords:
+                    spots.append((line, m.start() + 1))
+    rng = random.Random(11)
+    rng.shuffle(spots)
+    return spots[:count]
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    cur = peak = 0.0
+    with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                cur = int(line.split()[1]) / 1024
+            elif line.startswith("VmHWM:"):
+                peak = int(line.split()[1]) / 1024
+    return round(cur, 1), round(peak, 1)
+
+
+async def drive(home: Path, hovers: int, lenses: int) -> dict:
+    from lsprotocol import types as t
+    from pytest_lsp import ClientServerConfig
+    from pytest_lsp.client import LanguageClient, register_lsp_features
+
+    from mnemo.lsp.server import _converter_factory
+
+    def factory():
+        c = LanguageClient(converter_factory=_converter_factory)
+        register_lsp_features(c)
+        c.states = []
+
+        @c.feature("mnemo/stateChanged")
+        def _state(ls, params):
+            c.states.append(params)
+
+        return c
+
+    env = dict(os.environ, MNEMO_HOME=str(home), MNEMO_IDLE_TIMEOUT="120", HF_HUB_OFFLINE="1",
+               MNEMO_USER_SKILLS=str(home / "user-skills"))
+    env.pop("MNEMO_EMBEDDER", None)
+    cfg = ClientServerConfig(server_command=[sys.executable, "-m", "mnemo", "lsp"], server_env=env,
+                             client_factory=factory)
+    out: dict = {}
+    t0 = time.perf_counter()
+    client = await cfg.start()
+    await client.initialize_session(t.InitializeParams(
+        capabilities=t.ClientCapabilities(), root_uri=REPO.as_uri(),
+        workspace_folders=[t.WorkspaceFolder(uri=REPO.as_uri(), name=REPO.name)],
+        initialization_options={"docs": {"indexOnStartup": False}}))
+    out["initialize_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+    try:
+        while not any(s.get("state") == "ready" for s in client.states):
+            if time.perf_counter() - t0 > 180:
+                raise RuntimeError(f"the server never became ready: {client.states[-1:]}")
+            await asyncio.sleep(0.1)
+        out["ready_s"] = round(time.perf_counter() - t0, 2)
+        t_idx = time.perf_counter()
+        while True:
+            stats = await client.protocol.send_request_async("mnemo/stats", {})
+            idx = stats["index"]
+            if idx["ready"] and idx["indexed_seq"] >= idx["store_seq"]:
+                break
+            if time.perf_counter() - t_idx > 600:
+                raise RuntimeError(f"the dense index never caught up: {idx}")
+            await asyncio.sleep(0.5)
+        out["index_ready_s"] = round(time.perf_counter() - t_idx, 1)
+        out["store_memories"] = stats["memories"]["project"]
+        source = TARGET.read_text()
+        uri = TARGET.as_uri()
+        client.text_document_did_open(t.DidOpenTextDocumentParams(text_document=t.TextDocumentItem(
+            uri=uri, language_id="python", version=1, text=source)))
+        spots = hover_positions(source, hovers + 20)
+        shown = 0
+
+        async def one_hover(line: int, col: int) -> float:
+            nonlocal shown
+            ts = time.perf_counter()
+            res = await client.text_document_hover_async(t.HoverParams(
+                text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=line, character=col)))
+            shown += res is not None
+            return (time.perf_counter() - ts) * 1000
+
+        for line, col in spots[:20]:  # warm-up: skills cache, anchor index, parse
+            await one_hover(line, col)
+        shown = 0
+        # which hovers ask the owner a query not seen before (the server caches recall answers for 15 s)
+        from mnemo.lsp import code_context as cc
+
+        parsed = cc.parse_document(source, "python")
+        seen = {cc.context_at(source, ln, cl, "python", parsed=parsed)[0].query() for ln, cl in spots[:20]}
+        lat, fresh, fresh_queries = [], [], []
+        for line, col in spots[20:]:
+            q = cc.context_at(source, line, col, "python", parsed=parsed)[0].query()
+            ms = await one_hover(line, col)
+            lat.append(ms)
+            if q not in seen:
+                seen.add(q)
+                fresh.append(ms)
+                fresh_queries.append(q)
+        out["hover_p50_ms"] = round(statistics.median(lat), 2)
+        out["hover_p95_ms"] = round(pct(lat, 95), 2)
+        out["hovers"] = len(lat)
+        out["hovers_with_content"] = shown
+        out["hover_new_query_p50_ms"] = round(statistics.median(fresh), 2) if fresh else None
+        out["hover_new_query_p95_ms"] = round(pct(fresh, 95), 2) if fresh else None
+        out["hovers_with_new_query"] = len(fresh)
+        # the same new queries straight to the owner (no language server): what the owner's recall costs
+        from mnemo.core.identity import detect_context
+        from mnemo.daemon.client import DaemonService
+
+        direct = DaemonService(home, autostart=False, client_name="bench")
+        ctx = detect_context(REPO).to_dict()
+        owner_lat = []
+        for q in fresh_queries:
+            ts = time.perf_counter()
+            await asyncio.to_thread(direct.recall, ctx, q + " ", limit=6, include_docs=False, min_confidence=0.35)
+            owner_lat.append((time.perf_counter() - ts) * 1000)
+        direct.close()
+        if owner_lat:
+            out["owner_recall_p50_ms"] = round(statistics.median(owner_lat), 2)
+            out["owner_recall_p95_ms"] = round(pct(owner_lat, 95), 2)
+        params = t.CodeLensParams(text_document=t.TextDocumentIdentifier(uri=uri))
+        first = await client.text_document_code_lens_async(params)
+        await asyncio.sleep(3)  # let the background relevance pass run once
+        lens_lat = []
+        for _ in range(lenses):
+            ts = time.perf_counter()
+            result = await client.text_document_code_lens_async(params)
+            lens_lat.append((time.perf_counter() - ts) * 1000)
+        out["code_lens_p50_ms"] = round(statistics.median(lens_lat), 2)
+        out["code_lens_p95_ms"] = round(pct(lens_lat, 95), 2)
+        out["code_lenses"] = len(result or first or [])
+        if result:
+            resolved = await client.code_lens_resolve_async(result[0])
+            out["code_lens_example"] = resolved.command.title if resolved.command else None
+        status = await client.protocol.send_request_async("mnemo/status", {})
+        out["heavy_modules_in_lsp"] = status["lsp"]["heavyModules"]
+        out["recall_cache"] = status["lsp"].get("recallCache")
+        out["active_skills"] = status["activeSkillCount"]
+        out["lsp_rss_mb"], out["lsp_peak_rss_mb"] = rss_mb(client._server.pid)
+    finally:
+        try:
+            await asyncio.wait_for(client.shutdown_session(), 10)
+        except Exception:  # noqa: BLE001
+            pass
+        await client.stop()
+    return out
+
+
+def reuse_or_fill(args) -> Path:
+    from mnemo.core.identity import detect_context
+
+    if args.home:
+        home = Path(args.home)
+        if (home / "mnemo.db").exists():
+            print(f"reusing the store in {home}", file=sys.stderr)
+            return home
+        home.mkdir(parents=True, exist_ok=True)
+    else:
+        home = Path(tempfile.mkdtemp(prefix="mnemo-lsp-bench-"))
+    t = time.perf_counter()
+    info = fill_store(home, args.memories, detect_context(REPO))
+    print(f"filled {args.memories} memories in {time.perf_counter() - t:.1f} s ({info})", file=sys.stderr)
+    return home
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--memories", type=int, default=10000)
+    ap.add_argument("--hovers", type=int, default=200)
+    ap.add_argument("--lenses", type=int, default=50)
+    ap.add_argument("--json", action="store_true", help="(the last line is always one JSON object)")
+    ap.add_argument("--home", default=None, help="store to use; filled when empty, reused as is otherwise")
+    args = ap.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+    from mnemo.daemon.client import DaemonService
+
+    home = reuse_or_fill(args)
+    try:
+        out = asyncio.run(drive(home, args.hovers, args.lenses))
+    finally:
+        DaemonService(home, autostart=False).shutdown()
+    detail = {"memories": args.memories, **out, "machine": f"{os.cpu_count()} cores, {sys.platform}",
+              "load_avg_1m": round(os.getloadavg()[0], 2)}
+    print(json.dumps({"detail": detail}), file=sys.stderr)
+    print(json.dumps({k: out[k] for k in ("initialize_ms", "hover_p50_ms", "hover_p95_ms", "code_lens_p95_ms",
+                                          "lsp_rss_mb")}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
