@@ -25,6 +25,14 @@ def test_defaults_and_schema_agree():
         assert key in SETTINGS_SCHEMA
 
 
+def test_docs_list_every_setting():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "settings.md").read_text()
+    missing = [key for key in SETTINGS_SCHEMA if f"`{key}`" not in doc]
+    assert not missing, f"docs/settings.md does not describe {missing}"
+
+
 def test_nested_dotted_and_sectioned_shapes():
     nested, p1 = parse_settings({"hover": {"maxMemories": 5}})
     dotted, p2 = parse_settings({"mnemo.hover.maxMemories": 5})
