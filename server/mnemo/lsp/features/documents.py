@@ -140,13 +140,15 @@ class DocumentsFeature(LanguageFeature):
                 await hook(st.uri)
 
     def invalidate_lenses(self) -> None:
+        """After a write: drop lens relevance; re-check the active document now, the others when the client asks
+        for their lenses again (so one write does not cost a recall per symbol of every open file)."""
         for f in self.server.features:
             hook = getattr(f, "invalidate", None)
             if hook is not None:
                 hook()
-        for uri in list(self.states):
-            if self.server.ready:
-                self.schedule(uri, 0.05)
+        active = self.server.active_uri
+        if active and self.server.ready and unquote(active) in self.states:
+            self.schedule(active, 0.05)
 
     # -- content ---------------------------------------------------------------------------------------------
     def snapshot(self, uri: str) -> Snapshot | None:
