@@ -1,40 +1,124 @@
-"""Safety checks on text that leaves the user's hands: secrets (API keys, tokens, private keys) before a memory is
-stored, promoted or exported.
+"""Safety checks on text that enters or leaves the store: secrets, invisible Unicode, prompt injection.
 
-`find_secrets(text)` runs detect-secrets' precise detectors in-process (AWS, GitHub, Slack, Stripe, JWT, private
-keys, keyword assignments, credentials in URLs ...) plus a few patterns it misses (OpenAI/Anthropic `sk-` keys,
-`NAME_KEY=value` assignments, long random tokens). Its entropy detectors flag nearly every word of prose when
-scanning ad-hoc lines, so they are replaced by a stricter check of our own. A finding never carries the secret
-itself, only a redacted preview.
+Secrets (`find_secrets`, `redact_secrets`, `screen_secrets`): provider patterns of our own (AWS, GitHub, GitLab,
+Slack, Stripe, OpenAI, Anthropic, Google, Hugging Face, SendGrid, npm, PyPI, Azure, Mailgun, Shopify,
+DigitalOcean, Vault, Discord, Telegram ...), private key blocks, JWTs, credentials in URLs and auth headers,
+`name = value` assignments and passwords in prose, plus detect-secrets' precise detectors in-process (its entropy
+detectors flag nearly every word of prose on ad-hoc lines, so a stricter entropy check of our own replaces them).
+Hex strings (commit SHAs, sha256, UUIDs, Mnemo's own ids and hashes) are never secrets by entropy alone; base64
+that decodes to text or a known file format (JSON, config, PNG, SSH public keys, SRI hashes) is data, and the
+decoded text is scanned in turn. A finding never carries the secret itself, only a redacted preview; nothing here
+logs a value.
+
+Policy (`MNEMO_SECRETS`): `block` (default) refuses the write with `SecretDetected`; `redact` stores the text with
+each secret replaced by `[REDACTED:<kind>]` and the flag `secret_redacted`.
+
+Poisoning (`strip_invisible`, `injection_flags`): zero-width, bidi-control and Unicode tag characters are removed
+(tag characters can smuggle a whole hidden ASCII text, which is decoded and scanned); text that reads like an
+instruction to the agent (override of previous instructions, role markers, tool-call syntax, dangerous command
+bait, exfiltration, concealment, authority spoofing) gets `injection:<category>` flags. Memories are data: a
+flagged write is `untrusted` until a person accepts it in Review.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import logging
 import math
+import os
 import re
 import threading
 from collections import Counter
 from dataclasses import asdict, dataclass
+from typing import Any
 
 log = logging.getLogger("mnemo.safety")
 
-# detect-secrets detectors that are too noisy for prose (or are not secrets).
-_SKIPPED_DETECTORS = frozenset({"Base64 High Entropy String", "Hex High Entropy String", "Public IP (ipv4)"})
-_PLACEHOLDER = re.compile(r"^(<.*>|\$\{.*\}|\$\(.*\)|\{\{.*\}\}|x+|\*+|\.+|changeme|example|dummy|redacted|none|null|"
-                          r"true|false|your[-_a-z]*|os\.environ.*|process\.env.*|env\(.*\))$", re.I)
-_EXTRA_PATTERNS = (
-    ("Anthropic API Key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
-    ("OpenAI-style API Key", re.compile(r"\bsk-(?:proj-|live-|test-)?[A-Za-z0-9_\-]{20,}")),
-    ("Google API Key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
-    ("Hugging Face Token", re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")),
-)
-_ASSIGNMENT = re.compile(
-    r"(?i)\b([A-Za-z0-9_.\-]*(?:api[_\-]?key|secret|token|passw(?:or)?d|pwd|access[_\-]?key|private[_\-]?key|"
-    r"client[_\-]?secret|auth)[A-Za-z0-9_.\-]*)\s*[:=]\s*[\"']?([^\s\"']{6,})")
-_LONG_TOKEN = re.compile(r"[A-Za-z0-9+/_\-]{32,}={0,2}")
+# -- secrets ----------------------------------------------------------------------------------------------------
 
-_scan_lock = threading.Lock()
+# detect-secrets plugins we run (its entropy and IP detectors are too noisy for prose, see the module docstring).
+_DS_PLUGINS = (
+    "ArtifactoryDetector", "AWSKeyDetector", "AzureStorageKeyDetector", "BasicAuthDetector", "CloudantDetector",
+    "DiscordBotTokenDetector", "GitHubTokenDetector", "GitLabTokenDetector", "IbmCloudIamDetector",
+    "IbmCosHmacDetector", "JwtTokenDetector", "KeywordDetector", "MailchimpDetector", "NpmDetector",
+    "OpenAIDetector", "PrivateKeyDetector", "PypiTokenDetector", "SendGridDetector", "SlackDetector",
+    "SoftlayerDetector", "SquareOAuthDetector", "StripeDetector", "TelegramBotTokenDetector", "TwilioKeyDetector",
+)
+_PLACEHOLDER = re.compile(
+    r"^(<.*>|\$\{.*\}?|\$\(.*\)?|\{\{.*\}\}|%\(?\w+\)?s?|x+|\*+|\.+|changeme|example|dummy|redacted|none|null|true|"
+    r"false|your[-_a-z]*|my[-_a-z]*|os\.environ.*|process\.env.*|env\(.*\)|\$[A-Z_][A-Z0-9_]*|\[redacted.*)$", re.I)
+
+# Precise provider formats: (kind, pattern, group holding the secret (0 = whole match)).
+_PROVIDER_PATTERNS: tuple[tuple[str, re.Pattern[str], int], ...] = tuple(
+    (k, re.compile(p), g) for k, p, g in (
+        ("Private key block", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END [A-Z0-9 ]*"
+                              r"PRIVATE KEY(?: BLOCK)?-----|$)", 0),
+        ("AWS access key id", r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA)[A-Z2-7]{16}\b", 0),
+        ("GitHub token", r"\bgh[pousr]_[A-Za-z0-9]{36,255}\b", 0),
+        ("GitHub fine-grained token", r"\bgithub_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}\b", 0),
+        ("GitLab token", r"\bgl(?:pat|dt|rt|ptt|cbt|soat|ft|imt|agent)-[A-Za-z0-9_\-]{20,}", 0),
+        ("Slack token", r"\bxox[abposre]-(?:\d+-)+[A-Za-z0-9\-]{10,}", 0),
+        ("Slack webhook", r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9/_\-]{20,}", 0),
+        ("Stripe key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}\b", 0),
+        ("Anthropic API key", r"\bsk-ant-[A-Za-z0-9_\-]{20,}", 0),
+        ("OpenAI-style API key", r"\bsk-(?:proj-|live-|test-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}", 0),
+        ("Google API key", r"\bAIza[0-9A-Za-z_\-]{35}\b", 0),
+        ("Hugging Face token", r"\bhf_[A-Za-z0-9]{30,}\b", 0),
+        ("SendGrid key", r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}", 0),
+        ("npm token", r"\bnpm_[A-Za-z0-9]{36}\b", 0),
+        ("PyPI token", r"\bpypi-AgE[A-Za-z0-9_\-]{40,}", 0),
+        ("Azure storage key", r"(?i)\bAccountKey=([A-Za-z0-9+/]{40,}={0,2})", 1),
+        ("Azure SAS signature", r"[?&]sig=([A-Za-z0-9%+/]{30,}={0,2})", 1),
+        ("Mailgun key", r"\bkey-[0-9a-f]{32}\b", 0),
+        ("Shopify token", r"\bshp(?:at|ss|ca|pa)_[0-9a-fA-F]{32}\b", 0),
+        ("DigitalOcean token", r"\bdo[opr]_v1_[0-9a-f]{64}\b", 0),
+        ("Vault token", r"\bhv[sbr]\.[A-Za-z0-9_\-]{20,}", 0),
+        ("Discord bot token", r"\b[MNO][A-Za-z0-9_\-]{23,25}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,38}\b", 0),
+        ("Telegram bot token", r"\b\d{8,10}:AA[A-Za-z0-9_\-]{32,33}\b", 0),
+        ("Square token", r"\bsq0(?:atp|csp)-[A-Za-z0-9_\-]{22,43}", 0),
+        ("Databricks token", r"\bdapi[0-9a-f]{32}\b", 0),
+        ("Linear API key", r"\blin_api_[A-Za-z0-9]{40}\b", 0),
+        ("Postman API key", r"\bPMAK-[0-9a-f]{24}-[0-9a-f]{34}\b", 0),
+        ("Grafana token", r"\bgl(?:sa|c)_[A-Za-z0-9_\-+/=]{32,}", 0),
+        ("New Relic key", r"\bNRAK-[A-Z0-9]{27}\b", 0),
+        ("Doppler token", r"\bdp\.(?:st|ct|sa|scim|audit)\.[A-Za-z0-9_\-.]{40,}", 0),
+        ("Atlassian token", r"\bATATT3[A-Za-z0-9_\-=]{100,}", 0),
+        ("Sentry token", r"\bsntry[su]_[A-Za-z0-9+/=_\-]{40,}", 0),
+        ("JSON Web Token", r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{10,}", 0),
+    )
+)
+_URL_CREDENTIALS = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]{1,20}://([^\s:/@'\"<>]*):([^\s@/'\"<>]+)@[\w.\-\[\]]+")
+_AUTH_HEADER = re.compile(r"(?i)\b(?:authorization\s*[:=]\s*[\"']?)?\b(bearer|basic|token)\s+([A-Za-z0-9\-._~+/]{16,}=*)")
+_KEYWORD = (r"api[_\-]?key|apikey|secret(?:[_\-]?key)?|client[_\-]?secret|token|access[_\-]?token|auth[_\-]?token|"
+            r"refresh[_\-]?token|passw(?:or)?d|passphrase|pwd|pass(?![a-z])|access[_\-]?key|private[_\-]?key|credentials?|auth|"
+            r"signing[_\-]?key|encryption[_\-]?key|master[_\-]?key|key")
+_ASSIGNMENT = re.compile(
+    r"(?i)([\"']?)\b([A-Za-z0-9_.\-]*(?:" + _KEYWORD + r")[A-Za-z0-9_]*)\1\s*(?::=|=>|[:=])\s*[\"']?([^\s\"',;]{6,})")
+_PASSWORD_PROSE = re.compile(
+    r"(?i)\b(password|passwd|passphrase|pwd|pass ?code|pin code)\b(?:\s+(?:is|was|=|:)|\s*[:=]|\s+for\s+[\w\- ]{1,30}?"
+    r"(?:is|:)|)\s+[\"']?([^\s\"']{6,})")
+_LONG_TOKEN = re.compile(r"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{32,}={0,2}(?![A-Za-z0-9+/_\-])")
+# Cheap pre-filter: lines with none of these cannot hold a secret we detect (most notes are prose).
+_HINT = re.compile(r"[A-Za-z0-9_\-+/=.]{16,}|key|token|secret|pass|pwd|passphrase|auth|bearer|BEGIN|://[^\s]*@|"
+                   r"credential|pin code", re.I)
+_DATA_CONTEXT = re.compile(r"(?:sha(?:1|224|256|384|512)-|base64,|ssh-(?:rsa|ed25519|dss)\s+|ecdsa-sha2-\S+\s+|"
+                           r"sk-ssh-\S+\s+|sha256:|md5:)\s*$", re.I)
+_SRI_PREFIX = re.compile(r"(?i)sha(?:1|224|256|384|512)-")
+_PUBLIC_BLOCK = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*(?:PUBLIC KEY|CERTIFICATE|CERTIFICATE REQUEST|PGP PUBLIC KEY "
+                           r"BLOCK|PGP SIGNATURE|X509 CRL)-----[\s\S]*?-----END [^-]+-----")
+_BINARY_MAGIC = (b"\x89PNG", b"GIF8", b"\xff\xd8\xff", b"\x1f\x8b", b"PK\x03\x04", b"%PDF", b"RIFF", b"\x00\x00\x00",
+                 b"BM", b"OggS", b"fLaC", b"wOF", b"\x00asm", b"\x30\x82")
+
+_ds_lock = threading.Lock()
+_ds_settings: dict[str, Any] | None = None
+
+
+def secrets_mode() -> str:
+    """`block` (default) or `redact`, from MNEMO_SECRETS."""
+    mode = os.environ.get("MNEMO_SECRETS", "block").strip().lower()
+    return mode if mode in ("block", "redact") else "block"
 
 
 @dataclass(frozen=True)
@@ -47,10 +131,20 @@ class SecretFinding:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class _Hit:
+    kind: str
+    start: int
+    end: int
+
+    def value(self, text: str) -> str:
+        return text[self.start:self.end]
+
+
 def _redact(value: str) -> str:
     value = value.strip()
-    if len(value) <= 8:
-        return "*" * len(value)
+    if len(value) <= 12:
+        return "*" * min(len(value), 8)
     return f"{value[:3]}…{value[-2:]} ({len(value)} chars)"
 
 
@@ -61,70 +155,207 @@ def shannon_entropy(s: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in Counter(s).values())
 
 
+def _is_placeholder(value: str) -> bool:
+    v = value.strip().strip("\"'`").rstrip(",;)")
+    return not v or bool(_PLACEHOLDER.match(v)) or v.startswith(("$", "%", "{", "<", "[REDACTED"))
+
+
+def _wordy(value: str) -> bool:
+    """Words joined by separators (a header name, a slug, `oauth2-client-credentials`): not a random secret."""
+    if re.fullmatch(r"[A-Za-z]+(?:[-_.][A-Za-z]+)*", value):
+        return True
+    runs = sum(len(r) for r in re.findall(r"[A-Za-z]{4,}", value))
+    return runs / max(1, len(value)) > 0.6 and not re.search(r"[A-Z].*[a-z].*[0-9]|[0-9].*[A-Z]", value)
+
+
+def _printable_ratio(data: bytes) -> float:
+    if not data:
+        return 0.0
+    ok = sum(1 for b in data if 32 <= b < 127 or b in (9, 10, 13))
+    return ok / len(data)
+
+
+def _b64decode(token: str) -> bytes | None:
+    t = token.rstrip("=")
+    if len(t) < 16:
+        return None
+    alt = "-_" if ("-" in t or "_" in t) else None
+    if alt and ("+" in t or "/" in t):
+        return None
+    try:
+        padded = t + "=" * (-len(t) % 4)
+        return base64.urlsafe_b64decode(padded) if alt else base64.b64decode(padded, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
 def _looks_random(token: str) -> bool:
     """A long token mixing upper case, lower case and digits with high entropy: a key, not a word or a hash."""
-    if len(token) < 32 or re.fullmatch(r"[0-9a-fA-F\-]+", token):  # hex: commit SHAs, UUIDs, checksums
+    core = token.rstrip("=")
+    if len(core) < 32 or re.fullmatch(r"[0-9a-fA-F\-]+", core):  # hex: commit SHAs, UUIDs, checksums, Mnemo ids
         return False
-    if "/" in token and token.count("/") >= 2 and not re.search(r"[+=]", token):  # a path
+    if core.count("/") >= 2 and not re.search(r"[+=]", token) and re.search(r"/[a-z]{2,}", core):  # a path
         return False
-    classes = sum(bool(re.search(p, token)) for p in (r"[a-z]", r"[A-Z]", r"[0-9]"))
-    return classes == 3 and shannon_entropy(token) >= 4.3
+    if re.fullmatch(r"[a-z0-9_\-]+", core) or re.fullmatch(r"[A-Z0-9_\-]+", core):  # identifiers, slugs
+        return False
+    if "_" in core and re.fullmatch(r"[A-Za-z]+(?:_[A-Za-z]+)+", core):  # snake/CONSTANT words
+        return False
+    classes = sum(bool(re.search(p, core)) for p in (r"[a-z]", r"[A-Z]", r"[0-9]"))
+    return classes == 3 and shannon_entropy(core) >= 4.2
 
 
-def _detect_secrets_lines(lines: list[str]) -> list[tuple[int, str, str]]:
+def _data_not_secret(text: str, start: int, token: str) -> tuple[bool, str | None]:
+    """Is this long token encoded data rather than a key? Returns (is_data, decoded text to scan in turn)."""
+    before = text[max(0, start - 40):start]
+    if _DATA_CONTEXT.search(before) or _SRI_PREFIX.match(token):
+        return True, None
+    raw = _b64decode(token)
+    if raw is None:
+        return False, None
+    if raw.startswith(_BINARY_MAGIC):
+        return True, None
+    if len(raw) >= 12 and _printable_ratio(raw) >= 0.95:
+        return True, raw.decode("ascii", errors="replace")
+    return False, None
+
+
+def _ds_scan(line: str) -> list[tuple[str, str]]:
+    """detect-secrets' precise detectors on one line: [(kind, value)]."""
+    global _ds_settings
     try:
         from detect_secrets.core.scan import scan_line
-        from detect_secrets.settings import default_settings
+        from detect_secrets.settings import transient_settings
     except ImportError:  # optional: our own patterns still run
         return []
+    if _ds_settings is None:
+        _ds_settings = {"plugins_used": [{"name": n} for n in _DS_PLUGINS]}
     out = []
-    with _scan_lock, default_settings():  # detect-secrets keeps its settings in module globals
-        for i, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                for s in scan_line(line):
-                    if s.type not in _SKIPPED_DETECTORS:
-                        out.append((i, s.type, s.secret_value or ""))
-            except Exception as exc:  # noqa: BLE001 - a detector bug must not block every write
-                log.warning("detect-secrets failed on a line: %s", exc)
+    with _ds_lock, transient_settings(_ds_settings):  # detect-secrets keeps its settings in module globals
+        try:
+            for s in scan_line(line):
+                if s.secret_value:
+                    out.append((s.type, s.secret_value))
+        except Exception as exc:  # noqa: BLE001 - a detector bug must not block every write
+            log.warning("detect-secrets failed on a line (%s)", type(exc).__name__)
+    return out
+
+
+def _scan(text: str, depth: int = 0) -> list[_Hit]:
+    hits: list[_Hit] = []
+    if not text or not _HINT.search(text):
+        return hits
+    public = [(m.start(), m.end()) for m in _PUBLIC_BLOCK.finditer(text)]
+
+    def in_public(pos: int) -> bool:
+        return any(a <= pos < b for a, b in public)
+
+    def add(kind: str, start: int, end: int) -> None:
+        if end > start and not in_public(start):
+            hits.append(_Hit(kind, start, end))
+
+    for kind, pat, group in _PROVIDER_PATTERNS:
+        for m in pat.finditer(text):
+            add(kind, m.start(group), m.end(group))
+    for m in _URL_CREDENTIALS.finditer(text):
+        pw = m.group(2)
+        if not _is_placeholder(pw) and pw.lower() not in ("password", "pass", "pw", "secret", "token"):
+            add("Credentials in URL", m.start(2), m.end(2))
+    for m in _AUTH_HEADER.finditer(text):
+        scheme, value = m.group(1).lower(), m.group(2)
+        if _is_placeholder(value):
+            continue
+        if scheme == "basic":
+            raw = _b64decode(value)
+            if raw is not None and b":" in raw:
+                add("Basic auth credentials", m.start(2), m.end(2))
+        elif len(value) >= 20 and re.search(r"[0-9]", value) and re.search(r"[A-Za-z]", value):
+            add("Bearer token", m.start(2), m.end(2))
+    for m in _ASSIGNMENT.finditer(text):
+        name, value = m.group(2), m.group(3).rstrip(",;)")
+        if _is_placeholder(value) or value.lower() in ("true", "false", "null", "none"):
+            continue
+        vstart = m.start(3)
+        if re.search(r"(?i)passw|pwd|passphrase|pass$", name):
+            if len(value) >= 6 and not value.isalpha():
+                add(f"Password ({name})", vstart, vstart + len(value))
+        elif re.fullmatch(r"(?i)key", name):  # a bare `key:` is usually not a credential: only random values
+            if _looks_random(value):
+                add("Secret assignment (key)", vstart, vstart + len(value))
+        elif (len(value) >= 12 and shannon_entropy(value) >= 3.0 and re.search(r"[0-9]", value)
+              and re.search(r"[A-Za-z]", value) and not _wordy(value)):
+            add(f"Secret assignment ({name})", vstart, vstart + len(value))
+    for m in _PASSWORD_PROSE.finditer(text):
+        value = m.group(2).rstrip(".,;)")
+        if (len(value) >= 6 and not _is_placeholder(value) and not value.isalpha()
+                and re.search(r"[0-9!@#$%^&*_\-.]", value) and not re.fullmatch(r"[\w\-]+\.(?:md|py|yml|yaml|json|txt|toml)", value)):
+            add("Password", m.start(2), m.start(2) + len(value))
+    for m in _LONG_TOKEN.finditer(text):
+        token = m.group(0)
+        if not _looks_random(token):
+            continue
+        is_data, decoded = _data_not_secret(text, m.start(), token)
+        if is_data:
+            if decoded and depth == 0 and _scan(decoded, depth + 1):
+                add("Base64-encoded secret", m.start(), m.end())
+            continue
+        add("High-entropy token", m.start(), m.end())
+    # detect-secrets on the lines that may hold something
+    offset = 0
+    for line in text.split("\n"):
+        if _HINT.search(line):
+            for kind, value in _ds_scan(line):
+                if _is_placeholder(value) or (kind == "Secret Keyword" and _wordy(value)
+                                              and not re.search(r"(?i)passw|pwd|pass\b", line)):
+                    continue
+                pos = line.find(value)
+                if pos >= 0:
+                    add(kind, offset + pos, offset + pos + len(value))
+        offset += len(line) + 1
+    return hits
+
+
+def _merge(hits: list[_Hit]) -> list[_Hit]:
+    """Overlapping hits become one (the most specific kind: the first found, i.e. a provider pattern)."""
+    out: list[_Hit] = []
+    for h in sorted(hits, key=lambda h: (h.start, -(h.end - h.start))):
+        if out and h.start < out[-1].end:
+            last = out[-1]
+            if h.end > last.end:
+                out[-1] = _Hit(last.kind, last.start, h.end)
+            continue
+        out.append(h)
     return out
 
 
 def find_secrets(text: str) -> list[SecretFinding]:
-    """What in `text` looks like a credential. Empty when nothing does."""
-    if not text:
+    """What in `text` looks like a credential. Empty when nothing does. Findings carry redacted previews only."""
+    if not isinstance(text, str) or not text:
         return []
-    lines = text.splitlines() or [text]
-    found: dict[tuple[int, str], SecretFinding] = {}
+    out = []
+    for h in _merge(_scan(text)):
+        out.append(SecretFinding(h.kind, text.count("\n", 0, h.start) + 1, _redact(h.value(text))))
+    return sorted(out, key=lambda f: (f.line, f.kind))
 
-    def add(line_no: int, kind: str, value: str) -> None:
-        key = (line_no, value)
-        if key not in found:
-            found[key] = SecretFinding(kind, line_no, _redact(value))
 
-    for line_no, kind, value in _detect_secrets_lines(lines):
-        add(line_no, kind, value)
-    for i, line in enumerate(lines, start=1):
-        for kind, pattern in _EXTRA_PATTERNS:
-            for m in pattern.finditer(line):
-                add(i, kind, m.group(0))
-        for m in _ASSIGNMENT.finditer(line):
-            value = m.group(2).rstrip(",;)")
-            if _PLACEHOLDER.match(value):
-                continue
-            if re.search(r"(?i)passw|pwd", m.group(1)) and len(value) >= 6 and not value.isalpha():
-                add(i, f"Password assignment ({m.group(1)})", value)
-            elif shannon_entropy(value) >= 3.0 and re.search(r"[0-9]", value) and re.search(r"[A-Za-z]", value):
-                add(i, f"Secret assignment ({m.group(1)})", value)
-        for m in _LONG_TOKEN.finditer(line):
-            if _looks_random(m.group(0)):
-                add(i, "High-entropy token", m.group(0))
-    # One finding per secret: detect-secrets and our patterns may both see the same value.
-    unique: dict[tuple[int, str], SecretFinding] = {}
-    for f in found.values():
-        unique.setdefault((f.line, f.preview), f)
-    return sorted(unique.values(), key=lambda f: (f.line, f.kind))
+def _kind_slug(kind: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", kind.lower().split(" (")[0]).strip("-") or "secret"
+
+
+def redact_secrets(text: str) -> tuple[str, list[SecretFinding]]:
+    """`text` with every secret replaced by `[REDACTED:<kind>]`, and what was replaced."""
+    if not isinstance(text, str) or not text:
+        return text, []
+    hits = _merge(_scan(text))
+    if not hits:
+        return text, []
+    findings = [SecretFinding(h.kind, text.count("\n", 0, h.start) + 1, _redact(h.value(text))) for h in hits]
+    parts, last = [], 0
+    for h in hits:
+        parts.append(text[last:h.start])
+        parts.append(f"[REDACTED:{_kind_slug(h.kind)}]")
+        last = h.end
+    parts.append(text[last:])
+    return "".join(parts), findings
 
 
 def describe_findings(findings: list[SecretFinding], limit: int = 3) -> str:
@@ -133,4 +364,203 @@ def describe_findings(findings: list[SecretFinding], limit: int = 3) -> str:
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
-__all__ = ["SecretFinding", "describe_findings", "find_secrets", "shannon_entropy"]
+def _strings(obj: Any, path: str = "") -> list[tuple[str, str]]:
+    """Every string leaf of a JSON-like value with its path (metadata to scan)."""
+    if isinstance(obj, str):
+        return [(path, obj)]
+    if isinstance(obj, dict):
+        out = []
+        for k, v in obj.items():
+            out += _strings(v, f"{path}.{k}" if path else str(k))
+        return out
+    if isinstance(obj, list | tuple):
+        out = []
+        for i, v in enumerate(obj):
+            out += _strings(v, f"{path}[{i}]")
+        return out
+    return []
+
+
+def _redact_tree(obj: Any) -> Any:
+    if isinstance(obj, str):
+        return redact_secrets(obj)[0]
+    if isinstance(obj, dict):
+        return {k: _redact_tree(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_redact_tree(v) for v in obj]
+    return obj
+
+
+def screen_secrets(fields: dict[str, Any], action: str, *, mode: str | None = None) -> tuple[dict[str, Any], bool]:
+    """Check every field (text, tags, kind, anchors, provenance ...) before `action` (remember, promote, ...).
+
+    `block`: raises SecretDetected naming the fields and redacted previews. `redact`: returns the fields with the
+    secrets replaced and True. Nothing found: the fields unchanged and False.
+    """
+    from mnemo.core.errors import SecretDetected
+
+    mode = mode or secrets_mode()
+    found: list[tuple[str, SecretFinding]] = []
+    for name, value in fields.items():
+        for path, s in _strings(value, name):
+            for f in find_secrets(s):
+                found.append((path, f))
+    if not found:
+        return fields, False
+    if mode == "redact":
+        return {k: _redact_tree(v) for k, v in fields.items()}, True
+    where = sorted({p for p, _ in found})
+    desc = describe_findings([f for _, f in found])
+    raise SecretDetected(
+        f"refused to {action}: {', '.join(where)} look{'s' if len(where) == 1 else ''} like {'it holds' if len(where) == 1 else 'they hold'} a secret"
+        f" ({desc}); nothing was stored",
+        hint="remove the secret and point to where it lives instead (e.g. \"the key is in 1Password: payments/prod\");"
+             " or set MNEMO_SECRETS=redact to store the note with the secret replaced by [REDACTED]",
+        findings=[{"field": p, **f.to_dict()} for p, f in found][:20])
+
+
+# -- invisible Unicode ------------------------------------------------------------------------------------------
+# Zero-width characters, bidi controls (Trojan Source), invisible operators, fillers, and the Unicode tag block
+# (U+E0000..U+E007F, which can spell a whole hidden ASCII text) and variation selectors 17..256 (data smuggling).
+INVISIBLE_RE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f"
+    "\u3164\ufe00-\ufe0e\ufeff\uffa0\ufff9-\ufffb\U000e0000-\U000e007f\U000e0100-\U000e01ef]")
+_TAG_RE = re.compile("[\U000e0020-\U000e007e]+")
+_BIDI_RE = re.compile("[\u202a-\u202e\u2066-\u2069]")
+_RLO_RE = re.compile("\u202e([^\u202c\n]*)")
+
+
+def strip_invisible(text: str) -> tuple[str, list[str], str]:
+    """Remove invisible characters. Returns (text, flags, hidden text spelled in Unicode tag characters)."""
+    if not INVISIBLE_RE.search(text):
+        return text, [], ""
+    hidden = [("".join(chr(ord(c) - 0xE0000) for c in m.group(0))) for m in _TAG_RE.finditer(text)]
+    flags = ["invisible_unicode_stripped"]
+    if any(h.strip() for h in hidden):
+        flags.append("hidden_text")
+    if _BIDI_RE.search(text):
+        flags.append("bidi_control")
+        # what a reader sees: right-to-left overrides reverse their run (Trojan Source), so scan that too
+        hidden += [INVISIBLE_RE.sub("", m.group(1))[::-1] for m in _RLO_RE.finditer(text)]
+    return INVISIBLE_RE.sub("", text), flags, " ".join(h for h in hidden if h.strip())
+
+
+# -- prompt injection ------------------------------------------------------------------------------------------
+_W = r"[^.\n]{0,40}?"
+_INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((c, re.compile(p, re.I)) for c, p in (
+    ("override_instructions",
+     r"\b(?:ignore|disregard|forget|override|bypass|skip|drop|abandon|discard|neglect)\b" + _W +
+     r"\b(?:previous|prior|above|earlier|preceding|former|original|all|any|every|other|your|system|safety|the)\b" + _W +
+     r"\b(?:instructions?|prompts?|rules|directions?|directives?|guidelines|guardrails|constraints|orders|context|"
+     r"messages?|policies|programming|restrictions)\b"),
+    ("override_instructions",
+     r"\b(?:new|updated|real|actual|true|revised|secret|hidden|additional)\s+(?:system\s+)?(?:instructions?|"
+     r"directives?|orders)\s*(?::|follow|are|below)|\byour (?:new|real|true|actual) (?:task|goal|instructions?|"
+     r"purpose|objective) (?:is|are)\b|\bfrom now on\b[, ]+(?:you|always|never|ignore|respond|reply|answer|act|only)"
+     r"|\byou are now\b|\bpretend (?:to be|you are|that you)\b|\bdeveloper mode\b|\bjailbr(?:eak|oken)\b|"
+     r"\bdo anything now\b|\bno longer (?:bound|restricted|need to follow)\b|\bstop following\b" + _W +
+     r"\b(?:instructions?|rules|guidelines)\b|\b(?:instead|rather),? (?:you (?:must|should|will)|do the following)"),
+    ("override_instructions",
+     r"\b(?:forget|ignore|disregard|set aside|drop)\s+(?:everything|all|anything|whatever)\b[^.\n]{0,30}?\b(?:above|before|"
+     r"earlier|previous(?:ly)?|prior|you (?:were|have been|'ve been) (?:told|given|asked))|\b(?:set aside|put aside|"
+     r"throw out)\b[^.\n]{0,30}?\b(?:told|instructions?|rules|guidelines)\b|\byour (?:only|sole|primary|real|true|new|"
+     r"actual) (?:goal|task|job|purpose|objective|mission)\b|\b(?:ignore|disable|bypass|skip|turn off|circumvent)\s+"
+     r"(?:the\s+|all\s+|any\s+|every\s+)?(?:safety|security|content|moderation|permission)\s+(?:checks?|rules|"
+     r"guidelines|policies|policy|filters?|measures)\b|\b(?:respond|reply|answer|write|speak|talk)\s+only\s+(?:in|with|"
+     r"using)\b[^.\n]{0,30}?\bfrom now on\b|\byou have no (?:content )?(?:policy|policies|restrictions|rules|limits)\b"),
+    ("addresses_agent",
+     r"\b(?:hey|hi|dear|attention|note to|message to|psst)[,:]?\s+(?:the\s+|all\s+|any\s+)?(?:ai|agent|assistant|copilot|"
+     r"claude|cursor|chatgpt|gpt|llm|model|bot|coding agent|ai agent)s?\b|\b(?:ai|llm|coding) (?:agents?|assistants?|"
+     r"models?)\s*[:,]|\bwhen you (?:see|read|find|process|parse) this\b|\bif you(?:'re| are) (?:an? )?(?:ai|agent|"
+     r"assistant|llm|language model|bot)\b"),
+    ("authority_spoof",
+     r"\b(?:i|we)\s+(?:hereby\s+)?(?:instruct|order|command|authorize|direct|require)\s+you\b|\bas (?:the|your)\s+"
+     r"(?:repository\s+|repo\s+|system\s+|project\s+)?(?:administrator|admin|owner|maintainer|operator|developer|"
+     r"creator)s?\b[^.\n]{0,20}?\b(?:i|we)\b|\b(?:authorized|official|mandatory|emergency)\s+(?:override|instructions?|"
+     r"directives?|orders?|policy update)\b|\b(?:maintainers|admins|administrators|owners|security team)\s+(?:asked|"
+     r"want|require|instruct|told)s?\s+(?:that\s+)?you\b"),
+    ("role_marker",
+     r"<\|?(?:im_start|im_end|system|assistant|user|endoftext|eot_id|start_header_id)\|?>|<\|[a-z_]{2,20}\|>|"
+     r"[\[{]{1,2}\s*/?\s*(?:system|sys|assistant|developer)\s*[\]}]{1,2}|"
+     r"(?:^|[\s.])(?:user|human)\s*:[^\n]{0,200}?\b(?:assistant|ai|system)\s*:|\[/?INST\]|<<\s*/?SYS\s*>>"
+     r"|</?\s*(?:system|assistant|instructions?|system[_-]?prompt|admin|developer)\s*>|^\s*#{0,4}\s*(?:system|"
+     r"assistant|developer)\s*(?:prompt|message)?\s*:|\bBEGIN (?:SYSTEM|ADMIN|DEVELOPER) (?:PROMPT|MESSAGE|"
+     r"INSTRUCTIONS)\b"),
+    ("prompt_leak",
+     r"\b(?:print|reveal|show|output|repeat|leak|dump|disclose|tell me)\b[^.\n]{0,20}?\b(?:your|the)\s+(?:hidden\s+|"
+     r"secret\s+|initial\s+|original\s+|full\s+)?(?:system\s+prompt|instructions|rules you were given)\b"),
+    ("tool_call_bait",
+     r"</?\s*(?:tool_call|tool_use|function_calls?|invoke|antml:[a-z_]+|function|parameter)\b[^>]*>|\"tool_calls\"|"
+     r"\"(?:function_call|tool_use)\"|\{\s*\"(?:name|tool)\"\s*:\s*\"[^\"]+\"\s*,\s*\"(?:arguments|parameters|"
+     r"input|args)\"\s*:|\b(?:call|invoke|use|trigger|run)\s+(?:the\s+)?[`'\"]?[\w.\-]+[`'\"]?\s+(?:tool|function)"
+     r"\s+(?:with|using|and|to|now|immediately)\b|\bfunctions\.[a-z_]+\s*\("),
+    ("dangerous_command",
+     r"\b(?:curl|wget|fetch|iwr|Invoke-WebRequest)\b[^\n|]{0,200}\|\s*(?:sudo\s+)?(?:ba|z|da|k)?sh\b|"
+     r"\bbase64\s+(?:-d|--decode)\b[^\n]{0,100}\|\s*(?:ba|z)?sh\b|\brm\s+-[a-z]*r[a-z]*f?[a-z]*\s+(?:--no-preserve-root\s+)?"
+     r"(?:/|~|\$HOME|\*)(?:\s|$)|/dev/tcp/|\bnc\s+(?:-[a-z]*e|-c)\b|\bmkfifo\b[^\n]{0,60}\bnc\b|"
+     r"\bchmod\s+(?:\+x|[0-7]{3,4})\s+\S+\s*(?:&&|;)\s*\./|\bpython[0-9.]*\s+-c\s+[\"'][^\"']*(?:os\.system|subprocess"
+     r"|socket)|\beval\s*\(\s*(?:atob|base64|decode)|\bpowershell\b[^\n]{0,40}-(?:enc|encodedcommand)\b"),
+    ("exfiltration",
+     r"\b(?:fetch|visit|open|request|load|ping|browse to|GET)\s+https?://\S+[^\n]{0,80}?(?:contents? of|\.env\b|"
+     r"secrets?|credentials?|tokens?|api keys?|passwords?|appended)|\b(?:email|e-mail|send|forward|post|upload)\s+"
+     r"(?:the\s+|this\s+|a\s+|all\s+)?(?:summary|contents?|files?|conversation|output|results?|code|diff|data|"
+     r"transcript|history)\b[^\n]{0,40}?\bto\s+(?:[\w.+-]+@[\w-]+\.|https?://)|"
+     r"\b(?:send|post|upload|email|e-mail|forward|leak|exfiltrate|transmit|copy|paste|share|include|append|embed|"
+     r"submit)\b[^\n]{0,60}?(?:\b(?:secrets?|credentials?|tokens?|api[ _-]?keys?|passwords?|env(?:ironment)? "
+     r"(?:variables|vars)|ssh keys?|id_rsa|private keys?|cookies?|session|conversation|chat history|system "
+     r"prompt|source code|the repo(?:sitory)?|aws credentials)\b|~/\.(?:ssh|aws)|\.env\b)[^\n]{0,80}?\b(?:to|at|into|via)\b\s+"
+     r"(?:https?://|[\w.+-]+@[\w-]+\.|an? (?:external|remote|third[- ]party)|this (?:url|address|server|endpoint|"
+     r"webhook)|the (?:url|endpoint|webhook|server) (?:below|above)|my (?:server|endpoint|webhook))|"
+     r"!\[[^\]]*\]\(https?://[^)\s]*[?&][\w-]+=(?:\{|\$|%7B|<|\[)"),
+    ("concealment",
+     r"\b(?:do not|don't|never|without)\s+(?:tell(?:ing)?|inform(?:ing)?|mention(?:ing)?|reveal(?:ing)?|show(?:ing)?|"
+     r"alert(?:ing)?|notify(?:ing)?|ask(?:ing)?|let(?:ting)?)\s+(?:the\s+)?(?:user|human|developer|operator|owner|"
+     r"person|them|anyone)\b|\b(?:do not|don't|never)\s+(?:tell|inform|mention|reveal|show)\b[^.\n]{0,30}?\b(?:to|with)\s+"
+     r"(?:the\s+)?(?:user|human|developer|operator|owner|person)\b|(?:^|[.!?;:,]\s*|\band\s+|\bthen\s+|\bto\s+)(?:secretly|silently|quietly|covertly|stealthily)\s+[a-z]+|\b(?:silently|secretly|quietly|covertly|stealthily)\s+(?:run|execute|send|delete|"
+     r"modify|install|upload|add|change|remove|call|invoke|disable)\b|\bhide (?:this|it) from the (?:user|human)\b"),
+    ("authority_spoof",
+     r"\b(?:message|note|instructions?|notice|order|update) from (?:the\s+)?(?:system|admin(?:istrator)?|developers?|"
+     r"anthropic|openai|security team|root|your (?:creator|owner|operator))\b|\b(?:important|attention|urgent|"
+     r"notice|warning)\s*[:!]+\s*(?:to\s+)?(?:the\s+)?(?:ai|assistant|agent|llm|model|claude|copilot|gpt|chatgpt)\b|"
+     r"\b(?:attention|important|notice|urgent|note)[,:]?\s+(?:to\s+)?(?:the\s+)?(?:ai|assistant|agent|llm|model|claude|copilot|"
+     r"gpt|chatgpt)s?\s*[:,!]|\bif you are an? (?:ai|llm|language model|assistant|agent|bot|model)\b|\b(?:ai|llm|assistant|agent)s? "
+     r"(?:reading|processing|parsing|seeing) this\b|\bdear (?:ai|assistant|agent|llm|model)\b"),
+))
+
+
+def injection_flags(text: str, hidden: str = "") -> list[str]:
+    """`injection:<category>` flags for text that reads like an instruction to the agent (empty when none)."""
+    cats: list[str] = []
+    for chunk in (text, hidden):
+        if not chunk:
+            continue
+        for cat, pat in _INJECTION_PATTERNS:
+            if cat not in cats and pat.search(chunk):
+                cats.append(cat)
+    return [f"injection:{c}" for c in cats]
+
+
+def screen_text(text: str) -> tuple[str, list[str]]:
+    """Invisible characters stripped, then injection flags: (clean text, flags)."""
+    clean, flags, hidden = strip_invisible(text)
+    return clean, flags + injection_flags(clean, hidden)
+
+
+SUSPICIOUS_FLAGS = ("hidden_text", "bidi_control")
+
+
+def is_suspicious(flags: list[str] | tuple[str, ...]) -> bool:
+    """Flags that make a write `untrusted` until a person accepts it in Review."""
+    return any(f.startswith("injection:") or f in SUSPICIOUS_FLAGS for f in flags)
+
+
+def json_size(value: Any) -> int:
+    try:
+        return len(json.dumps(value, ensure_ascii=False, default=str))
+    except (TypeError, ValueError):
+        return 1 << 30
+
+
+__all__ = ["SecretFinding", "describe_findings", "find_secrets", "redact_secrets", "screen_secrets",
+           "secrets_mode", "shannon_entropy", "strip_invisible", "injection_flags", "screen_text", "is_suspicious",
+           "INVISIBLE_RE", "json_size"]
