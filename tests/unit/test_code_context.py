@@ -95,7 +95,8 @@ def test_python_enclosing_chain_and_query():
     assert [x.qualname for x in ctx.chain] == ["PaymentsClient", "PaymentsClient.post"]
     assert ctx.word == "key" and parsed is not None
     q = ctx.query()
-    assert "payments client post" in q and "def post(" in q and "POST with an idempotency key." in q
+    assert q.startswith("key payments client post path body") and q.endswith("POST with an idempotency key.")
+    assert not {"def", "self", "str", "dict"} & set(q.split())  # code noise stays out of the query
     top, _ = cc.context_at(PY, 0, 3, "python")
     assert top.chain == () and top.word == "import"
 
