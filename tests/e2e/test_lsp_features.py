@@ -329,3 +329,25 @@ async def test_settings_from_configuration_and_bad_input(home, tmp_path):
         assert not lenses
     finally:
         await stop(client)
+
+
+@pytest.mark.asyncio
+async def test_branch_memory_commands(lsp):
+    from lsp_helpers import git
+
+    git(lsp.root, "checkout", "-q", "-b", "feature/jitter")
+    mem = (await command(lsp, "mnemo.remember", {"text": "retries add random jitter to the backoff"}))["memory"]
+    assert mem["branch"] == "feature/jitter"
+    git(lsp.root, "checkout", "-q", "main")
+    diff = await request(lsp, "mnemo/branchDiff", {"branch": "feature/jitter"})
+    assert diff["source"] == "feature/jitter" and diff["target"] == "main" and diff["imported"] == 1
+    assert diff["dry_run"] is True
+    assert (await command(lsp, "mnemo.branchDiff", {"branch": "feature/jitter"}))["imported"] == 1
+    assert (await request(lsp, "mnemo/listMemories", {}))["total"] == 0  # main does not see the branch yet
+    merged = await command(lsp, "mnemo.branchMerge", {"branch": "feature/jitter"})
+    assert merged["imported"] == 1 and merged["dry_run"] is False
+    on_main = await request(lsp, "mnemo/listMemories", {})
+    assert [m["text"] for m in on_main["memories"]] == [mem["text"]] and on_main["memories"][0]["branch"] == "main"
+    deleted = await command(lsp, "mnemo.branchDelete", {"branch": "feature/jitter"})
+    assert deleted["branch"] == "feature/jitter" and deleted["deleted"] == 1 and deleted["unmerged"] == 0
+    assert {"branch"} <= {c["reason"] for c in lsp.changes}
