@@ -347,18 +347,15 @@ class SkillEngine:
             self.registry.refresh_if_changed()
 
     def _ensure_index(self) -> _Index:
-        report = self.registry.report
         idx = self._index
         if idx is not None and idx.version == self.registry.version:
             return idx
         with self._lock:
+            version, skills = self.registry.snapshot()
             idx = self._index
-            version = self.registry.version
             if idx is not None and idx.version == version:
                 return idx
-            skills = list(report.skills)
-            vectors = self._skill_vectors(skills)
-            idx = _Index(skills, vectors, self.config, version)
+            idx = _Index(skills, self._skill_vectors(skills), self.config, version)
             self._index = idx
             return idx
 

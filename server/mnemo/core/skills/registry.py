@@ -278,6 +278,12 @@ class SkillRegistry:
     def skills(self) -> list[Skill]:
         return list(self.report.skills)
 
+    def snapshot(self) -> tuple[int, list[Skill]]:
+        """(version, skills) read together, for indexes built from the registry."""
+        with self._lock:
+            rep = self.report
+            return self.version, list(rep.skills)
+
     def get(self, key: str) -> Skill | None:
         """A skill by id, by name (case-insensitive), or by source path."""
         skills = self.skills()
