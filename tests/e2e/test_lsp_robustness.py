@@ -223,3 +223,26 @@ async def test_degraded_mode_and_recovery(tmp_path):
     finally:
         await stop(client)
         stop_owner(home)
+
+
+@pytest.mark.asyncio
+async def test_owner_killed_mid_session_is_restarted(lsp):
+    import os
+    import signal
+
+    uri = open_doc(lsp, lsp.root / "src" / "client.py")
+    await command(lsp, "mnemo.remember", {"text": "post sends an idempotency key with every retry"})
+    assert "idempotency" in (await hover(lsp, uri, KEY_LINE, KEY_COL) or "")
+    pid = (await request(lsp, "mnemo/status"))["owner"]["pid"]
+    os.kill(pid, signal.SIGKILL)
+    # the next calls notice, the server starts a new owner by itself and recovers
+    for _ in range(3):
+        try:
+            await request(lsp, "mnemo/listMemories", {})
+        except JsonRpcException:
+            break
+    await wait_for(lambda: lsp.states[-1].get("state") == "ready" and
+                   any(s.get("state") == "unavailable" for s in lsp.states), 60, "a restarted owner")
+    status = await request(lsp, "mnemo/status")
+    assert status["state"] == "ready" and status["owner"]["pid"] != pid
+    assert "idempotency" in (await hover(lsp, uri, KEY_LINE, KEY_COL) or "")

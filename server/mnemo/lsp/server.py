@@ -384,8 +384,10 @@ class MnemoLanguageServer(LanguageServer):
             self._retry_task = self.spawn(self._retry_loop(), "owner-retry")
 
     async def _retry_loop(self) -> None:
+        delay = min(1.0, self.settings.owner.retry_seconds)  # an owner that just died is restarted at once
         while self.owner is not None and self.owner.state != READY:
-            await asyncio.sleep(self.settings.owner.retry_seconds)
+            await asyncio.sleep(delay)
+            delay = self.settings.owner.retry_seconds
             if self.owner is None or self.owner.state == READY:
                 return
             log.info("retrying the connection to the Mnemo owner")
