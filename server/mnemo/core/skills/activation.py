@@ -2,9 +2,10 @@
 
 Signals (each 0..1):
 
-- ``glob``: 1.0 when one of the skill's globs matches the file with the semantics of the skill's own tool
-  (:mod:`globs`), ``catch_all_glob_score`` when the match is a catch-all such as ``**/*`` (it says nothing
-  about the file), 0 otherwise.
+- ``glob``: 0.85..1.0 when one of the skill's globs matches the file with the semantics of the skill's own tool
+  (:mod:`globs`), more for more specific patterns (``**/test_*.py`` over ``**/*.py``);
+  ``catch_all_glob_score`` when the match is a catch-all such as ``**/*`` (it says nothing about the file);
+  0 otherwise.
 - ``keyword``: frontmatter ``keywords``, trigger clauses from the description ("Use when ..."), and the skill's
   name mentioned in the message; ``1 - 0.5 ** hits`` (a name mention counts half).
 - ``semantic``: dense cosine (MiniLM) and BM25 over name, description, keywords and body, fused by RRF; the fused
@@ -25,6 +26,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 import numpy as np
@@ -143,6 +145,14 @@ class ActivationResult:
             "registry_version": self.registry_version,
             "embedder": self.embedder,
         }
+
+
+@lru_cache(maxsize=4096)
+def glob_specificity(pattern: str) -> float:
+    """Glob signal of a matched pattern: 0.85 for a bare extension (``**/*.py``) up to 1.0 for a pattern with 16+
+    literal characters (``src/lib/router.ts``), so the more specific rule wins a tie."""
+    lit = sum(1 for ch in pattern if ch not in "*?[]{}()!@+|/,\\")
+    return round(0.85 + 0.15 * min(1.0, max(0, lit - 2) / 14), 4)
 
 
 def split_name(name: str) -> str:
@@ -448,10 +458,11 @@ class SkillEngine:
         hits: list[str | None] = []
         if file_path and idx.distinct:
             hits = self._glob_hits(idx, rel, abs_p)
-            hit_slot = np.asarray([h is not None for h in hits] + [False], dtype=bool)
-            on = hit_slot[idx.slot]
-            glob_s = np.where(on, np.where(idx.slot_catch_all[idx.slot], cfg.catch_all_glob_score, 1.0),
-                              0.0).astype(np.float32)
+            slot_score = np.asarray([glob_specificity(h) if h is not None else 0.0 for h in hits] + [0.0],
+                                    dtype=np.float32)
+            glob_s = slot_score[idx.slot]
+            glob_s = np.where(idx.slot_catch_all[idx.slot] & (glob_s > 0), cfg.catch_all_glob_score,
+                              glob_s).astype(np.float32)
 
         # keyword + semantic
         kw_s = np.zeros(n, dtype=np.float32)
@@ -505,6 +516,14 @@ class SkillEngine:
                     np.fromiter(fused.values(), dtype=np.float32, count=len(fused)) / top
             sem_s = gate * ((1.0 - cfg.rrf_share) + cfg.rrf_share * rn)
             sem_s[idx.manual] = 0.0  # manual rules attach only when mentioned by name
+
+        # When a request is given and more skills match the file than may be active, the file type alone cannot
+        # choose among them (e.g. dozens of rules on **/*.tsx): their glob signal is diluted by
+        # sqrt(max_skills / matched), so the request decides which of them (and which others) apply.
+        if message and limit > 0:
+            n_glob = int(np.count_nonzero(glob_s > cfg.catch_all_glob_score))
+            if n_glob > limit:
+                glob_s = glob_s * np.float32((limit / n_glob) ** 0.5)
 
         # combine
         always = idx.always
