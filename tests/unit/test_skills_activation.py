@@ -190,3 +190,16 @@ def test_more_specific_glob_wins(real_engine):
     res = real_engine.activate(str(REPO / "tests" / "unit" / "test_api.py"), None)
     assert res.names()[:2] == ["testing", "python"]
     assert res.activations[0].signals["glob"] > res.activations[1].signals["glob"]
+
+
+def test_request_decides_among_many_same_glob_rules(tmp_path):
+    root = tmp_path / "p"
+    for i in range(12):
+        write(root / ".cursor" / "rules" / f"r{i:02d}.mdc", f"---\ndescription: rule {i}\nglobs: **/*.tsx\n---\nbody {i}")
+    write(root / ".cursor" / "rules" / "store.mdc", "---\ndescription: state\nglobs: **/*.js\n---\nstate rules")
+    write(root / "skills" / "redux.md", "---\nname: redux\nkeywords: [redux, store]\n---\nUse RTK.")
+    eng = SkillEngine(SkillRegistry(root, use_user_dir=False), HashEmbedder())
+    no_msg = eng.activate("src/App.tsx", None)
+    assert len(no_msg.activations) == 5 and "redux" not in no_msg.names()  # the file alone: 5 of the 12
+    res = eng.activate("src/App.tsx", "fix the redux store")
+    assert res.names()[0] == "redux"

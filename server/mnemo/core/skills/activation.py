@@ -519,11 +519,12 @@ class SkillEngine:
 
         # When a request is given and more skills match the file than may be active, the file type alone cannot
         # choose among them (e.g. dozens of rules on **/*.tsx): their glob signal is diluted by
-        # sqrt(max_skills / matched), so the request decides which of them (and which others) apply.
+        # max_skills / matched, so the request decides which of them (and which others) apply.
+        n_glob = 0
         if message and limit > 0:
             n_glob = int(np.count_nonzero(glob_s > cfg.catch_all_glob_score))
             if n_glob > limit:
-                glob_s = glob_s * np.float32((limit / n_glob) ** 0.5)
+                glob_s = glob_s * np.float32(limit / n_glob)
 
         # combine
         always = idx.always
@@ -579,6 +580,8 @@ class SkillEngine:
                 matched["glob"] = hits[int(idx.slot[i])]
                 matched["glob_mode"] = s.glob_mode
                 matched["glob_catch_all"] = bool(idx.slot_catch_all[idx.slot[i]])
+                if n_glob > limit:
+                    matched["glob_shared_by"] = n_glob
             if i in kw_hits:
                 matched["keywords"] = [label for _k, label in kw_hits[i]]
             if dense is not None:
@@ -633,7 +636,9 @@ def _reason(s: Skill, by: list[str], signals: dict[str, float], matched: dict[st
         if matched.get("glob_catch_all"):
             parts.append(f"glob {pat!r} matches every file (weak)")
         else:
-            parts.append(f"glob {pat!r} matched {path} ({s.glob_mode} semantics)")
+            shared = matched.get("glob_shared_by")
+            parts.append(f"glob {pat!r} matched {path} ({s.glob_mode} semantics"
+                         + (f"; {shared} skills match this file, the request decides)" if shared else ")"))
     if "keyword" in by:
         parts.append("keywords: " + ", ".join(str(k) for k in matched.get("keywords", [])))
     if "semantic" in by or (signals.get("semantic", 0) > 0 and not parts):
