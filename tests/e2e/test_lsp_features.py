@@ -1,6 +1,6 @@
 """The language server end to end over stdio (pytest-lsp): hover, code lens + resolve, every code action, the
-custom requests, settings. One owner process (hash embedder: plumbing) serves the module; every test is its own
-project (a fresh git repo with a unique origin) and its own language server process."""
+custom requests, settings. Every test has its own store (MNEMO_HOME) and owner process (hash embedder: plumbing),
+its own project (a fresh git repo with a unique origin) and its own language server process."""
 
 from __future__ import annotations
 
@@ -37,9 +37,10 @@ EXPECTED_COMMANDS = {
 }
 
 
-@pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    h = tmp_path_factory.mktemp("lsp-home")
+@pytest.fixture
+def home(tmp_path):
+    """A temporary store per test; its owner is stopped at teardown."""
+    h = tmp_path / "home"
     yield h
     stop_owner(h)
 
@@ -178,6 +179,7 @@ async def test_every_code_action(lsp):
     deprecate = next(a for a in by_kind["refactor.mnemo.deprecate"] if a.command.arguments[0]["id"] == mid)
     assert (await run(deprecate))["memory"]["deprecated"] is True
     assert {c["reason"] for c in lsp.changes} >= {"remember", "anchor", "promote", "deprecate"}
+    assert (await request(lsp, "mnemo/status"))["lsp"]["heavyModules"] == []  # still none after real work
 
     # context.only narrows the list
     params.context = t.CodeActionContext(diagnostics=[], only=[t.CodeActionKind.Source])

@@ -31,9 +31,10 @@ from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
 pytestmark = pytest.mark.timeout(180)
 
 
-@pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    h = tmp_path_factory.mktemp("lsp-robust-home")
+@pytest.fixture
+def home(tmp_path):
+    """A temporary store per test; its owner is stopped at teardown."""
+    h = tmp_path / "home"
     yield h
     stop_owner(h)
 
