@@ -45,6 +45,7 @@ interface Scratch {
   userData: string;
   extensions: string;
   snapshot: string;
+  barePython: string;
 }
 
 function log(message: string): void {
@@ -61,6 +62,7 @@ function makeScratch(): Scratch {
     userData: path.join(root, "user-data"),
     extensions: path.join(root, "extensions"),
     snapshot: path.join(root, "checkout-service", "teammate.mnemo"),
+    barePython: path.join(root, "bare-venv"),
   };
   for (const dir of [dirs.home, dirs.mnemoHome, dirs.userData, dirs.extensions, path.join(root, "tmp"),
                      path.join(root, "xdg", "config"), path.join(root, "xdg", "cache"), path.join(root, "xdg", "data")]) {
@@ -98,10 +100,7 @@ function mnemo(s: Scratch, args: string[], home = s.mnemoHome): string {
 function prepareWorkspace(s: Scratch): void {
   fs.cpSync(path.join(EXT_DIR, "e2e", "fixture"), s.workspace, { recursive: true });
   fs.mkdirSync(path.join(s.workspace, ".vscode"), { recursive: true });
-  fs.writeFileSync(path.join(s.workspace, ".vscode", "settings.json"), JSON.stringify({
-    "mnemo.server.pythonPath": PYTHON,
-    "mnemo.docs.indexOnStartup": false,
-  }, null, 2));
+  writeWorkspaceSettings(s, PYTHON);
   const git = (...args: string[]): void => {
     execFileSync("git", args, { cwd: s.workspace, env: baseEnv(s), stdio: "ignore" });
   };
@@ -137,6 +136,35 @@ function prepareWorkspace(s: Scratch): void {
   mnemo(s, ["remember", "--kind", "pattern", IMPORTED], teammate);
   mnemo(s, ["remember", "--kind", "fact", SEEDED], teammate);
   mnemo(s, ["snapshot", "export", s.snapshot], teammate);
+  // A Python without Mnemo, for the "not installed" message.
+  execFileSync(PYTHON, ["-m", "venv", "--without-pip", s.barePython], { env: baseEnv(s), stdio: "ignore" });
+}
+
+function writeWorkspaceSettings(s: Scratch, pythonPath: string): void {
+  fs.writeFileSync(path.join(s.workspace, ".vscode", "settings.json"), JSON.stringify({
+    "mnemo.server.pythonPath": pythonPath,
+    "mnemo.docs.indexOnStartup": false,
+  }, null, 2));
+}
+
+/** The extension's own log (its LogOutputChannel), as VS Code wrote it into the profile. */
+function extensionLog(s: Scratch): string {
+  const logs = path.join(s.userData, "logs");
+  const found: string[] = [];
+  const walk = (dir: string): void => {
+    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+      const full = path.join(dir, entry.name);
+      if (entry.isDirectory()) {
+        walk(full);
+      } else if (entry.name === "Mnemo.log") {
+        found.push(full);
+      }
+    }
+  };
+  if (fs.existsSync(logs)) {
+    walk(logs);
+  }
+  return found.map((f) => fs.readFileSync(f, "utf8")).join("\n");
 }
 
 function freePort(): Promise<number> {
@@ -207,8 +235,11 @@ async function runCommand(page: Page, title: string): Promise<void> {
   throw new Error(`command "${title}" never appeared in the palette`);
 }
 
-async function quickInputVisible(page: Page): Promise<Locator> {
-  const widget = page.locator(".quick-input-widget");
+/** The quick input the extension opened (by its title), once the palette that launched it has closed. */
+async function quickInputTitled(page: Page, title: string | RegExp): Promise<Locator> {
+  const widget = page.locator(".quick-input-widget", {
+    has: page.locator(".quick-input-title", { hasText: title }),
+  });
   await widget.waitFor({ state: "visible", timeout: STEP_TIMEOUT });
   return widget;
 }
@@ -275,13 +306,28 @@ async function widenSideBar(page: Page, width: number): Promise<void> {
   await page.mouse.up();
 }
 
+/** A test step that leaves a screenshot behind when it fails. */
+function step(name: string, fn: (page: Page) => Promise<void>): void {
+  test(name, async () => {
+    const page = currentPage;
+    assert.ok(page, "the browser page did not open");
+    try {
+      await fn(page);
+    } catch (error) {
+      await screenshot(page, `FAILED-${name.replace(/[^a-z0-9]+/gi, "-").slice(0, 40)}`).catch(() => undefined);
+      throw error;
+    }
+  });
+}
+
+let currentPage: Page | undefined;
+
 // -- the test ----------------------------------------------------------------------------------------------------
 
 describe("Mnemo in a real VS Code (code-server)", { timeout: 300_000 }, () => {
   let scratch: Scratch;
   let server: ChildProcess | undefined;
   let browser: Browser | undefined;
-  let page: Page;
   const consoleErrors: string[] = [];
 
   before(async () => {
@@ -321,17 +367,18 @@ describe("Mnemo in a real VS Code (code-server)", { timeout: 300_000 }, () => {
     });
     const context = await browser.newContext({ viewport: { width: 1600, height: 1000 } });
     await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: `http://127.0.0.1:${port}` });
-    page = await context.newPage();
-    page.setDefaultTimeout(STEP_TIMEOUT);
-    page.on("console", (msg) => {
+    const p = await context.newPage();
+    currentPage = p;
+    p.setDefaultTimeout(STEP_TIMEOUT);
+    p.on("console", (msg) => {
       if (msg.type() === "error") {
         consoleErrors.push(msg.text());
       }
     });
-    await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(scratch.workspace)}`);
-    await page.locator(".monaco-workbench").waitFor({ state: "visible", timeout: 60_000 });
+    await p.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(scratch.workspace)}`);
+    await p.locator(".monaco-workbench").waitFor({ state: "visible", timeout: 60_000 });
     log("workbench visible");
-    await widenSideBar(page, 520);
+    await widenSideBar(p, 520);
   });
 
   after(async () => {
@@ -367,7 +414,7 @@ describe("Mnemo in a real VS Code (code-server)", { timeout: 300_000 }, () => {
     }
   });
 
-  test("the Mnemo views render with their items", async () => {
+  step("the Mnemo views render with their items", async (page) => {
     await page.locator('.activitybar .action-item a[aria-label^="Mnemo"], .activitybar [aria-label^="Mnemo"]')
       .first().click();
     const memories = pane(page, "Memories");
@@ -380,23 +427,30 @@ describe("Mnemo in a real VS Code (code-server)", { timeout: 300_000 }, () => {
     const review = pane(page, "Review");
     await row(review, /^\s*Conflicts/).first().waitFor({ state: "visible" });
     await screenshot(page, "views");
+    assert.match(extensionLog(scratch), /Registered Mnemo's MCP server with VS Code/);
   });
 
-  test("the Skills view shows the skills active for the editor, all skills and problems", async () => {
+  step("the Skills view shows the skills active for the editor, all skills and problems", async (page) => {
     await openFile(page, "src/payments/client.py");
     const skills = pane(page, "Skills");
     await row(skills, /Active for client\.py/).waitFor({ state: "visible" });
     await row(skills, "payments-api").first().waitFor({ state: "visible" });
     await row(skills, "All skills").waitFor({ state: "visible" });
-    await screenshot(page, "skills");
+    await row(skills, /^\s*Problems/).waitFor({ state: "visible" });
+    // The language status item: branch, active skills, server state.
+    await page.locator('[id="status.languageStatus"]').click();
+    await page.locator(".monaco-hover, .context-view", { hasText: /main · .*2 skills/ }).first()
+      .waitFor({ state: "visible" });
+    await screenshot(page, "skills-and-status");
+    await page.keyboard.press("Escape");
   });
 
-  test("Remember Selection from the palette creates a memory in the Memories view", async () => {
+  step("Remember Selection from the palette creates a memory in the Memories view", async (page) => {
     await goToLine(page, 10);
     await page.keyboard.press("Home");
     await page.keyboard.press("Shift+End");
     await runCommand(page, "Mnemo: Remember Selection");
-    const widget = await quickInputVisible(page);
+    const widget = await quickInputTitled(page, "Mnemo: Remember Selection");
     const input = widget.locator("input");
     assert.match(await input.inputValue(), /Idempotency-Key/);
     await input.fill(REMEMBERED);
@@ -408,7 +462,7 @@ describe("Mnemo in a real VS Code (code-server)", { timeout: 300_000 }, () => {
     await clearNotifications(page);
   });
 
-  test("hovering the symbol shows that memory", async () => {
+  step("hovering the symbol shows that memory", async (page) => {
     await goToLine(page, 8);
     const word = page.locator(".monaco-editor .view-lines .view-line span span", { hasText: /^post$/ }).first();
     await word.waitFor({ state: "visible" });
@@ -430,7 +484,7 @@ describe("Mnemo in a real VS Code (code-server)", { timeout: 300_000 }, () => {
     await page.mouse.move(5, 500);
   });
 
-  test("Promote from the context menu moves the memory to global", async () => {
+  step("Promote from the context menu moves the memory to global", async (page) => {
     const memories = pane(page, "Memories");
     const item = row(memories, REMEMBERED);
     await item.click({ button: "right" });
@@ -446,7 +500,7 @@ describe("Mnemo in a real VS Code (code-server)", { timeout: 300_000 }, () => {
     await clearNotifications(page);
   });
 
-  test("a conflict shows in Review as a side-by-side diff and resolves in one click", async () => {
+  step("a conflict shows in Review as a side-by-side diff and resolves in one click", async (page) => {
     const review = pane(page, "Review");
     const item = row(review, /conflicts with/);
     await item.click();
@@ -464,15 +518,22 @@ describe("Mnemo in a real VS Code (code-server)", { timeout: 300_000 }, () => {
     await screenshot(page, "conflict-resolved");
   });
 
-  test("Import Snapshot previews the merge, then imports with the chosen strategy", async () => {
+  step("Import Snapshot previews the merge, then imports with the chosen strategy", async (page) => {
     await page.keyboard.press("Escape");
     await runCommand(page, "Mnemo: Import Snapshot");
-    const widget = await quickInputVisible(page);
+    const widget = await quickInputTitled(page, "Mnemo: Import Snapshot");
     const input = widget.locator("input");
+    // The dialog fills in its folder asynchronously: wait for that before typing over it.
+    for (let i = 0; i < 50 && !(await input.inputValue()).endsWith("/"); i++) {
+      await page.waitForTimeout(100);
+    }
     await input.fill(scratch.snapshot);
+    // VS Code's own file dialog (the browser has no native one) filters as you type; accept once it shows the file.
+    await widget.locator(".monaco-list-row", { hasText: path.basename(scratch.snapshot) }).first()
+      .waitFor({ state: "visible" });
+    await page.waitForTimeout(300);
     await page.keyboard.press("Enter");
-    const picker = page.locator(".quick-input-widget", { hasText: /Import teammate\.mnemo/ });
-    await picker.waitFor({ state: "visible" });
+    const picker = await quickInputTitled(page, /Import teammate\.mnemo/);
     const diff = page.locator(".monaco-diff-editor");
     await diff.locator(".view-lines", { hasText: "exponential backoff" }).first().waitFor({ state: "visible" });
     assert.match(await picker.innerText(), /1 new/);
@@ -481,5 +542,21 @@ describe("Mnemo in a real VS Code (code-server)", { timeout: 300_000 }, () => {
     await notification(page, /Imported teammate\.mnemo/);
     await row(pane(page, "Memories"), IMPORTED).waitFor({ state: "visible" });
     await screenshot(page, "imported");
+    await clearNotifications(page);
+  });
+
+  step("a Python without Mnemo gets a clear message; fixing the setting restarts the server", async (page) => {
+    const bare = path.join(scratch.barePython, "bin", "python");
+    writeWorkspaceSettings(scratch, bare);
+    const toast = await notification(page, /Mnemo is not installed in the Python at/);
+    assert.match(await toast.innerText(), /-m pip install mnemo/);
+    await toast.locator(".monaco-button", { hasText: "Copy Install Command" }).waitFor({ state: "visible" });
+    await pane(page, "Memories").locator(".pane-body", { hasText: "Mnemo is not installed in the Python at" })
+      .waitFor({ state: "visible" });
+    await screenshot(page, "mnemo-missing");
+    await clearNotifications(page);
+    writeWorkspaceSettings(scratch, PYTHON);
+    await row(pane(page, "Memories"), IMPORTED).waitFor({ state: "visible" });
+    await screenshot(page, "restarted");
   });
 });

@@ -394,8 +394,10 @@ export class CommandHandlers {
   async importSnapshot(arg?: unknown, presetStrategy?: unknown): Promise<unknown> {
     let source = pathOf(arg);
     if (!source) {
+      const folder = vscode.workspace.workspaceFolders?.[0]?.uri;
       const picked = await vscode.window.showOpenDialog({
         title: "Mnemo: Import Snapshot", openLabel: "Preview Import", canSelectMany: false,
+        ...(folder ? { defaultUri: folder } : {}),
         filters: { "Mnemo snapshot": ["mnemo", "jsonl"], "All files": ["*"] },
       });
       if (!picked?.[0]) {

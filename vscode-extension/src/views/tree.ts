@@ -86,7 +86,13 @@ export abstract class NodeTreeProvider implements vscode.TreeDataProvider<TreeNo
   private async reload(): Promise<void> {
     if (this.server.state !== "running") {
       this.roots = [];
-      this.setMessage(undefined);
+      // Say why the view is empty (Python or Mnemo missing); an untrusted workspace gets the welcome view instead,
+      // with its "Manage Workspace Trust" button.
+      this.setMessage(this.server.state === "failed" ? this.server.problem : undefined);
+      if (this.view) {
+        this.view.description = undefined;
+        this.view.badge = undefined;
+      }
       this.changeEmitter.fire(undefined);
       return;
     }
