@@ -180,3 +180,13 @@ def test_extra_dir_with_format_and_detection(tmp_path):
     rep = SkillRegistry(None, use_user_dir=False, extra_dirs=[d]).load()
     assert sorted(s.source_format for s in rep.skills) == [FORMAT_CURSOR, FORMAT_MNEMO]
     assert all(s.id.startswith("corpus/") for s in rep.skills)
+
+
+def test_symlinked_or_identical_always_files_are_injected_once(tmp_path):
+    root = tmp_path / "p"
+    write(root / "AGENTS.md", "# Rules\nBe brief.")
+    (root / "CLAUDE.md").symlink_to(root / "AGENTS.md")
+    write(root / ".github" / "copilot-instructions.md", "# Rules\nBe brief.")
+    rep = SkillRegistry(root, use_user_dir=False).load()
+    assert len(rep.skills) == 1
+    assert len(rep.shadowed) == 2 and rep.loaded == 3

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..text import content_hash
 from .model import (
     FORMAT_AGENTS_MD,
     FORMAT_CLAUDE_MD,
@@ -245,12 +246,26 @@ class SkillRegistry:
             if key not in best or src.rank < best[key][0]:
                 best[key] = (src.rank, skill)
         out = []
+        seen_files: dict[str, str] = {}
+        seen_always: dict[str, str] = {}
         for skill, _src in ranked:
             if skill.source_format == FORMAT_MNEMO:
                 winner = best[skill.name.strip().lower()][1]
                 if winner is not skill:
                     report.shadowed.append({"id": skill.id, "path": skill.source_path, "by": winner.id})
                     continue
+            # the same file reached twice (a symlink such as CLAUDE.md -> AGENTS.md), or two always-apply files
+            # with the same text, would inject the same rules twice
+            real = os.path.realpath(skill.source_path)
+            dup = seen_files.get(real)
+            if dup is None and skill.always_apply:
+                dup = seen_always.get(content_hash(skill.body))
+            if dup is not None:
+                report.shadowed.append({"id": skill.id, "path": skill.source_path, "by": dup})
+                continue
+            seen_files[real] = skill.id
+            if skill.always_apply:
+                seen_always[content_hash(skill.body)] = skill.id
             out.append(skill)
         return out
 
