@@ -324,94 +324,124 @@ let currentPage: Page | undefined;
 
 // -- the test ----------------------------------------------------------------------------------------------------
 
-describe("Mnemo in a real VS Code (code-server)", { timeout: 300_000 }, () => {
-  let scratch: Scratch;
-  let server: ChildProcess | undefined;
-  let browser: Browser | undefined;
-  const consoleErrors: string[] = [];
+interface Session {
+  server: ChildProcess;
+  browser: Browser;
+  page: Page;
+  consoleErrors: string[];
+}
 
-  before(async () => {
-    for (const [what, file] of [["code-server", CODE_SERVER], ["the .vsix", VSIX], ["Python", PYTHON],
-                                ["chromium", CHROMIUM]] as const) {
-      assert.ok(fs.existsSync(file), `${what} not found at ${file}: run scripts/setup-e2e.sh and build first`);
-    }
-    fs.mkdirSync(ARTIFACTS, { recursive: true });
-    for (const old of fs.readdirSync(ARTIFACTS)) {
-      if (old.endsWith(".png")) {
-        fs.rmSync(path.join(ARTIFACTS, old));
-      }
-    }
-    scratch = makeScratch();
-    log(`scratch ${scratch.root}`);
-    prepareWorkspace(scratch);
-    log("workspace and stores seeded");
+/** Installs the .vsix into the scratch profile, starts code-server on the workspace and opens it in Chromium. */
+async function launch(s: Scratch, opts: { trusted: boolean; logName: string }): Promise<Session> {
+  const env = baseEnv(s, { PATH: `${NODE24_BIN}:${process.env.PATH ?? ""}` });
+  const common = ["--config", "/dev/null", "--user-data-dir", s.userData, "--extensions-dir", s.extensions];
+  execFileSync(CODE_SERVER, [...common, "--install-extension", VSIX, "--force"], { env, stdio: "pipe" });
+  log("vsix installed into a fresh profile");
 
-    const env = baseEnv(scratch, { PATH: `${NODE24_BIN}:${process.env.PATH ?? ""}` });
-    const common = ["--config", "/dev/null", "--user-data-dir", scratch.userData, "--extensions-dir", scratch.extensions];
-    execFileSync(CODE_SERVER, [...common, "--install-extension", VSIX, "--force"], { env, stdio: "pipe" });
-    log("vsix installed into a fresh profile");
-
-    const port = await freePort();
-    const out = fs.openSync(path.join(ARTIFACTS, "code-server.log"), "w");
-    server = spawn(CODE_SERVER, [
-      ...common, "--bind-addr", `127.0.0.1:${port}`, "--auth", "none", "--disable-telemetry",
-      "--disable-update-check", "--disable-workspace-trust", "--disable-getting-started-override", scratch.workspace,
-    ], { env, detached: true, stdio: ["ignore", out, out] });
+  const port = await freePort();
+  const out = fs.openSync(path.join(ARTIFACTS, opts.logName), "w");
+  const server = spawn(CODE_SERVER, [
+    ...common, "--bind-addr", `127.0.0.1:${port}`, "--auth", "none", "--disable-telemetry",
+    "--disable-update-check", ...(opts.trusted ? ["--disable-workspace-trust"] : []),
+    "--disable-getting-started-override", s.workspace,
+  ], { env, detached: true, stdio: ["ignore", out, out] });
+  try {
     await waitForHealth(port, 60_000);
     log(`code-server up on ${port}`);
-
-    browser = await chromium.launch({
+    const browser = await chromium.launch({
       executablePath: CHROMIUM, headless: true,
       args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
              "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"],
     });
     const context = await browser.newContext({ viewport: { width: 1600, height: 1000 } });
     await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: `http://127.0.0.1:${port}` });
-    const p = await context.newPage();
-    currentPage = p;
-    p.setDefaultTimeout(STEP_TIMEOUT);
-    p.on("console", (msg) => {
+    const page = await context.newPage();
+    page.setDefaultTimeout(STEP_TIMEOUT);
+    const consoleErrors: string[] = [];
+    page.on("console", (msg) => {
       if (msg.type() === "error") {
         consoleErrors.push(msg.text());
       }
     });
-    await p.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(scratch.workspace)}`);
-    await p.locator(".monaco-workbench").waitFor({ state: "visible", timeout: 60_000 });
+    await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(s.workspace)}`);
+    await page.locator(".monaco-workbench").waitFor({ state: "visible", timeout: 60_000 });
     log("workbench visible");
-    await widenSideBar(p, 520);
+    return { server, browser, page, consoleErrors };
+  } catch (error) {
+    stopGroup(server);
+    throw error;
+  }
+}
+
+/** code-server, its extension host and our language server share one process group: stop them all. */
+function stopGroup(server: ChildProcess | undefined): void {
+  if (server?.pid) {
+    try {
+      process.kill(-server.pid, "SIGTERM");
+    } catch {
+      // already gone
+    }
+  }
+}
+
+async function close(session: Session | undefined, s: Scratch | undefined, label: string): Promise<void> {
+  await session?.browser.close().catch(() => undefined);
+  stopGroup(session?.server);
+  if (!s) {
+    return;
+  }
+  // The owner process the language server started detaches from the group: stop it by its recorded pid.
+  try {
+    const info = JSON.parse(fs.readFileSync(path.join(s.mnemoHome, "daemon.json"), "utf8")) as { pid?: number };
+    if (info.pid) {
+      process.kill(info.pid, "SIGTERM");
+    }
+  } catch {
+    // no owner running
+  }
+  const logs = path.join(s.userData, "logs");
+  if (fs.existsSync(logs)) {
+    fs.cpSync(logs, path.join(ARTIFACTS, `vscode-logs-${label}`), { recursive: true });
+  }
+  if (session?.consoleErrors.length) {
+    fs.writeFileSync(path.join(ARTIFACTS, `browser-console-errors-${label}.txt`), session.consoleErrors.join("\n"));
+  }
+  if (!KEEP) {
+    fs.rmSync(s.root, { recursive: true, force: true });
+  }
+}
+
+function checkTools(): void {
+  for (const [what, file] of [["code-server", CODE_SERVER], ["the .vsix", VSIX], ["Python", PYTHON],
+                              ["chromium", CHROMIUM]] as const) {
+    assert.ok(fs.existsSync(file), `${what} not found at ${file}: run scripts/setup-e2e.sh and build first`);
+  }
+  fs.mkdirSync(ARTIFACTS, { recursive: true });
+}
+
+describe("Mnemo in a real VS Code (code-server)", { timeout: 300_000 }, () => {
+  let scratch!: Scratch;
+  let session: Session | undefined;
+
+  before(async () => {
+    checkTools();
+    for (const old of fs.readdirSync(ARTIFACTS)) {
+      if (old.endsWith(".png") || old.startsWith("vscode-logs") || old.startsWith("browser-console")) {
+        fs.rmSync(path.join(ARTIFACTS, old), { recursive: true, force: true });
+      }
+    }
+    scratch = makeScratch();
+    log(`scratch ${scratch.root}`);
+    prepareWorkspace(scratch);
+    log("workspace and stores seeded");
+    session = await launch(scratch, { trusted: true, logName: "code-server.log" });
+    currentPage = session.page;
+    await widenSideBar(session.page, 520);
   });
 
   after(async () => {
-    await browser?.close().catch(() => undefined);
-    if (server?.pid) {
-      try {
-        process.kill(-server.pid, "SIGTERM"); // the whole group: code-server, its extension host, our server
-      } catch {
-        // already gone
-      }
-    }
-    // The owner process the language server started (it detaches): stop it by its recorded pid.
-    if (scratch) {
-      try {
-        const info = JSON.parse(fs.readFileSync(path.join(scratch.mnemoHome, "daemon.json"), "utf8")) as
-          { pid?: number };
-        if (info.pid) {
-          process.kill(info.pid, "SIGTERM");
-        }
-      } catch {
-        // no owner running
-      }
-      const logs = path.join(scratch.userData, "logs");
-      if (fs.existsSync(logs)) {
-        fs.cpSync(logs, path.join(ARTIFACTS, "vscode-logs"), { recursive: true });
-      }
-      if (!KEEP) {
-        fs.rmSync(scratch.root, { recursive: true, force: true });
-      }
-    }
-    if (consoleErrors.length) {
-      fs.writeFileSync(path.join(ARTIFACTS, "browser-console-errors.txt"), consoleErrors.join("\n"));
-    }
+    currentPage = undefined;
+    await close(session, scratch, "trusted");
   });
 
   step("the Mnemo views render with their items", async (page) => {
@@ -558,5 +588,62 @@ describe("Mnemo in a real VS Code (code-server)", { timeout: 300_000 }, () => {
     writeWorkspaceSettings(scratch, PYTHON);
     await row(pane(page, "Memories"), IMPORTED).waitFor({ state: "visible" });
     await screenshot(page, "restarted");
+  });
+});
+
+describe("Mnemo in an untrusted workspace (restricted mode)", { timeout: 180_000 }, () => {
+  let scratch!: Scratch;
+  let session: Session | undefined;
+  let marker = "";
+
+  before(async () => {
+    checkTools();
+    scratch = makeScratch();
+    fs.cpSync(path.join(EXT_DIR, "e2e", "fixture"), scratch.workspace, { recursive: true });
+    // The workspace names an "interpreter" that leaves a mark if anything runs it.
+    marker = path.join(scratch.root, "workspace-python-ran");
+    const evil = path.join(scratch.workspace, "tools", "python");
+    fs.mkdirSync(path.dirname(evil), { recursive: true });
+    fs.writeFileSync(evil, `#!/bin/sh\ntouch '${marker}'\nexec '${PYTHON}' "$@"\n`, { mode: 0o755 });
+    fs.mkdirSync(path.join(scratch.workspace, ".vscode"), { recursive: true });
+    fs.writeFileSync(path.join(scratch.workspace, ".vscode", "settings.json"),
+                     JSON.stringify({ "mnemo.server.pythonPath": evil }, null, 2));
+    fs.mkdirSync(path.join(scratch.userData, "User"), { recursive: true });
+    fs.writeFileSync(path.join(scratch.userData, "User", "settings.json"), JSON.stringify({
+      "workbench.startupEditor": "none",
+      "telemetry.telemetryLevel": "off",
+      "extensions.ignoreRecommendations": true,
+      "git.enabled": false,
+      "chat.disableAIFeatures": true,
+      "workbench.secondarySideBar.defaultVisibility": "hidden",
+      "security.workspace.trust.enabled": true,
+      "security.workspace.trust.startupPrompt": "always",
+    }, null, 2));
+    session = await launch(scratch, { trusted: false, logName: "code-server-untrusted.log" });
+    currentPage = session.page;
+  });
+
+  after(async () => {
+    currentPage = undefined;
+    await close(session, scratch, "untrusted");
+  });
+
+  step("nothing from the workspace runs, and the views say why", async (page) => {
+    const dialog = page.locator(".monaco-dialog-box", { hasText: /trust the authors/i });
+    await dialog.waitFor({ state: "visible" });
+    await dialog.locator(".monaco-button", { hasText: /No, I don.t trust/i }).click();
+    await widenSideBar(page, 520);
+    await page.locator('.activitybar [aria-label^="Mnemo"]').first().click();
+    const memories = pane(page, "Memories");
+    await memories.locator(".welcome-view-content", { hasText: "not trusted" }).waitFor({ state: "visible" });
+    await memories.locator(".monaco-button", { hasText: "Manage Workspace Trust" }).waitFor({ state: "visible" });
+    await pane(page, "Skills").locator(".welcome-view-content", { hasText: "untrusted" }).waitFor({ state: "visible" });
+    // Give a misbehaving extension time to start something, then check nothing ran.
+    await page.waitForTimeout(3_000);
+    await screenshot(page, "untrusted");
+    const extLog = extensionLog(scratch);
+    assert.match(extLog, /not trusted: Mnemo reads and executes nothing from it/);
+    assert.doesNotMatch(extLog, /Python: /);
+    assert.ok(!fs.existsSync(marker), "the workspace's interpreter was executed in an untrusted workspace");
   });
 });

@@ -120,9 +120,10 @@ export function snapshotDiffSides(diff: SnapshotDiff): { here: string; incoming:
   const entries = [...(diff.conflict_details ?? []), ...(diff.new ?? [])]
     .sort((a, b) => (a.local ? 0 : 1) - (b.local ? 0 : 1) || a.id.localeCompare(b.id));
   const file = diff.snapshot?.file ?? "snapshot";
-  const head = (side: string): string => `# ${side}\n\n${summarizeSnapshotDiff(diff)}\n\n`;
-  const here = [head("This store")];
-  const incoming = [head(`Snapshot ${file}`)];
+  // The same heading on both sides, so the diff highlights only what the import changes.
+  const head = `# Import of ${file}\n\n${summarizeSnapshotDiff(diff)}\n\n`;
+  const here = [head];
+  const incoming = [head];
   for (const e of entries) {
     const where = [e.scope, e.branch].filter(Boolean).join(" · ");
     here.push(block(e.local?.id ?? e.id, e.local?.text, e.local ? where : ""));
