@@ -65,6 +65,8 @@ def test_export_import_roundtrip_keeps_ids_text_metadata_provenance(engine, othe
         a, b = dict(row), dict(dst[mid])
         pa, pb = json.loads(a.pop("provenance")), json.loads(b.pop("provenance"))
         assert pb.pop("imported_from")["id"] == mid
+        a.pop("trust")
+        assert b.pop("trust") == "untrusted"  # imports are untrusted until a person accepts them (SPEC §7)
         assert pa == pb and a == b
     assert engine.store.vectors(list(src)) == other.store.vectors(list(dst))  # no re-embedding
     card = other.recall(ctx, "idempotency keys POST", limit=1)["cards"][0]

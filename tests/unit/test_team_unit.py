@@ -115,7 +115,10 @@ def test_outbox_survives_a_restart(home, hash_embedder, ctx, unreachable):
 
 
 def test_secrets_are_refused_before_anything_is_sent(engine, ctx, unreachable):
-    m = engine.remember(ctx, "staging deploy key: AKIAIOSFODNN7EXAMPLE")["memory"]
+    m = engine.remember(ctx, "staging deploy key: see the vault")["memory"]
+    text = "staging deploy key: AKIAIOSFODNN7EXAMPLE"  # as if stored before remember checked for secrets
+    with engine.store.write() as c:
+        engine.store.update_memory(c, m["id"], text=text)
     with pytest.raises(SecretDetected) as err:
         engine.promote(ctx, m["id"], "team")
     assert "AKIAIOSFODNN7EXAMPLE" not in str(err.value) and "AWS" in str(err.value)

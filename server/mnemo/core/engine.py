@@ -7,6 +7,7 @@ remember is acknowledged after the SQLite commit only.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -39,8 +40,9 @@ from mnemo.core.text import content_hash
 log = logging.getLogger("mnemo.engine")
 
 MAX_TEXT_CHARS = int(os.environ.get("MNEMO_MAX_TEXT_CHARS", "20000"))
-# Zero-width and bidi control characters: invisible, and a known way to hide instructions in text.
-INVISIBLE = frozenset("\u200b\u200c\u200d\u2060\ufeff\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
+# Anchors + provenance + tags of one memory, as JSON (a memory's metadata is small; a huge one is an attack or a bug).
+MAX_META_BYTES = int(os.environ.get("MNEMO_MAX_META_BYTES", str(64 * 1024)))
+MAX_ANCHORS = int(os.environ.get("MNEMO_MAX_ANCHORS", "64"))
 
 ProgressFn = Callable[[dict[str, Any]], None]
 
@@ -50,13 +52,14 @@ def default_home() -> Path:
 
 
 def clean_text(text: str) -> tuple[str, list[str]]:
-    """Strip invisible control characters; returns the text and flags describing what was removed."""
-    flags = []
-    if any(ch in INVISIBLE for ch in text):
-        text = "".join(ch for ch in text if ch not in INVISIBLE)
-        flags.append("invisible_unicode_stripped")
-    text = "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) != "Cc")
-    return text.strip(), flags
+    """Strip invisible and control characters, flag text that reads like instructions to the agent; returns the text
+    and flags (`invisible_unicode_stripped`, `hidden_text`, `bidi_control`, `injection:<category>`, see
+    core/safety.py)."""
+    from mnemo.core.safety import injection_flags, strip_invisible
+
+    text, flags, hidden = strip_invisible(text)
+    text = "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) != "Cc").strip()
+    return text, flags + injection_flags(text, hidden)
 
 
 class OwnerLock:
@@ -86,8 +89,6 @@ class Engine:
     def __init__(self, home: Path | None = None, embedder=None, *, lock: bool = True, start_indexer: bool = True):
         self.home = Path(home or default_home())
         self._owner_lock: OwnerLock | None = None
-        from mnemo.core.store import Store as _S  # noqa: F401 - keeps import order obvious
-
         try:
             self.home.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -273,7 +274,8 @@ class Engine:
         if source not in SOURCES:
             raise InvalidInput(f"unknown source {source!r}", hint=f"use one of: {', '.join(SOURCES)}")
         if not isinstance(kind, str) or not kind.strip() or len(kind) > 64:
-            raise InvalidInput("kind must be a short word", hint="e.g. decision, lesson, pattern, handoff, fact")
+            raise InvalidInput("kind must be a short word (1..64 characters)",
+                               hint="e.g. decision, lesson, pattern, handoff, fact")
         try:
             importance = float(importance)
         except (TypeError, ValueError) as exc:
@@ -281,6 +283,22 @@ class Engine:
         if not 0.0 <= importance <= 1.0:
             raise InvalidInput(f"importance {importance} is out of range", hint="use a value between 0 and 1")
         tags = [str(t)[:64] for t in (tags or [])][:32]
+        anchors, provenance = self._check_meta(anchors, provenance)
+        # Secrets never reach the store (SPEC §7): blocked, or redacted with MNEMO_SECRETS=redact.
+        from mnemo.core import safety
+
+        fields, redacted = safety.screen_secrets(
+            {"text": text, "kind": kind, "tags": tags, "anchors": anchors, "provenance": provenance}, "remember")
+        if redacted:
+            text, kind, tags = fields["text"], fields["kind"], fields["tags"]
+            anchors, provenance = fields["anchors"], fields["provenance"]
+            flags.append("secret_redacted")
+        # Poisoning: a note from an agent (or an import) that reads like instructions to the agent, or hides text,
+        # is untrusted and waits in Review; a person's own write lands, with its flags shown.
+        if safety.is_suspicious(flags) and source != "user":
+            trust = "untrusted"
+            if status == "active":
+                status = "pending"
         branch = None if type in BRANCH_INDEPENDENT_TYPES else ctx.branch
         h = content_hash(text)
         now = time.time()
@@ -311,12 +329,35 @@ class Engine:
         if found or status == "pending":
             res = lifecycle.write_new(self, ctx, mem, vec, found, on_conflict)
             self._wake.set()
+            suspicious = [f for f in flags if safety.is_suspicious([f])]
+            if suspicious and source != "user":
+                res["message"] += (f" (untrusted: it reads like instructions to the agent or hides text: "
+                                   f"{', '.join(suspicious)}; a person accepts or rejects it in Review)")
             return res
         with self.store.write() as c:
             self.store.insert_memory(c, mem, vec, self.model_id)
         self._wake.set()
         return {"status": "created" if status == "active" else status, "memory": mem.to_dict(),
                 "message": "remembered" if status == "active" else "waiting in Review", "conflicts": []}
+
+    @staticmethod
+    def _check_meta(anchors: Any, provenance: Any) -> tuple[list[dict], dict]:
+        from mnemo.core.safety import json_size
+
+        anchors = anchors or []
+        provenance = provenance or {}
+        if not isinstance(anchors, list) or not all(isinstance(a, dict) for a in anchors):
+            raise InvalidInput("anchors must be a list of objects", hint='e.g. [{"path": "src/app.py", "symbol": "f"}]')
+        if len(anchors) > MAX_ANCHORS:
+            raise InvalidInput(f"{len(anchors)} anchors; the limit is {MAX_ANCHORS}",
+                               hint="anchor the memory to the few places it is about, or raise MNEMO_MAX_ANCHORS")
+        if not isinstance(provenance, dict):
+            raise InvalidInput("provenance must be an object")
+        size = json_size(anchors) + json_size(provenance)
+        if size > MAX_META_BYTES:
+            raise InvalidInput(f"the memory's metadata (anchors, provenance) is {size:,} bytes; the limit is "
+                               f"{MAX_META_BYTES:,}", hint="keep metadata small, or raise MNEMO_MAX_META_BYTES")
+        return anchors, provenance
 
     def _find_duplicate(self, ctx: Context, h: str, type: str, branch: str | None) -> Memory | None:
         rows = self.store.query_memories("content_hash=? AND project_id=? AND scope='project'", (h, ctx.project_id))
@@ -342,10 +383,19 @@ class Engine:
         if m.scope != "project":
             raise InvalidInput(f"memory {mem_id} is already in the {m.scope} scope",
                                hint="only project memories can be promoted")
+        if m.status != "active" or m.trust != "trusted":
+            why = f"it is {m.status}" if m.status != "active" else "it is untrusted (" + (
+                ", ".join(f for f in m.flags if f.startswith("injection:") or f in ("hidden_text", "bidi_control"))
+                or "imported or written by someone else") + ")"
+            raise InvalidInput(f"memory {mem_id} cannot be promoted: {why}",
+                               hint="a person accepts it in Review first (`mnemo review`), then promote it")
         if to == "team":  # secret check, team record (or the outbox), `promoted_to_team` on the local memory
             from mnemo.core.team import promote_to_team
 
             return promote_to_team(self, ctx, m)
+        from mnemo.core import safety  # a memory stored before the check existed must not spread either
+
+        safety.screen_secrets({"text": m.text, "tags": m.tags}, f"promote {m.id}", mode="block")
         prov = dict(m.provenance)
         prov["promoted_from"] = {"scope": m.scope, "project_id": m.project_id, "project_name": m.project_name,
                                  "note_id": m.id, "branch": m.branch,
@@ -354,7 +404,7 @@ class Engine:
         new_part = partition_for(to, m.project_id)
         with self.store.write() as c:
             c.execute("UPDATE memories SET scope=?, branch=NULL, part=?, provenance=?, updated_at=? WHERE id=?",
-                      (to, new_part, __import__("json").dumps(prov, sort_keys=True), time.time(), m.id))
+                      (to, new_part, json.dumps(prov, sort_keys=True), time.time(), m.id))
             c.execute("UPDATE vectors SET part=? WHERE item_id=?", (new_part, m.id))
             c.execute("UPDATE fts SET part=? WHERE item_id=?", (new_part, m.id))
             self.store.log_change(c, m.id, partition_for("project", m.project_id), "upsert")

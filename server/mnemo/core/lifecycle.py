@@ -198,7 +198,11 @@ def _review_summary(kind: str, item: Memory | None, other: Memory | None, payloa
             else "in this project"
         return f"“{_short(item)}” overrides {other.scope if other else ''} “{_short(other)}” {where}{sim_s}"
     if kind == "pending":
-        return f"agent wrote “{_short(item)}”: accept or reject"
+        src = payload.get("source") or "agent"
+        who = "imported" if src == "import" else f"{src} wrote"
+        flagged = [f for f in payload.get("flags") or [] if f.startswith("injection:") or f in ("hidden_text",
+                                                                                               "bidi_control")]
+        return f"{who} “{_short(item)}”: accept or reject" + (f" (flagged: {', '.join(flagged)})" if flagged else "")
     if kind == "stale_anchor":
         a = payload.get("anchor") or {}
         what = a.get("symbol") or a.get("path")
@@ -285,8 +289,8 @@ def review_resolve(engine: Engine, ctx: Context, review_id: int | str, resolutio
             if resolution == "keep_existing":
                 store.update_memory(c, new_id, reindex=True, status="rejected", updated_at=now)
                 changed.append(new_id)
-            else:
-                store.update_memory(c, new_id, reindex=True, status="active", updated_at=now)
+            else:  # a person chose to keep the new memory: it is trusted from now on
+                store.update_memory(c, new_id, reindex=True, status="active", trust="trusted", updated_at=now)
                 changed.append(new_id)
                 if resolution == "supersede":
                     for g in group:
@@ -305,7 +309,9 @@ def review_resolve(engine: Engine, ctx: Context, review_id: int | str, resolutio
             _resolve_rows(c, [rid], resolution, now)
         elif kind == "pending":
             status = "active" if resolution == "accept" else "rejected"
-            store.update_memory(c, row["item_id"], reindex=True, status=status, updated_at=now)
+            # accepted by a person: trusted from now on (flags stay, for the record)
+            extra_fields = {"trust": "trusted"} if resolution == "accept" else {}
+            store.update_memory(c, row["item_id"], reindex=True, status=status, updated_at=now, **extra_fields)
             changed.append(row["item_id"])
             _resolve_rows(c, [rid], resolution, now)
         elif kind == "stale_anchor":
@@ -322,10 +328,15 @@ def review_resolve(engine: Engine, ctx: Context, review_id: int | str, resolutio
             _resolve_rows(c, [rid], resolution, now)
             if m is not None:
                 _refresh_stale_flag(c, store, mid)
-        else:  # snapshot_merge
+        else:  # snapshot_merge: accepting the import makes its (unflagged) memories trusted
+            sha = payload.get("sha256")
+            if sha:
+                cur = c.execute("UPDATE memories SET trust='trusted' WHERE trust='untrusted' AND status='active' AND"
+                                " json_extract(provenance, '$.imported_from.snapshot_sha256')=?", (sha,))
+                extra["trusted"] = cur.rowcount
             _resolve_rows(c, [rid], resolution, now)
     engine._wake.set()
-    return {"id": rid, "kind": kind, "resolution": resolution, "changed": [i for i in changed if i]}
+    return {"id": rid, "kind": kind, "resolution": resolution, "changed": [i for i in changed if i], **extra}
 
 
 def _get_in(conn: sqlite3.Connection, mem_id: str) -> Memory | None:
@@ -445,7 +456,8 @@ def write_new(engine: Engine, ctx: Context, mem: Memory, vec, found: list[Found]
                        {"similarity": round(f.similarity, 4), "level": f.level, "branch": mem.branch,
                         "overridden_scope": f.memory.scope}, now=now)
         if mem.status == "pending" and not same:
-            add_review(c, "pending", mem.id, None, ctx.project_id, {"source": mem.source}, now=now)
+            add_review(c, "pending", mem.id, None, ctx.project_id,
+                       {"source": mem.source, **({"flags": mem.flags} if mem.flags else {})}, now=now)
     parts = []
     if same:
         ids = ", ".join(f.memory.id for f in same)

@@ -513,6 +513,14 @@ def _remote_memory(rec: dict[str, Any], snap: Snapshot, ctx: Context, now: float
     d["provenance"] = prov
     if d["scope"] == "global":
         d["branch"] = None
+    # Imported memories are untrusted until a person accepts the import in Review (SPEC §7); one that reads like
+    # instructions to the agent waits in Review on its own.
+    from mnemo.core.safety import injection_flags, is_suspicious
+
+    d["flags"] = sorted(set(d.get("flags") or []) | set(injection_flags(d["text"])))
+    d["trust"] = "untrusted"
+    if is_suspicious(d["flags"]) and d.get("status") == "active":
+        d["status"] = "pending"
     return Memory(**d)
 
 
@@ -525,7 +533,7 @@ def plan_merge(engine: Engine, ctx: Context, snap: Snapshot, strategy: str) -> l
     conn = store.conn()
     tomb: set[str] = set()
     hashes = sorted({m.content_hash for m, _ in remote})
-    places: set[tuple] = set()
+    places: dict[tuple, set[str]] = {}  # (hash, place) -> local ids holding that content there
     for i in range(0, max(len(ids), len(hashes)), 500):
         chunk = ids[i:i + 500]
         if chunk:
@@ -536,10 +544,23 @@ def plan_merge(engine: Engine, ctx: Context, snap: Snapshot, strategy: str) -> l
             for r in conn.execute(f"SELECT * FROM memories WHERE content_hash IN ({','.join('?' * len(hchunk))})",
                                   hchunk):
                 lm = Memory.from_row(r)
-                places.add((lm.content_hash, *_place(lm)))
+                places.setdefault((lm.content_hash, *_place(lm)), set()).add(lm.id)
     copies = store.get_memories(_derived_id(m.id, m.content_hash) for m, _ in remote)
     # Content-hash dedup is against what is here already; records inside one snapshot are distinct by id (the
     # source may hold the same text twice, e.g. a deprecated note and a newer one).
+    # Local memories this merge replaces with the remote version no longer hold their old content afterwards: they
+    # must not make another record of the snapshot a "duplicate" (it would be skipped now and imported next time).
+    replaced: set[str] = set()
+    secrets_of = {m.id: secret_kinds(m.text) for m, _ in remote}
+    for m, _rec in remote:
+        lm = local.get(m.id)
+        if lm is not None and m.id not in tomb and not secrets_of[m.id] and lm.content_hash != m.content_hash and (
+                strategy == "remote_wins" or (strategy == "newer_wins" and m.updated_at > lm.updated_at)):
+            replaced.add(m.id)
+
+    def held_here(key: tuple) -> bool:
+        return bool(places.get(key, set()) - replaced)
+
     actions: list[Action] = []
     for m, rec in remote:
         key = (m.content_hash, *_place(m))
@@ -548,7 +569,7 @@ def plan_merge(engine: Engine, ctx: Context, snap: Snapshot, strategy: str) -> l
         if m.id in tomb:
             actions.append(Action("skip_forgotten", m, reason="forgotten here (tombstone)"))
             continue
-        kinds = secret_kinds(m.text)
+        kinds = secrets_of[m.id]
         if kinds:
             actions.append(Action("skip_secret", m, reason="holds what looks like a secret: " + ", ".join(kinds)))
             continue
@@ -561,7 +582,7 @@ def plan_merge(engine: Engine, ctx: Context, snap: Snapshot, strategy: str) -> l
             if take_remote is None:
                 cid = _derived_id(m.id, m.content_hash)
                 copy = dataclasses.replace(m, id=cid)
-                if cid in copies or key in places:
+                if cid in copies or held_here(key):
                     actions.append(Action("skip_duplicate", copy, lm, "both kept by an earlier merge",
                                           conflict=True))
                 else:
@@ -574,7 +595,7 @@ def plan_merge(engine: Engine, ctx: Context, snap: Snapshot, strategy: str) -> l
                 why = "local is newer or as new" if strategy == "newer_wins" else "local wins"
                 actions.append(Action("skip_local", m, lm, f"kept local ({why})", conflict=True))
             continue
-        if key in places:
+        if held_here(key):
             actions.append(Action("skip_duplicate", m, None, "same content already here"))
             continue
         actions.append(Action("insert", m, None, "new", decayed_at=dec))
@@ -658,6 +679,9 @@ def merge_snapshot(engine: Engine, ctx: Context, path: str, strategy: str = "new
             if a.decayed_at is not None:
                 c.execute("INSERT INTO decay_state(id, decayed_at) VALUES(?, ?) ON CONFLICT(id) DO UPDATE SET"
                           " decayed_at=excluded.decayed_at", (m.id, a.decayed_at))
+            if m.status == "pending":  # flagged (or pending at the source): a person decides
+                lifecycle.add_review(c, "pending", m.id, None, ctx.project_id,
+                                     {"source": "import", "flags": m.flags, "file": snap.path.name})
             if progress and n % 200 == 0:
                 progress({"done": n, "total": len(writes)})
         if writes:
