@@ -68,6 +68,8 @@ class ActivationConfig:
     name_hit_weight: float = 0.5  # ... worth half an explicit keyword (names are often common words)
     body_chars_bm25: int = 4000  # body prefix indexed by BM25
     body_chars_dense: int = 600  # body prefix embedded when the description is short
+    query_words_dense: int = 64  # only the message's first words are embedded (bounds latency on long messages;
+    #                              BM25 and keywords see all of it); 0 = no limit
 
     @classmethod
     def from_dict(cls, d: dict | None) -> ActivationConfig:
@@ -496,7 +498,9 @@ class SkillEngine:
                 weight = sum(cfg.name_hit_weight if k == "name" else 1.0 for k, _ in hl)
                 kw_s[i] = 1.0 - 0.5 ** weight
 
-            qv = self._query_vector(idx, message)
+            words = message.split()
+            dense_msg = " ".join(words[: cfg.query_words_dense]) if 0 < cfg.query_words_dense < len(words) else message
+            qv = self._query_vector(idx, dense_msg)
             dense = idx.vectors @ qv
             k = min(cfg.candidates, n)
             top_dense = np.argpartition(-dense, k - 1)[:k] if k < n else np.arange(n)
