@@ -204,20 +204,66 @@ class Store:
 
     @contextlib.contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
-        """One all-or-nothing write transaction; acknowledged only after COMMIT returns."""
+        """One all-or-nothing write transaction; acknowledged only after COMMIT returns.
+
+        SQLite errors (disk full, I/O error, a busy or damaged database) become `StoreError`s that say what to do.
+        A failed COMMIT is rolled back here: otherwise the transaction would stay open on this thread's
+        connection, the next write would join it as "nested", and nothing after it would ever be committed.
+        """
         with self._write_lock:
             c = self.conn()
             if c.in_transaction:  # nested use: join the outer transaction
                 yield c
                 return
-            c.execute("BEGIN IMMEDIATE")
+            try:
+                c.execute("BEGIN IMMEDIATE")
+            except sqlite3.DatabaseError as exc:
+                raise self.store_error(exc, "start a write") from exc
             try:
                 yield c
-            except BaseException:
-                c.execute("ROLLBACK")
+            except BaseException as exc:
+                self._rollback(c)
+                if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError) \
+                        and not isinstance(exc, sqlite3.IntegrityError | sqlite3.ProgrammingError):
+                    raise self.store_error(exc, "write") from exc
                 raise
             else:
-                c.execute("COMMIT")
+                try:
+                    c.execute("COMMIT")
+                except sqlite3.DatabaseError as exc:
+                    self._rollback(c)
+                    raise self.store_error(exc, "commit") from exc
+
+    @staticmethod
+    def _rollback(c: sqlite3.Connection) -> None:
+        try:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+        except sqlite3.Error:  # SQLite may have rolled back already (after SQLITE_FULL / IOERR)
+            pass
+
+    def store_error(self, exc: sqlite3.DatabaseError, what: str) -> StoreError:
+        """A user-fixable error for a SQLite failure (nothing of this write was stored)."""
+        msg = str(exc)
+        low = msg.lower()
+        if "full" in low:
+            return StoreError(f"the disk holding {self.path.parent} is full: could not {what}; this change was not "
+                              "stored (everything acknowledged before is safe)",
+                              hint="free some disk space, then retry", sqlite=msg)
+        if "i/o" in low or "disk" in low:
+            return StoreError(f"disk I/O error on {self.path}: could not {what}; this change was not stored "
+                              "(everything acknowledged before is safe)",
+                              hint="check the disk (space, quota, file size limit `ulimit -f`, permissions), then "
+                                   "retry; `mnemo doctor` checks the store", sqlite=msg)
+        if "locked" in low or "busy" in low:
+            return StoreError(f"the store at {self.path} stayed busy: could not {what}",
+                              hint="another program holds a long write lock on mnemo.db; close it and retry",
+                              sqlite=msg)
+        if "malformed" in low or "not a database" in low or "corrupt" in low:
+            return StoreCorrupt(f"the store at {self.path} is damaged ({msg}): could not {what}",
+                                hint="run `mnemo doctor --repair` to restore the newest good backup", sqlite=msg)
+        return StoreError(f"the store at {self.path} failed: could not {what} ({msg})",
+                          hint="run `mnemo doctor`", sqlite=msg)
 
     def close(self) -> None:
         with self._conns_lock:
