@@ -36,6 +36,7 @@ const CONFLICT_OLD = "Indentation in this repository: four spaces, never tabs";
 const CONFLICT_NEW = "Indentation in this repository: tabs, never four spaces";
 const REMEMBERED = "PaymentsClient.post must send an Idempotency-Key header derived from the body";
 const IMPORTED = "Checkout retries use exponential backoff starting at 200 ms";
+const BRANCH_NOTE = "Retry a payments POST at most 3 times, only on 5xx";
 
 interface Scratch {
   root: string;
@@ -107,6 +108,10 @@ function prepareWorkspace(s: Scratch): void {
   git("init", "-q", "-b", "main");
   git("add", "-A");
   git("commit", "-q", "-m", "fixture");
+  // A feature branch with a memory of its own, for Merge Branch Memory.
+  git("checkout", "-q", "-b", "feature/retry");
+  mnemo(s, ["remember", "--kind", "decision", BRANCH_NOTE]);
+  git("checkout", "-q", "main");
 
   fs.mkdirSync(path.join(s.userData, "User"), { recursive: true });
   fs.writeFileSync(path.join(s.userData, "User", "settings.json"), JSON.stringify({
@@ -250,7 +255,8 @@ async function openFile(page: Page, relative: string): Promise<void> {
   const input = page.locator(".quick-input-widget input");
   await input.waitFor({ state: "visible" });
   await input.fill(relative);
-  await page.locator(".quick-input-list .monaco-list-row", { hasText: path.basename(relative) }).first()
+  // Quick Open lists recent editors first and filters as you type: wait until the file is the top result.
+  await page.locator('.quick-input-list .monaco-list-row[data-index="0"]', { hasText: path.basename(relative) })
     .waitFor({ state: "visible" });
   await page.keyboard.press("Enter");
   await page.locator(".monaco-editor .view-lines").first().waitFor({ state: "visible" });
@@ -575,6 +581,65 @@ describe("Mnemo in a real VS Code (code-server)", { timeout: 300_000 }, () => {
     await clearNotifications(page);
   });
 
+  step("a click opens a memory; Show What Would Be Injected previews the agent's context", async (page) => {
+    await row(pane(page, "Memories"), SEEDED).click();
+    await page.locator(".monaco-editor .view-lines", { hasText: SEEDED }).first().waitFor({ state: "visible" });
+    await openFile(page, "src/payments/client.py");
+    await runCommand(page, "Mnemo: Show What Would Be Injected");
+    const preview = page.locator(".monaco-editor .view-lines", { hasText: /payments-api/ }).first();
+    await preview.waitFor({ state: "visible" });
+    await page.locator(".tab.active", { hasText: /client\.py\.md/ }).waitFor({ state: "visible" });
+    await screenshot(page, "injection-preview");
+  });
+
+  step("Deprecate from the context menu takes a memory out of the view", async (page) => {
+    const memories = pane(page, "Memories");
+    await row(memories, IMPORTED).click({ button: "right" });
+    await page.locator(".context-view .monaco-menu .action-item", { hasText: /^Deprecate$/ }).click();
+    const widget = await quickInputTitled(page, "Mnemo: Deprecate");
+    await widget.locator("input").fill("we moved to a fixed schedule");
+    await page.keyboard.press("Enter");
+    await notification(page, /Deprecated/);
+    await row(memories, IMPORTED).waitFor({ state: "detached" });
+    await clearNotifications(page);
+  });
+
+  step("Merge Branch Memory previews the branch's memories, then merges them", async (page) => {
+    const memories = pane(page, "Memories");
+    assert.equal(await row(memories, BRANCH_NOTE).count(), 0, "main must not see a feature branch's memory");
+    await runCommand(page, "Mnemo: Merge Branch Memory");
+    const picker = await quickInputTitled(page, /Merge branch memory into main/);
+    await picker.locator(".monaco-list-row", { hasText: "feature/retry" }).click();
+    await page.locator(".monaco-editor .view-lines", { hasText: BRANCH_NOTE }).first().waitFor({ state: "visible" });
+    const ask = await notification(page, /Merge 1 memories of feature\/retry into main/);
+    await screenshot(page, "branch-merge-preview");
+    await ask.locator(".monaco-button", { hasText: /^Merge$/ }).click();
+    await notification(page, /Merged the memories of feature\/retry/);
+    await row(memories, BRANCH_NOTE).waitFor({ state: "visible" });
+    await screenshot(page, "branch-merged");
+    await clearNotifications(page);
+  });
+
+  step("Run Decay and Export Snapshot report what they did", async (page) => {
+    await runCommand(page, "Mnemo: Run Decay");
+    await notification(page, /Decay done/);
+    await clearNotifications(page);
+    await runCommand(page, "Mnemo: Export Snapshot");
+    const widget = await quickInputTitled(page, "Mnemo: Export Snapshot");
+    const input = widget.locator("input");
+    for (let i = 0; i < 50 && !(await input.inputValue()).endsWith(".mnemo"); i++) {
+      await page.waitForTimeout(100);
+    }
+    const target = path.join(scratch.root, "exported.mnemo");
+    await input.fill(target);
+    await page.waitForTimeout(300);
+    await page.keyboard.press("Enter");
+    await notification(page, /Exported \d+ memories to/);
+    assert.ok(fs.existsSync(target), `no snapshot at ${target}`);
+    await screenshot(page, "exported");
+    await clearNotifications(page);
+  });
+
   step("a Python without Mnemo gets a clear message; fixing the setting restarts the server", async (page) => {
     const bare = path.join(scratch.barePython, "bin", "python");
     writeWorkspaceSettings(scratch, bare);
@@ -586,7 +651,7 @@ describe("Mnemo in a real VS Code (code-server)", { timeout: 300_000 }, () => {
     await screenshot(page, "mnemo-missing");
     await clearNotifications(page);
     writeWorkspaceSettings(scratch, PYTHON);
-    await row(pane(page, "Memories"), IMPORTED).waitFor({ state: "visible" });
+    await row(pane(page, "Memories"), SEEDED).waitFor({ state: "visible" });
     await screenshot(page, "restarted");
   });
 });

@@ -32,13 +32,13 @@ export class MnemoDocuments implements vscode.TextDocumentContentProvider, vscod
     return uri;
   }
 
-  /** Opens Markdown read-only in an editor (beside the current one). */
+  /** Opens Markdown read-only in the second editor group (one reused group, not a new one per preview). */
   async showMarkdown(path: string, markdown: string, beside = true): Promise<vscode.TextEditor> {
     const uri = this.put(path, markdown);
     const doc = await vscode.workspace.openTextDocument(uri);
     const md = await vscode.languages.setTextDocumentLanguage(doc, "markdown");
     return vscode.window.showTextDocument(md, {
-      preview: true, viewColumn: beside ? vscode.ViewColumn.Beside : vscode.ViewColumn.Active,
+      preview: true, viewColumn: beside ? vscode.ViewColumn.Two : vscode.ViewColumn.Active,
     });
   }
 
