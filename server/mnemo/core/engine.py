@@ -149,29 +149,44 @@ class Engine:
 
     # -- background: index replay, access reinforcement ------------------------------------------------------
     def _background(self) -> None:
+        # A failed preparation or replay (disk full, I/O error, a damaged chroma directory) is retried with a
+        # growing pause (2 s .. 5 min): the index must come back once the disk does, without spinning meanwhile.
+        backoff, retry_at = 2.0, 0.0
         try:
             self.embedder  # noqa: B018 - load once, off the caller's path
             self._reembed_foreign_vectors()
             self.index = DenseIndex(self.home / "chroma", self.store, self.model_id)
             self.index.ensure_ready()
-        except Exception:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001
             log.exception("dense index could not be prepared; recall uses exact scans")
+            if self.index is not None:
+                self.index.mark_broken(exc)
+                self._repair.set()
+                retry_at = time.monotonic() + backoff
         while not self._stop.is_set():
             self._wake.wait(timeout=1.0)
             self._wake.clear()
             try:
                 self.flush_access()
+            except Exception as exc:  # noqa: BLE001 - the store is failing (disk full?): keep them for next time
+                log.warning("could not record recall accesses: %s", exc)
+            try:
                 if self.index is not None:
                     if self._repair.is_set():
-                        self._repair.clear()
-                        self.index.ensure_ready()
+                        if time.monotonic() >= retry_at:
+                            self._repair.clear()
+                            self.index.ensure_ready()
+                            if self.index.ready:
+                                backoff = 2.0
                     elif self.index.ready:
                         self.index.catch_up()
             except Exception as exc:  # noqa: BLE001
-                log.warning("indexer: %s; will rebuild", exc)
+                log.warning("indexer: %s; will rebuild in %.0f s", exc, backoff)
                 if self.index is not None:
                     self.index.mark_broken(exc)
                     self._repair.set()
+                    retry_at = time.monotonic() + backoff
+                    backoff = min(backoff * 2, 300.0)
 
     def _reembed_foreign_vectors(self) -> None:
         """Vectors made by another model are re-embedded from the stored text (model change)."""
@@ -221,10 +236,16 @@ class Engine:
             pending, self._pending_access = self._pending_access, {}
         if not pending:
             return
-        with self.store.write() as c:
-            for mem_id, at in pending.items():
-                c.execute("UPDATE memories SET last_accessed=MAX(last_accessed, ?), access_count=access_count+1"
-                          " WHERE id=?", (at, mem_id))
+        try:
+            with self.store.write() as c:
+                for mem_id, at in pending.items():
+                    c.execute("UPDATE memories SET last_accessed=MAX(last_accessed, ?), access_count=access_count+1"
+                              " WHERE id=?", (at, mem_id))
+        except Exception:
+            with self._access_lock:  # not recorded: keep them for the next flush
+                for mem_id, at in pending.items():
+                    self._pending_access[mem_id] = max(at, self._pending_access.get(mem_id, at))
+            raise
 
     def warnings(self) -> list[str]:
         return list(self._warnings)
