@@ -463,7 +463,7 @@ export class CommandHandlers {
       return undefined;
     }
     const diff = await this.server.request<BranchDiff>(Requests.branchDiff, { branch });
-    await this.docs.showMarkdown(`branch/${branch}.md`, branchDiffMarkdown(diff));
+    await this.docs.showMarkdown(`branch-merge/${branch.replace(/[\\/]/g, "-")}.md`, branchDiffMarkdown(diff));
     const go = await vscode.window.showInformationMessage(
       `Merge ${diff.imported ?? 0} memories of ${branch} into ${diff.target ?? "this branch"}?`, "Merge");
     if (go !== "Merge") {
@@ -555,7 +555,7 @@ export class CommandHandlers {
       const source = (item.payload as { source?: string } | undefined)?.source;
       if (source) {
         const diff = await this.server.request<BranchDiff>(Requests.branchDiff, { branch: source });
-        await this.docs.showMarkdown(`branch/${source}.md`, branchDiffMarkdown(diff));
+        await this.docs.showMarkdown(`branch-merge/${source.replace(/[\\/]/g, "-")}.md`, branchDiffMarkdown(diff));
       }
       return;
     }

@@ -96,14 +96,34 @@ export abstract class NodeTreeProvider implements vscode.TreeDataProvider<TreeNo
       this.changeEmitter.fire(undefined);
       return;
     }
+    const store = this.server.serverState;
+    if (store?.state === "starting") {
+      // The server is connecting to the owner process; `mnemo/stateChanged` triggers the next refresh.
+      this.roots = [];
+      this.setMessage("Connecting to Mnemo's store…");
+      this.changeEmitter.fire(undefined);
+      return;
+    }
+    if (store?.state === "unavailable") {
+      this.roots = [];
+      this.setMessage(`Mnemo's store is unavailable: ${[store.reason, store.hint].filter(Boolean).join(" — ")}`);
+      this.changeEmitter.fire(undefined);
+      return;
+    }
     try {
       this.roots = await this.load();
       this.setMessage(undefined);
       this.afterLoad(this.roots);
     } catch (error) {
       this.roots = [];
-      this.setMessage(this.describeError(error));
-      logger.warn(`${this.viewName} view:`, error instanceof Error ? error.message : error);
+      if (error instanceof MnemoRequestError && error.code === UNAVAILABLE && !store) {
+        // Before the first `mnemo/stateChanged`: still connecting, not a failure.
+        this.setMessage("Connecting to Mnemo's store…");
+        logger.debug(`${this.viewName} view:`, error.message);
+      } else {
+        this.setMessage(this.describeError(error));
+        logger.warn(`${this.viewName} view:`, error instanceof Error ? error.message : error);
+      }
     }
     this.parents = new Map();
     const walk = (nodes: TreeNode[], parent: TreeNode | undefined): void => {
