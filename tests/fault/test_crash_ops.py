@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _helpers import FULL, figure
+from _helpers import figure
 
 from mnemo.core import lifecycle, sharing
 from mnemo.core.embeddings import HashEmbedder

@@ -17,10 +17,9 @@ import random
 import signal
 import threading
 import time
-import uuid
 
 import pytest
-from _helpers import FULL, figure, integrity, owner_pid, reap_children, stop_owner
+from _helpers import figure, integrity, owner_pid, reap_children, stop_owner
 
 from mnemo.core.errors import DaemonError
 from mnemo.core.models import Context
