@@ -82,6 +82,10 @@ class ActivationConfig:
         cfg = cls()
         for k, v in d.items():
             typ = type(getattr(cfg, k))
+            if typ is bool and isinstance(v, str):
+                if v.strip().lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise InvalidInput(f"setting {k} must be true or false, got {v!r}")
+                v = v.strip().lower() in ("true", "1", "yes")
             try:
                 setattr(cfg, k, typ(v))
             except (TypeError, ValueError) as exc:
