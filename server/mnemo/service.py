@@ -133,8 +133,12 @@ class LocalService:
         with self._skills_lock:
             eng = self._skill_engines.get(key)
             if eng is None:
-                registry = SkillRegistry(Path(c.root) if c.root else None)
-                eng = SkillEngine(registry, self.engine.embedder)
+                # Mnemo's starter skills apply in every project unless MNEMO_STARTER_SKILLS=0; skill vectors are
+                # cached in the store so a restart embeds only what changed.
+                registry = SkillRegistry(Path(c.root) if c.root else None,
+                                         include_builtin=os.environ.get("MNEMO_STARTER_SKILLS", "1") != "0")
+                eng = SkillEngine(registry, self.engine.embedder,
+                                  vector_cache=self.engine.home / "skill_vectors.sqlite")
                 self._skill_engines[key] = eng
             return eng
 
