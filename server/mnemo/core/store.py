@@ -461,13 +461,14 @@ class Store:
         """Stored vectors of the given items (only those in `parts`, when given)."""
         out = {}
         ids = list(ids)
-        part_sql = f" AND part IN ({','.join('?' * len(parts))})" if parts else ""
+        wanted = set(parts) if parts else None
         for i in range(0, len(ids), 500):
             chunk = ids[i:i + 500]
+            # filter the partition here: `part IN (...)` in SQL makes the planner scan the partition's index
             for r in self.conn().execute(
-                    f"SELECT item_id, vec FROM vectors WHERE item_id IN ({','.join('?' * len(chunk))}){part_sql}",
-                    [*chunk, *(parts or [])]):
-                out[r["item_id"]] = r["vec"]
+                    f"SELECT item_id, part, vec FROM vectors WHERE item_id IN ({','.join('?' * len(chunk))})", chunk):
+                if wanted is None or r["part"] in wanted:
+                    out[r["item_id"]] = r["vec"]
         return out
 
     def iter_vectors(self, part: str | None = None, batch: int = 2000) -> Iterator[list[sqlite3.Row]]:
