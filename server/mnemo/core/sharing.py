@@ -270,7 +270,7 @@ def _is_num(v: Any) -> bool:
 def _check_json_size(v: Any, cap: int) -> bool:
     try:
         return len(canonical(v)) <= cap
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return False
 
 
@@ -394,7 +394,7 @@ def read_snapshot(path: str | Path) -> Snapshot:
     head_raw = data[:nl]
     try:
         head = json.loads(head_raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # RecursionError: a JSON nesting bomb
         if not data.startswith(b'{"format":"' + MAGIC.encode()):
             raise _bad(f"{p.name} is not a Mnemo snapshot",
                        hint="pass a file written by `mnemo snapshot export`") from exc
@@ -411,7 +411,7 @@ def read_snapshot(path: str | Path) -> Snapshot:
     manifest = head.get("manifest")
     try:
         canon_ok = canonical(head) == head_raw
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         canon_ok = False
     if not isinstance(manifest, dict) or not canon_ok or head.get("manifest_sha256") != sha256(canonical(manifest)):
         raise _bad(f"{p.name} is damaged: the manifest checksum does not match")
@@ -443,14 +443,14 @@ def read_snapshot(path: str | Path) -> Snapshot:
                        hint="raise MNEMO_SNAPSHOT_MAX_RECORD_BYTES if you trust this file")
         try:
             wrapped = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # RecursionError: a JSON nesting bomb
             raise _bad(f"record {n} is not valid JSON") from exc
         if not isinstance(wrapped, dict) or not isinstance(wrapped.get("record"), dict):
             raise _bad(f"record {n} is malformed")
         rec = wrapped["record"]
         try:
             ok = sha256(canonical(rec)) == wrapped.get("sha256")
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             ok = False
         if not ok:
             raise _bad(f"record {n} is damaged: its checksum does not match")

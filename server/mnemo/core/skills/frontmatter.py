@@ -8,14 +8,16 @@ author meant. Nothing here raises anything but :class:`FrontmatterError` (a refu
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 
 import yaml
 
-MAX_FRONTMATTER_BYTES = 64 * 1024
-MAX_YAML_NODES = 2000
+MAX_FRONTMATTER_BYTES = int(os.environ.get("MNEMO_MAX_FRONTMATTER_BYTES", str(64 * 1024)))
+MAX_YAML_NODES = int(os.environ.get("MNEMO_MAX_FRONTMATTER_NODES", "2000"))
 MAX_YAML_DEPTH = 20
+_TOO_BIG = "frontmatter larger than {kib} KiB (a header is a few lines; raise MNEMO_MAX_FRONTMATTER_BYTES if you must)"
 
 _KEY_RE = re.compile(r"^([A-Za-z_][\w.-]*)\s*:(?:\s+(.*)|\s*)$")
 _LIST_ITEM_RE = re.compile(r"^\s*-\s*(.*)$")
@@ -58,11 +60,13 @@ class _GuardedLoader(yaml.SafeLoader):
                 )
         self._nodes += 1
         if self._nodes > MAX_YAML_NODES:
-            raise FrontmatterError(f"frontmatter has more than {MAX_YAML_NODES} YAML nodes", 1)
+            raise FrontmatterError(f"frontmatter has more than {MAX_YAML_NODES} YAML nodes (raise "
+                                   "MNEMO_MAX_FRONTMATTER_NODES if you must)", 1)
         self._depth += 1
         try:
             if self._depth > MAX_YAML_DEPTH:
-                raise FrontmatterError(f"frontmatter is nested deeper than {MAX_YAML_DEPTH} levels", 1)
+                raise FrontmatterError(f"frontmatter is nested deeper than {MAX_YAML_DEPTH} levels (write a flatter "
+                                       "header)", 1)
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -71,7 +75,7 @@ class _GuardedLoader(yaml.SafeLoader):
 def safe_yaml(text: str) -> object:
     """``yaml.safe_load`` with size, node, depth and alias guards. Raises FrontmatterError or yaml.YAMLError."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_FRONTMATTER_BYTES:
-        raise FrontmatterError(f"frontmatter larger than {MAX_FRONTMATTER_BYTES // 1024} KiB", 1)
+        raise FrontmatterError(_TOO_BIG.format(kib=MAX_FRONTMATTER_BYTES // 1024), 1)
     loader = _GuardedLoader(text)
     try:
         return loader.get_single_data()
@@ -179,7 +183,7 @@ def split_frontmatter(text: str) -> Frontmatter:
             end = i
             break
         if size > MAX_FRONTMATTER_BYTES:
-            raise FrontmatterError(f"frontmatter larger than {MAX_FRONTMATTER_BYTES // 1024} KiB", 1)
+            raise FrontmatterError(_TOO_BIG.format(kib=MAX_FRONTMATTER_BYTES // 1024), 1)
     if end is None:
         raise FrontmatterError("frontmatter opened with '---' on line 1 is never closed", 1)
     header = "\n".join(lines[1:end])

@@ -31,7 +31,7 @@ from .model import (
     Skill,
 )
 
-MAX_FILE_BYTES = 1024 * 1024
+MAX_FILE_BYTES = int(os.environ.get("MNEMO_MAX_SKILL_BYTES", str(1024 * 1024)))
 
 # Zero-width characters and bidi controls: stripped from skill text (skills are data, and these hide content).
 _INVISIBLE_RE = re.compile("[\u200b\u200c\u200d\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
@@ -187,11 +187,13 @@ class _Skip(Exception):
 def _read_text(path: Path, max_bytes: int) -> tuple[str, os.stat_result]:
     st = path.stat()
     if st.st_size > max_bytes:
-        raise _Skip(f"file is {st.st_size} bytes, larger than the {max_bytes // 1024} KiB cap for a skill")
+        raise _Skip(f"file is {st.st_size} bytes, larger than the {max_bytes // 1024} KiB cap for a skill (raise "
+                    "MNEMO_MAX_SKILL_BYTES if you must)")
     with open(path, "rb") as f:
         raw = f.read(max_bytes + 1)
     if len(raw) > max_bytes:
-        raise _Skip(f"file is larger than the {max_bytes // 1024} KiB cap for a skill")
+        raise _Skip(f"file is larger than the {max_bytes // 1024} KiB cap for a skill (raise MNEMO_MAX_SKILL_BYTES "
+                    "if you must)")
     if b"\x00" in raw:
         raise _Skip("binary file (NUL byte)", _line_of_offset(raw, raw.index(b"\x00")))
     try:
