@@ -475,7 +475,7 @@ describe("Mnemo in a real VS Code (code-server)", { timeout: 300_000 }, () => {
     await row(skills, /^\s*Problems/).waitFor({ state: "visible" });
     // The language status item: branch, active skills, server state.
     await page.locator('[id="status.languageStatus"]').click();
-    await page.locator(".monaco-hover, .context-view", { hasText: /main · .*2 skills/ }).first()
+    await page.locator(".monaco-hover, .context-view", { hasText: /main · .*\d+ skills?/ }).first()
       .waitFor({ state: "visible" });
     await screenshot(page, "skills-and-status");
     await page.keyboard.press("Escape");
@@ -518,6 +518,22 @@ describe("Mnemo in a real VS Code (code-server)", { timeout: 300_000 }, () => {
     await hover.waitFor({ state: "visible", timeout: 5_000 });
     await screenshot(page, "hover");
     await page.mouse.move(5, 500);
+  });
+
+  step("changing anchored code flags a stale anchor in Review; one click re-anchors it", async (page) => {
+    await goToLine(page, 11);
+    await page.keyboard.press("End");
+    await page.keyboard.press("Enter");
+    await page.keyboard.type("# the key makes retries safe");
+    await page.keyboard.press("Control+S");
+    const review = pane(page, "Review");
+    const item = row(review, /is anchored to PaymentsClient\.post/);
+    await item.waitFor({ state: "visible" });
+    await row(review, /^\s*Stale anchors/).waitFor({ state: "visible" });
+    await item.hover();
+    await screenshot(page, "stale-anchor");
+    await item.locator('.action-label[aria-label="Accept Suggested Resolution"]').click();
+    await item.waitFor({ state: "detached" });
   });
 
   step("Promote from the context menu moves the memory to global", async (page) => {
@@ -611,7 +627,7 @@ describe("Mnemo in a real VS Code (code-server)", { timeout: 300_000 }, () => {
     const picker = await quickInputTitled(page, /Merge branch memory into main/);
     await picker.locator(".monaco-list-row", { hasText: "feature/retry" }).click();
     await page.locator(".monaco-editor .view-lines", { hasText: BRANCH_NOTE }).first().waitFor({ state: "visible" });
-    const ask = await notification(page, /Merge 1 memories of feature\/retry into main/);
+    const ask = await notification(page, /Merge 1 memory of feature\/retry into main/);
     await screenshot(page, "branch-merge-preview");
     await ask.locator(".monaco-button", { hasText: /^Merge$/ }).click();
     await notification(page, /Merged the memories of feature\/retry/);

@@ -17,7 +17,7 @@ import type { BranchDiff, SnapshotDiff } from "./format";
 import { branchDiffMarkdown, describeWrite, snapshotDiffSides, summarizeSnapshotDiff } from "./format";
 import { logger } from "./logger";
 import type {
-  InjectionPreview, ListMemoriesResult, Memory, MergeStrategy, ReviewItem, WriteResult,
+  InjectionPreview, ListMemoriesResult, Memory, MergedBranchesResult, MergeStrategy, ReviewItem, WriteResult,
 } from "./protocol";
 import { MERGE_STRATEGIES } from "./protocol";
 import type { MnemoServer } from "./server";
@@ -341,8 +341,13 @@ export class CommandHandlers {
       : vscode.window.activeTextEditor?.document.uri.scheme === "file"
         ? vscode.window.activeTextEditor.document.uri.toString() : undefined;
     const message = isObject(arg) && typeof arg.message === "string" ? arg.message : undefined;
-    const result = await this.server.request<InjectionPreview>(
-      Requests.injectionPreview, { ...(uri ? { uri } : {}), ...(message ? { message } : {}) });
+    const editor = vscode.window.activeTextEditor;
+    const position = isObject(arg) && isObject(arg.position) ? arg.position
+      : editor && editor.document.uri.toString() === uri
+        ? { line: editor.selection.active.line, character: editor.selection.active.character } : undefined;
+    const result = await this.server.request<InjectionPreview>(Requests.injectionPreview, {
+      ...(uri ? { uri } : {}), ...(message ? { message } : {}), ...(position ? { position } : {}),
+    });
     const file = result.file ? path.basename(result.file) : "workspace";
     await this.docs.showMarkdown(`injection/${file}.md`, result.markdown ?? "Nothing would be injected.");
     return result;
@@ -449,13 +454,21 @@ export class CommandHandlers {
           counts.set(m.branch, (counts.get(m.branch) ?? 0) + 1);
         }
       }
+      // Branches git already shows merged into the default branch come first: their memories are due.
+      const merged = await this.server.request<MergedBranchesResult>(Requests.mergedBranches, {})
+        .then((r) => new Set((r.branches ?? []).map((b) => b.branch)), () => new Set<string>());
       if (!counts.size) {
         void vscode.window.showInformationMessage(
           `No other branch has memories to merge into ${current ?? "this branch"}.`);
         return undefined;
       }
       const picked = await vscode.window.showQuickPick(
-        [...counts.entries()].sort().map(([b, n]) => ({ label: b, description: `${n} memories`, branch: b })),
+        [...counts.entries()]
+          .sort(([a], [b]) => Number(merged.has(b)) - Number(merged.has(a)) || a.localeCompare(b))
+          .map(([b, n]) => ({
+            label: b, description: `${n} ${n === 1 ? "memory" : "memories"}${merged.has(b) ? " · merged in git" : ""}`,
+            branch: b,
+          })),
         { title: `Mnemo: Merge branch memory into ${current ?? "the current branch"}` });
       branch = picked?.branch;
     }
@@ -465,7 +478,8 @@ export class CommandHandlers {
     const diff = await this.server.request<BranchDiff>(Requests.branchDiff, { branch });
     await this.docs.showMarkdown(`branch-merge/${branch.replace(/[\\/]/g, "-")}.md`, branchDiffMarkdown(diff));
     const go = await vscode.window.showInformationMessage(
-      `Merge ${diff.imported ?? 0} memories of ${branch} into ${diff.target ?? "this branch"}?`, "Merge");
+      `Merge ${diff.imported ?? 0} ${diff.imported === 1 ? "memory" : "memories"} of ${branch} into ` +
+      `${diff.target ?? "this branch"}?`, "Merge");
     if (go !== "Merge") {
       return diff;
     }
@@ -522,7 +536,7 @@ export class CommandHandlers {
     if (!action) {
       return undefined;
     }
-    const result = await this.server.command(ServerCommands.resolveReview, { id: item.id, action });
+    const result = await this.server.command(ServerCommands.resolveReview, { id: item.id, resolution: action });
     await this.afterWrite("review", [item.item_id, item.other_id].filter((x): x is string => typeof x === "string"));
     vscode.window.setStatusBarMessage(`Mnemo: ${item.kind.replace(/_/g, " ")} resolved (${action})`, 4000);
     return result;

@@ -74,6 +74,7 @@ export const Requests = {
   injectionPreview: "mnemo/injectionPreview",
   stats: "mnemo/stats",
   branchDiff: "mnemo/branchDiff",
+  mergedBranches: "mnemo/mergedBranches",
 } as const;
 
 /** Notifications. */

@@ -42,7 +42,8 @@ export interface Anchor {
   kind?: string;
   start_line?: number;
   end_line?: number;
-  code_hash?: string;
+  /** sha256 of the symbol's source when anchored; a mismatch on save files a `stale_anchor` review item. */
+  hash?: string;
 }
 
 export interface Provenance {
@@ -210,6 +211,13 @@ export interface ErrorData {
   message?: string;
   hint?: string;
   details?: unknown;
+}
+
+/** `mnemo/mergedBranches`: branches git shows merged into the default branch, memories not merged yet. */
+export interface MergedBranchesResult {
+  default_branch?: string | null;
+  branches: { branch: string; head?: string; memories?: number }[];
+  note?: string;
 }
 
 /** Snapshot import strategies (SPEC §5). */

@@ -401,7 +401,7 @@ function problemNode(p: SkillProblem, i: number): ProblemNode {
   return node;
 }
 
-/** "Active for <file>" (score and why), "All skills" (with their source format) and "Problems". */
+/** "Active for <file>" (score and why), "Problems" (from `skills check`), "All skills" (with source format). */
 export function buildSkillsTree(active: ActiveSkillsResult | undefined, all: SkillsResult | undefined): GroupNode[] {
   const groups: GroupNode[] = [];
   const activations = [...(active?.activations ?? [])].sort((a, b) => b.score - a.score ||
@@ -436,6 +436,19 @@ export function buildSkillsTree(active: ActiveSkillsResult | undefined, all: Ski
     children: activeChildren,
     expanded: true,
   });
+  const problems = all?.check?.problems ?? [];
+  if (problems.length) {
+    groups.push({
+      type: "group",
+      id: "skills:problems",
+      label: "Problems",
+      description: String(problems.length),
+      icon: { id: "warning", color: "problemsWarningIcon.foreground" },
+      contextValue: "skillGroup.problems",
+      children: problems.map(problemNode),
+      expanded: true,
+    });
+  }
   const skills = [...(all?.skills ?? [])].sort((a, b) => a.name.localeCompare(b.name));
   groups.push({
     type: "group",
@@ -457,21 +470,9 @@ export function buildSkillsTree(active: ActiveSkillsResult | undefined, all: Ski
       contextValue: "skill",
       ...(s.source_path ? { path: s.source_path } : {}),
     })),
-    expanded: skills.length <= 15,
+    // Problems and active skills matter more: a long list of every skill starts collapsed.
+    expanded: skills.length <= 8,
   });
-  const problems = all?.check?.problems ?? [];
-  if (problems.length) {
-    groups.push({
-      type: "group",
-      id: "skills:problems",
-      label: "Problems",
-      description: String(problems.length),
-      icon: { id: "warning", color: "problemsWarningIcon.foreground" },
-      contextValue: "skillGroup.problems",
-      children: problems.map(problemNode),
-      expanded: true,
-    });
-  }
   return groups;
 }
 

@@ -131,15 +131,15 @@ describe("buildSkillsTree", () => {
       skills: [{ name: "zeta", source_format: "cursor", globs: ["tests/**"] }, { name: "alpha", source_format: "mnemo" }],
       check: { problems: [{ path: "/ws/skills/broken.md", severity: "error", reason: "header is not valid YAML" }] },
     });
-    assert.deepEqual(labels(tree), ["Active for client.py", "All skills", "Problems"]);
+    assert.deepEqual(labels(tree), ["Active for client.py", "Problems", "All skills"]);
     const active = tree[0];
     assert.deepEqual(labels(active.children), ["payments-api", "python-style"]);
     assert.equal((active.children[0] as { description: string }).description, "0.71 · glob, semantic · 59 tok");
     assert.match(String(active.children[1]?.tooltip), /why: glob \\\*\\\*\/\\\*\\\.py matched/);
-    const all = tree[1];
+    const all = tree[2];
     assert.deepEqual(labels(all.children), ["alpha", "zeta"]);
     assert.equal((all.children[1] as { description: string }).description, "cursor · tests/**");
-    const problems = tree[2];
+    const problems = tree[1];
     assert.equal(problems.children[0]?.label, "broken.md");
     assert.equal((problems.children[0] as { description: string }).description, "header is not valid YAML");
   });
