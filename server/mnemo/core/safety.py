@@ -155,9 +155,38 @@ def shannon_entropy(s: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in Counter(s).values())
 
 
+_PLACEHOLDER_WORDS = frozenset({
+    "password", "passwd", "pass", "secret", "changeme", "example", "test", "testing", "admin", "root", "user",
+    "username", "pwd", "token", "apikey", "api_key", "xxx", "none", "null", "undefined", "string", "str", "hidden",
+    "redacted", "placeholder", "mypassword", "yourpassword", "secretpassword", "passw0rd", "secret_key", "key"})
+_PLACEHOLDER_PARTS = re.compile(r"(?i)your[-_ ]?|example|placeholder|[-_]here\b|xxxx|\.\.\.|…|<|>|\*\*\*")
+
+
+_DOC_PLACEHOLDER = re.compile(r"(?i)your[-_]?|[-_]here\b|xxxx|\.\.\.|…")
+
+
+def _clean_value(value: str) -> str:
+    return value.strip().strip("\"'`*_").rstrip(".,;:)]}*`'\"").lstrip("([{")
+
+
 def _is_placeholder(value: str) -> bool:
-    v = value.strip().strip("\"'`").rstrip(",;)")
-    return not v or bool(_PLACEHOLDER.match(v)) or v.startswith(("$", "%", "{", "<", "[REDACTED"))
+    v = _clean_value(value)
+    return (not v or bool(_PLACEHOLDER.match(v)) or v.startswith(("$", "%", "{", "<", "[REDACTED"))
+            or v.lower() in _PLACEHOLDER_WORDS or bool(_PLACEHOLDER_PARTS.search(v)))
+
+
+def _code_like(value: str) -> bool:
+    """A code expression or a name, not a literal: `req.body.password`, `String(x)`, `DB_PASS`, `string)`."""
+    v = _clean_value(value)
+    return (any(c in v for c in "()[]{}<>") or (bool(re.fullmatch(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+", v)) and not re.search(r"\d", v))
+            or bool(re.fullmatch(r"[A-Z][A-Z0-9_]{2,}", v)) or bool(re.fullmatch(r"/[\w./-]+", v)))
+
+
+def _identifier_like(token: str) -> bool:
+    """CamelCase or snake_case words (`Jackson2ObjectMapperBuilderCustomizer`, `V20240315__add_column`)."""
+    chunks = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", token)
+    long_words = sum(len(c) for c in chunks if len(c) >= 4 and c.isalpha())
+    return long_words / max(1, len(token)) >= 0.7
 
 
 def _wordy(value: str) -> bool:
@@ -199,6 +228,8 @@ def _looks_random(token: str) -> bool:
     if re.fullmatch(r"[a-z0-9_\-]+", core) or re.fullmatch(r"[A-Z0-9_\-]+", core):  # identifiers, slugs
         return False
     if "_" in core and re.fullmatch(r"[A-Za-z]+(?:_[A-Za-z]+)+", core):  # snake/CONSTANT words
+        return False
+    if _identifier_like(core):
         return False
     classes = sum(bool(re.search(p, core)) for p in (r"[a-z]", r"[A-Z]", r"[0-9]"))
     return classes == 3 and shannon_entropy(core) >= 4.2
@@ -255,6 +286,8 @@ def _scan(text: str, depth: int = 0) -> list[_Hit]:
 
     for kind, pat, group in _PROVIDER_PATTERNS:
         for m in pat.finditer(text):
+            if kind != "Private key block" and _DOC_PLACEHOLDER.search(m.group(group)):
+                continue  # `sk-your-key-here`, `AKIA...EXAMPLE`-style documentation
             add(kind, m.start(group), m.end(group))
     for m in _URL_CREDENTIALS.finditer(text):
         pw = m.group(2)
@@ -271,12 +304,12 @@ def _scan(text: str, depth: int = 0) -> list[_Hit]:
         elif len(value) >= 20 and re.search(r"[0-9]", value) and re.search(r"[A-Za-z]", value):
             add("Bearer token", m.start(2), m.end(2))
     for m in _ASSIGNMENT.finditer(text):
-        name, value = m.group(2), m.group(3).rstrip(",;)")
-        if _is_placeholder(value) or value.lower() in ("true", "false", "null", "none"):
+        name, value = m.group(2), _clean_value(m.group(3))
+        if _is_placeholder(value) or _code_like(m.group(3)) or value.lower() in ("true", "false", "null", "none"):
             continue
-        vstart = m.start(3)
+        vstart = m.start(3) + max(0, m.group(3).find(value))
         if re.search(r"(?i)passw|pwd|passphrase|pass$", name):
-            if len(value) >= 6 and not value.isalpha():
+            if len(value) >= 6 and re.search(r"[0-9!@#$%^&*+=?~]", value):
                 add(f"Password ({name})", vstart, vstart + len(value))
         elif re.fullmatch(r"(?i)key", name):  # a bare `key:` is usually not a credential: only random values
             if _looks_random(value):
@@ -285,10 +318,13 @@ def _scan(text: str, depth: int = 0) -> list[_Hit]:
               and re.search(r"[A-Za-z]", value) and not _wordy(value)):
             add(f"Secret assignment ({name})", vstart, vstart + len(value))
     for m in _PASSWORD_PROSE.finditer(text):
-        value = m.group(2).rstrip(".,;)")
+        value = _clean_value(m.group(2))
+        if _code_like(m.group(2)):
+            continue
         if (len(value) >= 6 and not _is_placeholder(value) and not value.isalpha()
                 and re.search(r"[0-9!@#$%^&*_\-.]", value) and not re.fullmatch(r"[\w\-]+\.(?:md|py|yml|yaml|json|txt|toml)", value)):
-            add("Password", m.start(2), m.start(2) + len(value))
+            vstart = m.start(2) + max(0, m.group(2).find(value))
+            add("Password", vstart, vstart + len(value))
     for m in _LONG_TOKEN.finditer(text):
         token = m.group(0)
         if not _looks_random(token):
@@ -304,8 +340,9 @@ def _scan(text: str, depth: int = 0) -> list[_Hit]:
     for line in text.split("\n"):
         if _HINT.search(line):
             for kind, value in _ds_scan(line):
-                if _is_placeholder(value) or (kind == "Secret Keyword" and _wordy(value)
-                                              and not re.search(r"(?i)passw|pwd|pass\b", line)):
+                if _is_placeholder(value) or (kind in ("Secret Keyword", "Basic Auth Credentials") and (
+                        _code_like(value) or len(_clean_value(value)) < 6
+                        or not re.search(r"[0-9!@#$%^&*+=?~]", value) and len(value) < 20)):
                     continue
                 pos = line.find(value)
                 if pos >= 0:
@@ -447,59 +484,78 @@ def strip_invisible(text: str) -> tuple[str, list[str], str]:
 
 # -- prompt injection ------------------------------------------------------------------------------------------
 _W = r"[^.\n]{0,40}?"
-_INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((c, re.compile(p, re.I)) for c, p in (
+_AGENT = r"(?:ai assistant|ai agent|coding agent|ai model|ai|agent|assistant|copilot|claude|cursor|chatgpt|gpt|llm|model|bot)s?"
+# (category, pattern, where it applies). Skills are instructions to the agent by design, so addressing the agent
+# or telling it what its goal is only counts in memories (notes are data); what a poisoned skill adds — overriding
+# other instructions, exfiltration, concealment, dangerous commands, tool-call syntax, role markers — counts in both.
+_PATTERNS: tuple[tuple[str, str, frozenset[str]], ...] = (
     ("override_instructions",
      r"\b(?:ignore|disregard|forget|override|bypass|skip|drop|abandon|discard|neglect)\b" + _W +
      r"\b(?:previous|prior|above|earlier|preceding|former|original|all|any|every|other|your|system|safety|the)\b" + _W +
      r"\b(?:instructions?|prompts?|rules|directions?|directives?|guidelines|guardrails|constraints|orders|context|"
-     r"messages?|policies|programming|restrictions)\b"),
-    ("override_instructions",
-     r"\b(?:new|updated|real|actual|true|revised|secret|hidden|additional)\s+(?:system\s+)?(?:instructions?|"
+     r"messages?|policies|programming|restrictions)\b"
+     r"|\b(?:new|updated|real|actual|true|revised|secret|hidden|additional)\s+(?:system\s+)?(?:instructions?|"
      r"directives?|orders)\s*(?::|follow|are|below)|\byour (?:new|real|true|actual) (?:task|goal|instructions?|"
      r"purpose|objective) (?:is|are)\b|\bfrom now on\b[, ]+(?:you|always|never|ignore|respond|reply|answer|act|only)"
-     r"|\byou are now\b|\bpretend (?:to be|you are|that you)\b|\bdeveloper mode\b|\bjailbr(?:eak|oken)\b|"
-     r"\bdo anything now\b|\bno longer (?:bound|restricted|need to follow)\b|\bstop following\b" + _W +
-     r"\b(?:instructions?|rules|guidelines)\b|\b(?:instead|rather),? (?:you (?:must|should|will)|do the following)"),
+     r"|\bjailbr(?:eak|oken)\b|\bdo anything now\b|\bno longer (?:bound|restricted|need to follow)\b|"
+     r"\bstop following\b" + _W + r"\b(?:instructions?|rules|guidelines)\b"
+     r"|\b(?:forget|ignore|disregard|set aside|drop)\s+(?:everything|all|anything|whatever)\b[^.\n]{0,30}?\b(?:above|"
+     r"before|earlier|previous(?:ly)?|prior|you (?:were|have been|'ve been) (?:told|given|asked))|\b(?:set aside|"
+     r"put aside|throw out)\b[^.\n]{0,30}?\b(?:told|instructions?|rules|guidelines)\b|\b(?:ignore|disable|bypass|skip|"
+     r"turn off|circumvent)\s+(?:the\s+|all\s+|any\s+|every\s+)?(?:safety|security|content|moderation|permission)\s+"
+     r"(?:checks?|rules|guidelines|policies|policy|filters?|measures)\b|\b(?:respond|reply|answer|write|speak|talk)\s+"
+     r"only\s+(?:in|with|using)\b[^.\n]{0,30}?\bfrom now on\b|\byou have no (?:content )?(?:policy|policies|"
+     r"restrictions|rules|limits)\b",
+     frozenset({"memory", "skill"})),
     ("override_instructions",
-     r"\b(?:forget|ignore|disregard|set aside|drop)\s+(?:everything|all|anything|whatever)\b[^.\n]{0,30}?\b(?:above|before|"
-     r"earlier|previous(?:ly)?|prior|you (?:were|have been|'ve been) (?:told|given|asked))|\b(?:set aside|put aside|"
-     r"throw out)\b[^.\n]{0,30}?\b(?:told|instructions?|rules|guidelines)\b|\byour (?:only|sole|primary|real|true|new|"
-     r"actual) (?:goal|task|job|purpose|objective|mission)\b|\b(?:ignore|disable|bypass|skip|turn off|circumvent)\s+"
-     r"(?:the\s+|all\s+|any\s+|every\s+)?(?:safety|security|content|moderation|permission)\s+(?:checks?|rules|"
-     r"guidelines|policies|policy|filters?|measures)\b|\b(?:respond|reply|answer|write|speak|talk)\s+only\s+(?:in|with|"
-     r"using)\b[^.\n]{0,30}?\bfrom now on\b|\byou have no (?:content )?(?:policy|policies|restrictions|rules|limits)\b"),
+     r"\byou are now\b|\bpretend (?:to be|you are|that you)\b|\bdeveloper mode\b|\b(?:instead|rather),? (?:you "
+     r"(?:must|should|will)|do the following)|\byour (?:only|sole|primary|real|true|new|actual) (?:goal|task|job|"
+     r"purpose|objective|mission)\b",
+     frozenset({"memory"})),
     ("addresses_agent",
-     r"\b(?:hey|hi|dear|attention|note to|message to|psst)[,:]?\s+(?:the\s+|all\s+|any\s+)?(?:ai|agent|assistant|copilot|"
-     r"claude|cursor|chatgpt|gpt|llm|model|bot|coding agent|ai agent)s?\b|\b(?:ai|llm|coding) (?:agents?|assistants?|"
-     r"models?)\s*[:,]|\bwhen you (?:see|read|find|process|parse) this\b|\bif you(?:'re| are) (?:an? )?(?:ai|agent|"
-     r"assistant|llm|language model|bot)\b"),
+     r"\b(?:hey|hi|dear|attention|note to|message to|psst)[,:]?\s+(?:the\s+|all\s+|any\s+)?" + _AGENT + r"\b|"
+     r"\bwhen you (?:see|read|find|process|parse) this\b|\bif you(?:'re| are) (?:an? )?(?:ai|agent|assistant|llm|"
+     r"language model|bot|model)\b|\b(?:ai|llm|assistant|agent)s? (?:reading|processing|parsing|seeing) this\b|"
+     r"\b(?:attention|important|notice|urgent|note|warning)\s*[,:!]*\s+(?:to\s+)?(?:the\s+)?" + _AGENT + r"\s*[:,!]",
+     frozenset({"memory"})),
     ("authority_spoof",
      r"\b(?:i|we)\s+(?:hereby\s+)?(?:instruct|order|command|authorize|direct|require)\s+you\b|\bas (?:the|your)\s+"
      r"(?:repository\s+|repo\s+|system\s+|project\s+)?(?:administrator|admin|owner|maintainer|operator|developer|"
-     r"creator)s?\b[^.\n]{0,20}?\b(?:i|we)\b|\b(?:authorized|official|mandatory|emergency)\s+(?:override|instructions?|"
-     r"directives?|orders?|policy update)\b|\b(?:maintainers|admins|administrators|owners|security team)\s+(?:asked|"
-     r"want|require|instruct|told)s?\s+(?:that\s+)?you\b"),
+     r"creator)s?\b[^.\n]{0,20}?\b(?:i|we)\b|\b(?:authorized|official|mandatory|emergency)\s+(?:override|"
+     r"instructions?|directives?|orders?|policy update)\b|\b(?:maintainers|admins|administrators|owners|security "
+     r"team)\s+(?:asked|want|require|instruct|told)s?\s+(?:that\s+)?you\b|\b(?:message|note|instructions?|notice|"
+     r"order|update) from (?:the\s+)?(?:system|admin(?:istrator)?|developers?|anthropic|openai|security team|root|"
+     r"your (?:creator|owner|operator))\b",
+     frozenset({"memory", "skill"})),
     ("role_marker",
-     r"<\|?(?:im_start|im_end|system|assistant|user|endoftext|eot_id|start_header_id)\|?>|<\|[a-z_]{2,20}\|>|"
+     r"<\|(?:im_start|im_end|system|assistant|user|endoftext|eot_id|start_header_id|end_header_id)\|>|"
+     r"<\|?(?:im_start|im_end|endoftext|eot_id|start_header_id)\|?>|<\|[a-z_]{2,20}\|>|"
      r"[\[{]{1,2}\s*/?\s*(?:system|sys|assistant|developer)\s*[\]}]{1,2}|"
      r"(?:^|[\s.])(?:user|human)\s*:[^\n]{0,200}?\b(?:assistant|ai|system)\s*:|\[/?INST\]|<<\s*/?SYS\s*>>"
-     r"|</?\s*(?:system|assistant|instructions?|system[_-]?prompt|admin|developer)\s*>|^\s*#{0,4}\s*(?:system|"
-     r"assistant|developer)\s*(?:prompt|message)?\s*:|\bBEGIN (?:SYSTEM|ADMIN|DEVELOPER) (?:PROMPT|MESSAGE|"
-     r"INSTRUCTIONS)\b"),
+     r"|</?\s*(?:system|assistant|instructions?|system[_-]?prompt|admin|developer)\s*>|\bBEGIN (?:SYSTEM|ADMIN|"
+     r"DEVELOPER) (?:PROMPT|MESSAGE|INSTRUCTIONS)\b",
+     frozenset({"memory", "skill"})),
+    ("role_marker",  # a fake turn label at a line start (in skills this is mostly code: `system: "You are ..."`)
+     r"^\s*#{0,4}\s*(?:system|assistant|developer)(?:\s+(?:prompt|message))?\s*:",
+     frozenset({"memory"})),
     ("prompt_leak",
      r"\b(?:print|reveal|show|output|repeat|leak|dump|disclose|tell me)\b[^.\n]{0,20}?\b(?:your|the)\s+(?:hidden\s+|"
-     r"secret\s+|initial\s+|original\s+|full\s+)?(?:system\s+prompt|instructions|rules you were given)\b"),
+     r"secret\s+|initial\s+|original\s+|full\s+)?(?:system\s+prompt|instructions|rules you were given)\b",
+     frozenset({"memory", "skill"})),
     ("tool_call_bait",
-     r"</?\s*(?:tool_call|tool_use|function_calls?|invoke|antml:[a-z_]+|function|parameter)\b[^>]*>|\"tool_calls\"|"
-     r"\"(?:function_call|tool_use)\"|\{\s*\"(?:name|tool)\"\s*:\s*\"[^\"]+\"\s*,\s*\"(?:arguments|parameters|"
-     r"input|args)\"\s*:|\b(?:call|invoke|use|trigger|run)\s+(?:the\s+)?[`'\"]?[\w.\-]+[`'\"]?\s+(?:tool|function)"
-     r"\s+(?:with|using|and|to|now|immediately)\b|\bfunctions\.[a-z_]+\s*\("),
+     r"</?\s*(?:tool_call|tool_use|function_calls?|invoke|antml:[a-z_]+|parameter)\b[^>]*>|\"tool_calls\"\s*:|"
+     r"\{\s*\"(?:name|tool)\"\s*:\s*\"[^\"]+\"\s*,\s*\"(?:arguments|parameters|input|args)\"\s*:|"
+     r"\b(?:call|invoke|trigger)\s+(?:the\s+)?[`'\"]?[\w.\-]+[`'\"]?\s+tool\s+(?:with|now|immediately|and)\b|"
+     r"(?-i:\bfunctions\.[a-z_]+\()",
+     frozenset({"memory", "skill"})),
     ("dangerous_command",
      r"\b(?:curl|wget|fetch|iwr|Invoke-WebRequest)\b[^\n|]{0,200}\|\s*(?:sudo\s+)?(?:ba|z|da|k)?sh\b|"
-     r"\bbase64\s+(?:-d|--decode)\b[^\n]{0,100}\|\s*(?:ba|z)?sh\b|\brm\s+-[a-z]*r[a-z]*f?[a-z]*\s+(?:--no-preserve-root\s+)?"
-     r"(?:/|~|\$HOME|\*)(?:\s|$)|/dev/tcp/|\bnc\s+(?:-[a-z]*e|-c)\b|\bmkfifo\b[^\n]{0,60}\bnc\b|"
-     r"\bchmod\s+(?:\+x|[0-7]{3,4})\s+\S+\s*(?:&&|;)\s*\./|\bpython[0-9.]*\s+-c\s+[\"'][^\"']*(?:os\.system|subprocess"
-     r"|socket)|\beval\s*\(\s*(?:atob|base64|decode)|\bpowershell\b[^\n]{0,40}-(?:enc|encodedcommand)\b"),
+     r"\bbase64\s+(?:-d|--decode)\b[^\n]{0,100}\|\s*(?:ba|z)?sh\b|\brm\s+-[a-z]*r[a-z]*f?[a-z]*\s+"
+     r"(?:--no-preserve-root\s+)?(?:/|~|\$HOME|\*)(?:\s|$)|/dev/tcp/|\bnc\s+(?:-[a-z]*e|-c)\b|"
+     r"\bmkfifo\b[^\n]{0,60}\bnc\b|\bchmod\s+(?:\+x|[0-7]{3,4})\s+\S+\s*(?:&&|;)\s*\./|\bpython[0-9.]*\s+-c\s+"
+     r"[\"'][^\"']*(?:os\.system|subprocess|socket)|\beval\s*\(\s*(?:atob|base64|decode)|\bpowershell\b[^\n]{0,40}"
+     r"-(?:enc|encodedcommand)\b",
+     frozenset({"memory", "skill"})),
     ("exfiltration",
      r"\b(?:fetch|visit|open|request|load|ping|browse to|GET)\s+https?://\S+[^\n]{0,80}?(?:contents? of|\.env\b|"
      r"secrets?|credentials?|tokens?|api keys?|passwords?|appended)|\b(?:email|e-mail|send|forward|post|upload)\s+"
@@ -508,34 +564,37 @@ _INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((c, re.comp
      r"\b(?:send|post|upload|email|e-mail|forward|leak|exfiltrate|transmit|copy|paste|share|include|append|embed|"
      r"submit)\b[^\n]{0,60}?(?:\b(?:secrets?|credentials?|tokens?|api[ _-]?keys?|passwords?|env(?:ironment)? "
      r"(?:variables|vars)|ssh keys?|id_rsa|private keys?|cookies?|session|conversation|chat history|system "
-     r"prompt|source code|the repo(?:sitory)?|aws credentials)\b|~/\.(?:ssh|aws)|\.env\b)[^\n]{0,80}?\b(?:to|at|into|via)\b\s+"
-     r"(?:https?://|[\w.+-]+@[\w-]+\.|an? (?:external|remote|third[- ]party)|this (?:url|address|server|endpoint|"
-     r"webhook)|the (?:url|endpoint|webhook|server) (?:below|above)|my (?:server|endpoint|webhook))|"
-     r"!\[[^\]]*\]\(https?://[^)\s]*[?&][\w-]+=(?:\{|\$|%7B|<|\[)"),
+     r"prompt|source code|the repo(?:sitory)?|aws credentials)\b|~/\.(?:ssh|aws)|\.env\b)[^\n]{0,80}?\b(?:to|at|into|"
+     r"via)\b\s+(?:https?://|[\w.+-]+@[\w-]+\.|an? (?:external|remote|third[- ]party)|this (?:url|address|server|"
+     r"endpoint|webhook)|the (?:url|endpoint|webhook|server) (?:below|above)|my (?:server|endpoint|webhook))|"
+     r"!\[[^\]]*\]\(https?://[^)\s]*[?&][\w-]+=(?:\{|\$|%7B|<|\[)",
+     frozenset({"memory", "skill"})),
     ("concealment",
-     r"\b(?:do not|don't|never|without)\s+(?:tell(?:ing)?|inform(?:ing)?|mention(?:ing)?|reveal(?:ing)?|show(?:ing)?|"
-     r"alert(?:ing)?|notify(?:ing)?|ask(?:ing)?|let(?:ting)?)\s+(?:the\s+)?(?:user|human|developer|operator|owner|"
-     r"person|them|anyone)\b|\b(?:do not|don't|never)\s+(?:tell|inform|mention|reveal|show)\b[^.\n]{0,30}?\b(?:to|with)\s+"
-     r"(?:the\s+)?(?:user|human|developer|operator|owner|person)\b|(?:^|[.!?;:,]\s*|\band\s+|\bthen\s+|\bto\s+)(?:secretly|silently|quietly|covertly|stealthily)\s+[a-z]+|\b(?:silently|secretly|quietly|covertly|stealthily)\s+(?:run|execute|send|delete|"
-     r"modify|install|upload|add|change|remove|call|invoke|disable)\b|\bhide (?:this|it) from the (?:user|human)\b"),
-    ("authority_spoof",
-     r"\b(?:message|note|instructions?|notice|order|update) from (?:the\s+)?(?:system|admin(?:istrator)?|developers?|"
-     r"anthropic|openai|security team|root|your (?:creator|owner|operator))\b|\b(?:important|attention|urgent|"
-     r"notice|warning)\s*[:!]+\s*(?:to\s+)?(?:the\s+)?(?:ai|assistant|agent|llm|model|claude|copilot|gpt|chatgpt)\b|"
-     r"\b(?:attention|important|notice|urgent|note)[,:]?\s+(?:to\s+)?(?:the\s+)?(?:ai|assistant|agent|llm|model|claude|copilot|"
-     r"gpt|chatgpt)s?\s*[:,!]|\bif you are an? (?:ai|llm|language model|assistant|agent|bot|model)\b|\b(?:ai|llm|assistant|agent)s? "
-     r"(?:reading|processing|parsing|seeing) this\b|\bdear (?:ai|assistant|agent|llm|model)\b"),
-))
+     r"\b(?:do not|don't|never|without)\s+(?:tell(?:ing)?|inform(?:ing)?|mention(?:ing)?(?:\s+(?:this|it))?|"
+     r"reveal(?:ing)?|alert(?:ing)?|notify(?:ing)?)\s+(?:the\s+)?(?:user|human|developer|operator|owner|person|them|"
+     r"anyone)\b|\b(?:without|never)\s+(?:asking|letting)\s+(?:the\s+)?(?:user|human)\s+(?:know|first)\b|"
+     r"\b(?:do not|don't|never)\s+(?:tell|inform|mention|reveal|show)\b[^.\n]{0,30}?\b(?:to|with)\s+(?:the\s+)?(?:user|"
+     r"human|developer|operator|owner|person)\b|"
+     r"(?:^|[.!?;:]\s+|\band\s+|\bthen\s+)(?:secretly|silently|quietly|covertly|stealthily)\s+(?:run|execute|send|"
+     r"delete|modify|install|upload|add|change|remove|call|invoke|disable|replace|push|commit|copy|post|email|"
+     r"overwrite|edit|write|exfiltrate|approve|merge)\b|\b(?:secretly|covertly|stealthily)\b|"
+     r"\bhide (?:this|it) from the (?:user|human)\b",
+     frozenset({"memory", "skill"})),
+)
+_INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str], frozenset[str]], ...] = tuple(
+    (c, re.compile(p, re.I | re.M), where) for c, p, where in _PATTERNS)
 
 
-def injection_flags(text: str, hidden: str = "") -> list[str]:
-    """`injection:<category>` flags for text that reads like an instruction to the agent (empty when none)."""
+def injection_flags(text: str, hidden: str = "", kind: str = "memory") -> list[str]:
+    """`injection:<category>` flags for text that reads like an instruction to the agent (empty when none).
+    `kind` is `memory` (notes are data: any instruction-like pattern counts) or `skill` (instructions by design:
+    only what a poisoned skill adds counts)."""
     cats: list[str] = []
     for chunk in (text, hidden):
         if not chunk:
             continue
-        for cat, pat in _INJECTION_PATTERNS:
-            if cat not in cats and pat.search(chunk):
+        for cat, pat, where in _INJECTION_PATTERNS:
+            if kind in where and cat not in cats and pat.search(chunk):
                 cats.append(cat)
     return [f"injection:{c}" for c in cats]
 

@@ -247,9 +247,18 @@ def _build(path: Path, text: str, st: os.stat_result, fmt: str, scope: str,
         if severity == "warning":
             warnings.append(reason)
 
+    from ..safety import injection_flags, strip_invisible
+
+    text, inv_flags, hidden = strip_invisible(text)
     text, n_invisible = _strip_invisible(text)
-    if n_invisible:
-        warn(f"{n_invisible} invisible Unicode character(s) (zero-width / bidi controls) removed")
+    if inv_flags or n_invisible:
+        what = " and hidden text in Unicode tag characters" if "hidden_text" in inv_flags else ""
+        warn(f"invisible Unicode character(s) (zero-width / bidi controls{what}) removed")
+    # Skills are instructions by design; these patterns are what a poisoned one adds (core/safety.py).
+    flagged = injection_flags(text, hidden, kind="skill")
+    if flagged:
+        warn("reads like a prompt injection (" + ", ".join(f.split(":", 1)[1] for f in flagged)
+             + "): review this file before trusting it")
 
     if fmt in (FORMAT_CURSOR_LEGACY, FORMAT_WINDSURF_LEGACY):
         fm = Frontmatter(body=text)  # legacy single-file rules have no header
