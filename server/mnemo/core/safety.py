@@ -171,7 +171,8 @@ def _clean_value(value: str) -> str:
 
 def _is_placeholder(value: str) -> bool:
     v = _clean_value(value)
-    return (not v or bool(_PLACEHOLDER.match(v)) or v.startswith(("$", "%", "{", "<", "[REDACTED"))
+    return (not v or bool(_PLACEHOLDER.match(v)) or v.startswith("[REDACTED")
+            or bool(re.match(r"\$\{|\$\(|\$[A-Za-z_]\w*$|%[A-Za-z_]\w*%|\{\{|\{[A-Za-z_]\w*\}|<[^>]*>$", v))
             or v.lower() in _PLACEHOLDER_WORDS or bool(_PLACEHOLDER_PARTS.search(v)))
 
 
