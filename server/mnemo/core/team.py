@@ -14,6 +14,7 @@ Records are upserted under an id derived from the local memory id, so a retry af
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -607,7 +608,11 @@ def team_candidates(engine: Engine, ctx: Context, qvec, k: int, warnings: list[s
     notice = team.breaker.take_notice()
     if notice:
         warnings.append(notice)
-    return [Candidate(h.id, cosine=h.cosine, memory=h.memory, scope="team") for h in hits]
+    # Another person's note is untrusted here (SPEC §7): recall shows it as such; only your own stays as you left it.
+    return [Candidate(h.id, cosine=h.cosine, scope="team",
+                      memory=h.memory if h.memory.author == ctx.user else dataclasses.replace(h.memory,
+                                                                                              trust="untrusted"))
+            for h in hits]
 
 
 def hydrate_team(engine: Engine, ctx: Context, item_id: str, mode: str) -> dict[str, Any]:
