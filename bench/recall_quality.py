@@ -2,7 +2,8 @@
 
 Protocol (LoCoMo's own, see ../shared/data/README.md): for each question (categories 1-4) retrieve within its
 own conversation only; recall@k = fraction of the question's evidence dia_ids covered by the top-k observations.
-All three systems use the same store, the same FTS5 index and the same MiniLM vectors; only ranking differs.
+All three systems use the same store, the same keyword (BM25) index and the same MiniLM vectors; only ranking
+differs.
 
     python bench/recall_quality.py --data ../shared/data/locomo --json
 """
@@ -41,8 +42,6 @@ def main() -> int:
     from mnemo.core.engine import Engine
     from mnemo.core.index import exact_scores
     from mnemo.core.models import Context
-    from mnemo.core.store import fts_query
-    from mnemo.core.text import tokenize
 
     observations = [json.loads(line) for line in obs_path.open()]
     queries = [json.loads(line) for line in (args.data / "locomo_queries.jsonl").open()]
@@ -73,8 +72,7 @@ def main() -> int:
                       default_branch="main")
         part = f"p-{ctx.project_id}"
         qvec = embedder.embed([q["question"]])[0]
-        fq = fts_query(tokenize(q["question"], stem=False))
-        bm25 = [i for i, _ in engine.store.fts_search([part], fq, 10)] if fq else []
+        bm25 = [i for i, _ in engine.keywords.search([part], q["question"], 10)]
         dense = [i for i, _ in sorted(exact_scores(engine.store, [part], qvec), key=lambda kv: -kv[1])[:10]]
         res = engine.recall(ctx, q["question"], limit=10, include_docs=False, scope="project", qvec=qvec)
         mnemo = [c["item_id"] for c in res["cards"]]

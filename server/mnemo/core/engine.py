@@ -21,6 +21,7 @@ from typing import Any
 from mnemo.core import markdown as md
 from mnemo.core.errors import InvalidInput, NotFound, StoreLocked
 from mnemo.core.index import DenseIndex
+from mnemo.core.keyword import KeywordIndex
 from mnemo.core.models import (
     BRANCH_INDEPENDENT_TYPES,
     MEMORY_TYPES,
@@ -106,6 +107,7 @@ class Engine:
         if embedder is not None:
             self._embedder_ready.set()
         self.index: DenseIndex | None = None
+        self.keywords = KeywordIndex(self.store)
         self._access_lock = threading.Lock()
         self._pending_access: dict[str, float] = {}
         self._wake = threading.Event()
@@ -157,6 +159,7 @@ class Engine:
             self._reembed_foreign_vectors()
             self.index = DenseIndex(self.home / "chroma", self.store, self.model_id)
             self.index.ensure_ready()
+            self.keywords.build_all()
         except Exception as exc:  # noqa: BLE001
             log.exception("dense index could not be prepared; recall uses exact scans")
             if self.index is not None:

@@ -37,12 +37,12 @@ class DenseIndex:
         self.model_id = model_id
         self._client = None
         self._collections: dict[str, object] = {}
+        self._missing: set[str] = set()
         self._lock = threading.RLock()
         self.ready = False
         self.indexed_seq = 0
         self.last_error: str | None = None
         self.rebuilds = 0
-        self._counts: dict[str, int] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def _read_state(self) -> dict:
@@ -60,7 +60,7 @@ class DenseIndex:
         """Release chroma's process-wide cached system for this path (it would keep stale file handles)."""
         client, self._client = self._client, None
         self._collections = {}
-        self._counts = {}
+        self._missing = set()
         if client is not None:
             try:
                 client.close()
@@ -99,10 +99,14 @@ class DenseIndex:
                     name, embedding_function=None,
                     configuration={"hnsw": {"space": "cosine", "ef_search": HNSW_EF_SEARCH}})
             else:
+                if part in self._missing:  # looked up before: a partition with nothing indexed yet
+                    return None
                 try:
                     col = self._client.get_collection(name, embedding_function=None)
                 except Exception:  # noqa: BLE001 - missing collection
+                    self._missing.add(part)
                     return None
+            self._missing.discard(part)
             self._collections[part] = col
         return col
 
@@ -190,7 +194,7 @@ class DenseIndex:
                             parts_rows[r["item_id"]] = r["part"]
                 upserts: dict[str, tuple[list, list]] = {}
                 deletes: dict[str, list] = {}
-                for item_id, (op, part) in latest.items():
+                for item_id, (_op, part) in latest.items():
                     if item_id in vecs:
                         cur_part = parts_rows.get(item_id, part)
                         if part and part != cur_part:  # moved partition (e.g. promoted): drop the old copy
@@ -206,9 +210,6 @@ class DenseIndex:
                         col.delete(ids=ids)
                 for part, (ids, embs) in upserts.items():
                     self._collection(part).upsert(ids=ids, embeddings=embs)
-                for part in set(upserts) | set(deletes):
-                    col = self._collection(part, create=False)
-                    self._counts[part] = col.count() if col is not None else 0
                 self.indexed_seq = int(changes[-1]["seq"])
                 self._write_state()
                 applied += len(changes)
@@ -220,20 +221,12 @@ class DenseIndex:
         col = self._collection(part, create=False)
         if col is None:
             return []
-        count = self._counts.get(part)
-        if count is None:  # counting costs ~5-10 ms: cache it; catch_up keeps it fresh
-            count = self._counts[part] = col.count()
-        if count == 0:
-            return []
-        try:
-            res = col.query(query_embeddings=[list(map(float, vec))], n_results=min(n, count),
-                            include=["distances"])
-        except Exception:  # noqa: BLE001 - maybe the cached count was stale: recount once
-            self._counts[part] = col.count()
-            if not self._counts[part]:
+        try:  # n_results larger than the collection is fine (fewer results); counting would cost ~10 ms at 100k
+            res = col.query(query_embeddings=[list(map(float, vec))], n_results=n, include=["distances"])
+        except Exception:  # noqa: BLE001 - an empty collection
+            if col.count() == 0:
                 return []
-            res = col.query(query_embeddings=[list(map(float, vec))], n_results=min(n, self._counts[part]),
-                            include=["distances"])
+            raise
         ids = res["ids"][0]
         dists = res["distances"][0]
         return [(i, 1.0 - float(d)) for i, d in zip(ids, dists, strict=False)]

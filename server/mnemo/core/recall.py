@@ -197,8 +197,11 @@ def recall(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", l
         warnings.append("dense index warming up: exact scan used")
 
     # Keyword side: BM25 from FTS5 over the same partitions.
-    q = fts_query(tokenize(query, stem=False))
-    bm25 = dict(store.fts_search(parts, q, pool)) if q else {}
+    hits = engine.keywords.search(parts, query, pool)
+    if hits is None:  # the in-memory index of a large partition is still being built: FTS5 meanwhile
+        q = fts_query(tokenize(query, stem=False))
+        hits = store.fts_search(parts, q, pool) if q else []
+    bm25 = dict(hits)
 
     cands: dict[str, Candidate] = {}
     for item_id, cos in sorted(dense.items(), key=lambda kv: -kv[1])[: pool * 2]:

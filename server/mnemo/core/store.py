@@ -347,6 +347,7 @@ class Store:
                 m = Memory.from_row(row)
                 conn.execute("DELETE FROM fts WHERE item_id=?", (mem_id,))
                 conn.execute("INSERT INTO fts(text, item_id, part) VALUES(?,?,?)", (self._fts_text(m), m.id, row["part"]))
+                reindex = True  # the keyword index replays the change log too
         if reindex:
             row = conn.execute("SELECT part FROM memories WHERE id=?", (mem_id,)).fetchone()
             if row is not None:

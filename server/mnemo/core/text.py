@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
+import threading
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -32,14 +34,18 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(normalize_text(text).encode("utf-8")).hexdigest()[:32]
 
 
+_stemmers = threading.local()
+
+
+@functools.lru_cache(maxsize=200_000)
 def _stem(tok: str) -> str:
-    # A deliberately light suffix stripper (plural/verb forms); enough to match "retries" with "retry".
-    for suf, rep in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
-        if tok.endswith(suf) and len(tok) - len(suf) >= 3:
-            if suf == "s" and tok.endswith("ss"):
-                return tok
-            return tok[: len(tok) - len(suf)] + rep
-    return tok
+    """Snowball (Porter 2) English stemming via PyStemmer; its stemmer objects are per thread (not thread-safe)."""
+    st = getattr(_stemmers, "st", None)
+    if st is None:
+        import Stemmer
+
+        st = _stemmers.st = Stemmer.Stemmer("english")
+    return st.stemWord(tok)
 
 
 def tokenize(text: str, *, stem: bool = True, keep_stopwords: bool = False) -> list[str]:

@@ -1,0 +1,57 @@
+"""The in-memory BM25 index: same scores as the reference BM25, kept current through the store's change log."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from mnemo.core.keyword import PartitionIndex
+from mnemo.core.text import BM25, tokenize
+
+
+def test_partition_scores_match_reference_bm25():
+    rng = random.Random(3)
+    vocab = [f"w{i}" for i in range(60)]
+    docs = [" ".join(rng.choice(vocab) for _ in range(rng.randint(3, 30))) for _ in range(300)]
+    idx = PartitionIndex()
+    for i, d in enumerate(docs):
+        idx.add(f"d{i:03d}", tokenize(d))
+    ref = BM25([tokenize(d) for d in docs])
+    for _ in range(20):
+        q = tokenize(" ".join(rng.choice(vocab) for _ in range(3)))
+        got = idx.search(q, 10)
+        want = ref.top(q, 10)
+        ref_scores = ref.scores(q)
+        assert len(got) == len(want)
+        for (doc, a), (_, b) in zip(got, want, strict=True):
+            assert a == pytest.approx(b, rel=1e-4)  # same score at every rank (float32 vs float64 ties may swap)
+            assert a == pytest.approx(ref_scores[int(doc[1:])], rel=1e-4)
+
+
+def test_removed_documents_leave_results_and_statistics():
+    idx = PartitionIndex()
+    idx.add("a", tokenize("redis cache eviction"))
+    idx.add("b", tokenize("redis queue"))
+    idx.add("a", tokenize("postgres replica"))  # re-adding replaces
+    assert [i for i, _ in idx.search(tokenize("redis"), 5)] == ["b"]
+    idx.remove("b")
+    assert idx.search(tokenize("redis"), 5) == []
+    assert idx.n_alive == 1 and idx.dead_fraction() == pytest.approx(2 / 3)
+
+
+def test_store_changes_reach_the_keyword_index(engine, ctx):
+    a = engine.remember(ctx, "the payments webhook verifies signatures")["memory"]
+    part = f"p-{ctx.project_id}"
+    assert [i for i, _ in engine.keywords.search([part], "webhook signatures", 5)] == [a["id"]]
+    b = engine.remember(ctx, "webhook retries use exponential backoff")["memory"]
+    assert {i for i, _ in engine.keywords.search([part], "webhook", 5)} == {a["id"], b["id"]}
+    engine.promote(ctx, a["id"])  # moves to the global partition
+    assert [i for i, _ in engine.keywords.search(["g"], "signatures", 5)] == [a["id"]]
+    assert [i for i, _ in engine.keywords.search([part], "signatures", 5)] == []
+    engine.forget(ctx, b["id"])
+    assert engine.keywords.search([part], "backoff", 5) == []
+    other = replace(ctx, project_id="elsewhere")
+    engine.remember(other, "webhook elsewhere")
+    assert engine.keywords.search([part], "webhook", 5) == []  # partitions never mix
