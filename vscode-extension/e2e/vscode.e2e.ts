@@ -281,6 +281,26 @@ async function clearNotifications(page: Page): Promise<void> {
   await runCommand(page, "Notifications: Clear All Notifications").catch(() => undefined);
 }
 
+/**
+ * Types a path into VS Code's own file dialog (a browser has no native one) and accepts it. The dialog fills in
+ * its folder and listing asynchronously and may reset the value meanwhile: wait for the listing, type, check the
+ * value stuck, then accept.
+ */
+async function chooseInFileDialog(page: Page, widget: Locator, file: string): Promise<void> {
+  await widget.locator(".monaco-list-row", { hasText: ".." }).first().waitFor({ state: "visible" });
+  const input = widget.locator("input");
+  for (let attempt = 0; attempt < 5; attempt++) {
+    await input.fill(file);
+    await page.waitForTimeout(400);
+    if ((await input.inputValue()) === file) {
+      await page.keyboard.press("Enter");
+      return;
+    }
+    log(`file dialog reset the path (attempt ${attempt + 1})`);
+  }
+  throw new Error(`the file dialog would not keep ${file}`);
+}
+
 /** Drags the sash right of the side bar so tree labels are readable in the screenshots. */
 async function widenSideBar(page: Page, width: number): Promise<void> {
   const sidebar = page.locator(".part.sidebar");
@@ -462,6 +482,7 @@ describe("Mnemo in a real VS Code (code-server)", { timeout: 300_000 }, () => {
     await row(memories, "main").first().waitFor({ state: "visible" });
     const review = pane(page, "Review");
     await row(review, /^\s*Conflicts/).first().waitFor({ state: "visible" });
+    await row(pane(page, "Skills"), "All skills").waitFor({ state: "visible" });
     await screenshot(page, "views");
     assert.match(extensionLog(scratch), /Registered Mnemo's MCP server with VS Code/);
   });
@@ -574,17 +595,7 @@ describe("Mnemo in a real VS Code (code-server)", { timeout: 300_000 }, () => {
     await page.keyboard.press("Escape");
     await runCommand(page, "Mnemo: Import Snapshot");
     const widget = await quickInputTitled(page, "Mnemo: Import Snapshot");
-    const input = widget.locator("input");
-    // The dialog fills in its folder asynchronously: wait for that before typing over it.
-    for (let i = 0; i < 50 && !(await input.inputValue()).endsWith("/"); i++) {
-      await page.waitForTimeout(100);
-    }
-    await input.fill(scratch.snapshot);
-    // VS Code's own file dialog (the browser has no native one) filters as you type; accept once it shows the file.
-    await widget.locator(".monaco-list-row", { hasText: path.basename(scratch.snapshot) }).first()
-      .waitFor({ state: "visible" });
-    await page.waitForTimeout(300);
-    await page.keyboard.press("Enter");
+    await chooseInFileDialog(page, widget, scratch.snapshot);
     const picker = await quickInputTitled(page, /Import teammate\.mnemo/);
     const diff = page.locator(".monaco-diff-editor");
     await diff.locator(".view-lines", { hasText: "exponential backoff" }).first().waitFor({ state: "visible" });
@@ -642,14 +653,8 @@ describe("Mnemo in a real VS Code (code-server)", { timeout: 300_000 }, () => {
     await clearNotifications(page);
     await runCommand(page, "Mnemo: Export Snapshot");
     const widget = await quickInputTitled(page, "Mnemo: Export Snapshot");
-    const input = widget.locator("input");
-    for (let i = 0; i < 50 && !(await input.inputValue()).endsWith(".mnemo"); i++) {
-      await page.waitForTimeout(100);
-    }
     const target = path.join(scratch.root, "exported.mnemo");
-    await input.fill(target);
-    await page.waitForTimeout(300);
-    await page.keyboard.press("Enter");
+    await chooseInFileDialog(page, widget, target);
     await notification(page, /Exported \d+ memories to/);
     assert.ok(fs.existsSync(target), `no snapshot at ${target}`);
     await screenshot(page, "exported");
