@@ -28,6 +28,14 @@ const PYTHON = process.env.MNEMO_E2E_PYTHON ?? path.join(REPO, ".venv", "bin", "
 const ARTIFACTS = process.env.MNEMO_E2E_ARTIFACTS ?? path.join(REPO, "test-artifacts", "vscode");
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const KEEP = process.env.MNEMO_E2E_KEEP === "1";
+/** Where scripts/e2e.sh's exit trap finds what to stop if this process dies before its `after` hooks run. */
+const PIDFILE = process.env.MNEMO_E2E_PIDFILE;
+
+function record(kind: "group" | "home", value: string | number): void {
+  if (PIDFILE) {
+    fs.appendFileSync(PIDFILE, `${kind} ${value}\n`);
+  }
+}
 
 const STEP_TIMEOUT = 60_000;
 
@@ -65,6 +73,7 @@ function makeScratch(): Scratch {
     snapshot: path.join(root, "checkout-service", "teammate.mnemo"),
     barePython: path.join(root, "bare-venv"),
   };
+  record("home", dirs.mnemoHome);
   for (const dir of [dirs.home, dirs.mnemoHome, dirs.userData, dirs.extensions, path.join(root, "tmp"),
                      path.join(root, "xdg", "config"), path.join(root, "xdg", "cache"), path.join(root, "xdg", "data")]) {
     fs.mkdirSync(dir, { recursive: true });
@@ -371,11 +380,14 @@ async function launch(s: Scratch, opts: { trusted: boolean; logName: string }): 
     "--disable-update-check", ...(opts.trusted ? ["--disable-workspace-trust"] : []),
     "--disable-getting-started-override", s.workspace,
   ], { env, detached: true, stdio: ["ignore", out, out] });
+  if (server.pid) {
+    record("group", server.pid);
+  }
   try {
     await waitForHealth(port, 60_000);
     log(`code-server up on ${port}`);
     const browser = await chromium.launch({
-      executablePath: CHROMIUM, headless: true,
+      executablePath: CHROMIUM, headless: true, env: baseEnv(s),
       args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
              "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"],
     });
