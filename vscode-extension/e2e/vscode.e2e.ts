@@ -659,9 +659,12 @@ describe("Mnemo in a real VS Code (code-server)", { timeout: 300_000 }, () => {
     await clearNotifications(page);
   });
 
-  step("Run Decay and Export Snapshot report what they did", async (page) => {
+  step("Run Decay, Compact Memory and Export Snapshot report what they did", async (page) => {
     await runCommand(page, "Mnemo: Run Decay");
-    await notification(page, /Decay done/);
+    await notification(page, /Decay done: scanned \d+/);
+    await clearNotifications(page);
+    await runCommand(page, "Mnemo: Compact Memory");
+    await notification(page, /Compaction done: merged \d+/);
     await clearNotifications(page);
     await runCommand(page, "Mnemo: Export Snapshot");
     const widget = await quickInputTitled(page, "Mnemo: Export Snapshot");

@@ -14,7 +14,9 @@ import type { SkillsProvider } from "../views/skills";
 import { Commands, Requests, ServerCommands } from "./constants";
 import type { MnemoDocuments } from "./documents";
 import type { BranchDiff, SnapshotDiff } from "./format";
-import { branchDiffMarkdown, describeWrite, snapshotDiffSides, summarizeSnapshotDiff } from "./format";
+import {
+  branchDiffMarkdown, describeReport, describeWrite, snapshotDiffSides, summarizeSnapshotDiff,
+} from "./format";
 import { logger } from "./logger";
 import type {
   InjectionPreview, ListMemoriesResult, Memory, MergedBranchesResult, MergeStrategy, ReviewItem, WriteResult,
@@ -115,6 +117,7 @@ export class CommandHandlers {
       r(Commands.importSnapshot, (arg, strategy) => this.importSnapshot(arg, strategy)),
       r(Commands.mergeBranch, (arg) => this.mergeBranch(arg)),
       r(Commands.runDecay, () => this.runDecay()),
+      r(Commands.compact, () => this.compact()),
       r(Commands.restart, () => this.server.restart()),
       r(Commands.showLogs, () => {
         logger.show();
@@ -490,16 +493,20 @@ export class CommandHandlers {
   }
 
   async runDecay(): Promise<unknown> {
+    return this.lifecycle("decay", "running decay", ServerCommands.runDecay, "Decay done");
+  }
+
+  async compact(): Promise<unknown> {
+    return this.lifecycle("compact", "compacting memory", ServerCommands.compact, "Compaction done");
+  }
+
+  private async lifecycle(reason: string, doing: string, command: string, done: string): Promise<unknown> {
     const result = await vscode.window.withProgress(
-      { location: vscode.ProgressLocation.Notification, title: "Mnemo: running decay…" },
-      () => this.server.command<Record<string, unknown>>(ServerCommands.runDecay, {}));
-    await this.afterWrite("decay", []);
-    const counts = Object.entries(result)
-      .filter(([, v]) => typeof v === "number")
-      .map(([k, v]) => `${k.replace(/_/g, " ")} ${String(v)}`)
-      .slice(0, 6)
-      .join(" · ");
-    void vscode.window.showInformationMessage(`Decay done${counts ? `: ${counts}` : ""}.`);
+      { location: vscode.ProgressLocation.Notification, title: `Mnemo: ${doing}…` },
+      () => this.server.command<Record<string, unknown>>(command, {}));
+    await this.afterWrite(reason, []);
+    const counts = describeReport(result);
+    void vscode.window.showInformationMessage(`${done}${counts ? `: ${counts}` : ""}.`);
     return result;
   }
 

@@ -22,6 +22,7 @@ export const Commands = {
   importSnapshot: "mnemo.importSnapshot",
   mergeBranch: "mnemo.mergeBranch",
   runDecay: "mnemo.runDecay",
+  compact: "mnemo.compact",
   restart: "mnemo.restart",
   showLogs: "mnemo.showLogs",
   refresh: "mnemo.refresh",

@@ -164,3 +164,24 @@ export function branchDiffMarkdown(diff: BranchDiff): string {
   }
   return lines.join("\n");
 }
+
+/**
+ * One line from a lifecycle report (decay, compaction): numbers as they are, lists by their length, nested
+ * objects left out. `{"scanned": 9, "decayed": 2, "moved_to_cold": [..1..]}` -> "scanned 9 · decayed 2 · moved to
+ * cold 1".
+ */
+export function describeReport(report: Record<string, unknown>, max = 6): string {
+  const parts: string[] = [];
+  // Counts only: not the clock, the half-life or thresholds the report also echoes.
+  const notACount = /^(now|.*_at|.*hours?|.*threshold.*|.*seconds?|.*_ms)$/;
+  for (const [key, value] of Object.entries(report)) {
+    if (notACount.test(key)) {
+      continue;
+    }
+    const count = typeof value === "number" ? value : Array.isArray(value) ? value.length : undefined;
+    if (count !== undefined && Number.isInteger(count)) {
+      parts.push(`${key.replace(/_/g, " ")} ${count}`);
+    }
+  }
+  return parts.slice(0, max).join(" · ");
+}

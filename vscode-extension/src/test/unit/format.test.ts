@@ -2,7 +2,7 @@ import { describe, test } from "node:test";
 import * as assert from "node:assert/strict";
 
 import {
-  branchDiffMarkdown, describeStatus, describeWrite, snapshotDiffSides, summarizeSnapshotDiff,
+  branchDiffMarkdown, describeReport, describeStatus, describeWrite, snapshotDiffSides, summarizeSnapshotDiff,
 } from "../../common/format";
 
 describe("describeStatus", () => {
@@ -68,5 +68,17 @@ describe("snapshot import preview", () => {
     assert.match(md, /`feature\/x` into `main`/);
     assert.match(md, /- retry on 5xx \(m1\)/);
     assert.match(md, /~~never retry~~/);
+  });
+});
+
+describe("describeReport", () => {
+  test("numbers as they are, lists by length, objects left out", () => {
+    assert.equal(describeReport({ scanned: 9, decayed: 2, moved_to_cold: [{}], tiers: { hot: 1 } }),
+                 "scanned 9 · decayed 2 · moved to cold 1");
+    assert.equal(describeReport({ merged: [], summarized: [1, 2], tier_moves: [] }),
+                 "merged 0 · summarized 2 · tier moves 0");
+    assert.equal(describeReport({}), "");
+    assert.equal(describeReport({ now: 1796038288.18, half_life_hours: 168, tombstone_threshold: 0.05, scanned: 4 }),
+                 "scanned 4");
   });
 });
