@@ -87,7 +87,8 @@ def make_workspace(base: Path, name: str = "ws") -> Path:
 def server_env(home: Path, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update({"MNEMO_HOME": str(home), "MNEMO_EMBEDDER": "hash", "MNEMO_USER_SKILLS": str(home / "user-skills"),
-                "MNEMO_IDLE_TIMEOUT": "120", "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"})
+                "MNEMO_IDLE_TIMEOUT": "120", "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False",
+                "MNEMO_STARTER_SKILLS": "0"})  # the fixture's own skills only: counts in lenses stay exact
     env.pop("MNEMO_PROJECT_ROOT", None)
     env.pop("MNEMO_PROJECT_ID", None)
     env.update(extra)
