@@ -28,8 +28,6 @@ def _s(default: Any, description: str, **extra: Any) -> Any:
 
 @dataclass(frozen=True)
 class ServerSettings:
-    python_path: str = _s("", "Python interpreter that runs `python -m mnemo lsp` (empty: the Python "
-                              "extension's interpreter, then `python3` on PATH). Read by the extension only.")
     extra_args: list = _s([], "Extra arguments appended to `python -m mnemo lsp`. Read by the extension only.")
 
 
@@ -92,6 +90,8 @@ class DocsSettings:
 
 @dataclass(frozen=True)
 class Settings:
+    python_path: str = _s("", "Python interpreter that runs `python -m mnemo lsp` (empty: the Python "
+                              "extension's interpreter, then `python3` on PATH). Read by the extension only.")
     home: str = _s("", "The Mnemo store directory (empty: $MNEMO_HOME, else ~/.mnemo). Machine-wide: every "
                        "window and agent should use the same one.", scope="machine")
     write_policy: str = _s("auto", "Agent-written memories: `auto` lands them directly (power users); `confirm` "

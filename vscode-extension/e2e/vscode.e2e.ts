@@ -156,7 +156,7 @@ function prepareWorkspace(s: Scratch): void {
 
 function writeWorkspaceSettings(s: Scratch, pythonPath: string): void {
   fs.writeFileSync(path.join(s.workspace, ".vscode", "settings.json"), JSON.stringify({
-    "mnemo.server.pythonPath": pythonPath,
+    "mnemo.pythonPath": pythonPath,
     "mnemo.docs.indexOnStartup": false,
   }, null, 2));
 }
@@ -708,7 +708,7 @@ describe("Mnemo in an untrusted workspace (restricted mode)", { timeout: 180_000
     fs.writeFileSync(evil, `#!/bin/sh\ntouch '${marker}'\nexec '${PYTHON}' "$@"\n`, { mode: 0o755 });
     fs.mkdirSync(path.join(scratch.workspace, ".vscode"), { recursive: true });
     fs.writeFileSync(path.join(scratch.workspace, ".vscode", "settings.json"),
-                     JSON.stringify({ "mnemo.server.pythonPath": evil }, null, 2));
+                     JSON.stringify({ "mnemo.pythonPath": evil }, null, 2));
     fs.mkdirSync(path.join(scratch.userData, "User"), { recursive: true });
     fs.writeFileSync(path.join(scratch.userData, "User", "settings.json"), JSON.stringify({
       "workbench.startupEditor": "none",

@@ -15,7 +15,7 @@ export interface Interpreter {
 }
 
 export interface InterpreterEnvironment {
-  /** `mnemo.server.pythonPath`, already read for the right scope ("" when unset). */
+  /** `mnemo.pythonPath`, already read for the right scope ("" when unset). */
   readonly settingPath: string;
   /** The Python extension's active interpreter for the workspace, or undefined when it is absent or has none. */
   activeEnvironment(): Promise<string | undefined>;
@@ -25,13 +25,13 @@ export interface InterpreterEnvironment {
 }
 
 /** The setting that names the interpreter (package.json; mirrored in mnemo.settings as server.python_path). */
-export const PYTHON_PATH_SETTING = "mnemo.server.pythonPath";
+export const PYTHON_PATH_SETTING = "mnemo.pythonPath";
 
 /** The interpreter used when neither the setting nor the Python extension names one. */
 export const DEFAULT_PYTHON = "python3";
 
 /**
- * Resolves the interpreter in the documented order: the `mnemo.server.pythonPath` setting, then the Python extension's
+ * Resolves the interpreter in the documented order: the `mnemo.pythonPath` setting, then the Python extension's
  * active environment, then `python3` on PATH. Never throws: an unavailable Python extension is skipped.
  */
 export async function resolveInterpreter(env: InterpreterEnvironment): Promise<Interpreter> {

@@ -14,7 +14,7 @@ export interface ConfigSource {
 export type TraceLevel = "off" | "messages" | "verbose";
 
 export interface ExtensionSettings {
-  /** `mnemo.server.pythonPath`: "" means "ask the Python extension, then python3". */
+  /** `mnemo.pythonPath`: "" means "ask the Python extension, then python3". */
   readonly pythonPath: string;
   /** `mnemo.server.extraArgs`: appended to `python -m mnemo lsp`. */
   readonly extraArgs: readonly string[];
@@ -26,7 +26,7 @@ export interface ExtensionSettings {
 
 /** Keys below `mnemo.` the extension reads; a change to any of them restarts the server. */
 export const SettingKeys = {
-  pythonPath: "server.pythonPath",
+  pythonPath: "pythonPath",
   extraArgs: "server.extraArgs",
   home: "home",
   trace: "trace.server",

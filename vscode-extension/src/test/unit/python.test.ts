@@ -69,7 +69,7 @@ describe("interpretProbe", () => {
     assert.equal(got.ok, false);
     assert.ok(!got.ok && got.problem === "python-missing");
     assert.match(!got.ok ? got.message : "", /could not start Python: "\/venv\/bin\/python"/);
-    assert.match(!got.ok ? got.message : "", /mnemo\.server\.pythonPath/);
+    assert.match(!got.ok ? got.message : "", /mnemo\.pythonPath/);
   });
 
   test("Mnemo missing gives the exact install command for that interpreter", () => {

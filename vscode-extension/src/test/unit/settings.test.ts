@@ -44,7 +44,7 @@ describe("readSettings", () => {
 
   test("values are read and trimmed", () => {
     const { settings } = readSettings(source({
-      "server.pythonPath": " /venv/bin/python ", "server.extraArgs": ["--log-file", "x"], home: "~/m",
+      "pythonPath": " /venv/bin/python ", "server.extraArgs": ["--log-file", "x"], home: "~/m",
       "trace.server": "verbose",
     }));
     assert.deepEqual(settings, { pythonPath: "/venv/bin/python", extraArgs: ["--log-file", "x"], home: "~/m",
@@ -54,11 +54,11 @@ describe("readSettings", () => {
 
   test("wrong types keep the default and are reported", () => {
     const { settings, problems } = readSettings(source({
-      "server.pythonPath": 3, "server.extraArgs": "--x", "trace.server": "loud",
+      "pythonPath": 3, "server.extraArgs": "--x", "trace.server": "loud",
     }));
     assert.deepEqual(settings, DEFAULTS);
     assert.equal(problems.length, 3);
-    assert.match(problems.join("\n"), /mnemo\.server\.pythonPath should be text/);
+    assert.match(problems.join("\n"), /mnemo\.pythonPath should be text/);
     assert.match(problems.join("\n"), /mnemo\.server\.extraArgs should be a list of strings/);
     assert.match(problems.join("\n"), /mnemo\.trace\.server should be one of off, messages, verbose/);
   });
@@ -66,7 +66,7 @@ describe("readSettings", () => {
 
 describe("restart and environment", () => {
   test("only settings that pick the process restart it", () => {
-    assert.ok(needsRestart((s) => s === "mnemo.server.pythonPath"));
+    assert.ok(needsRestart((s) => s === "mnemo.pythonPath"));
     assert.ok(needsRestart((s) => s === "mnemo.home"));
     assert.ok(!needsRestart((s) => s === "mnemo.hover.maxMemories"));
     for (const key of RESTART_KEYS) {
