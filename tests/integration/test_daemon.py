@@ -189,3 +189,21 @@ def test_socket_is_user_only_status_stop_and_idle_exit(home, git_repo):
     r = run_cli("daemon", "stop", "--json", home=home, cwd=git_repo)
     assert json.loads(r.stdout)["stopped"]
     assert not json.loads(run_cli("daemon", "status", "--json", home=home, cwd=git_repo).stdout)["running"]
+
+
+def test_store_held_in_process_gives_a_clear_error(home, hash_embedder, monkeypatch):
+    from mnemo.core.engine import Engine
+    from mnemo.core.errors import DaemonError
+    from mnemo.daemon import client
+
+    monkeypatch.setattr(client, "START_TIMEOUT", 2.0)
+    holder = Engine(home, embedder=hash_embedder)  # like `mnemo --no-daemon` in another terminal
+    try:
+        started = time.time()
+        with pytest.raises(DaemonError) as exc:
+            DaemonService(home).connect()
+        assert "does not answer" in exc.value.message and "--no-daemon" in exc.value.hint
+        assert time.time() - started < 10
+        assert not socket_path(home).exists()  # no owner was started behind the holder's back
+    finally:
+        holder.close()

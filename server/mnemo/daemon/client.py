@@ -40,6 +40,25 @@ def spawn_owner(home: Path) -> subprocess.Popen:
             close_fds=True, env=env, cwd=str(home))
 
 
+def _owner_lock_free(home: Path) -> bool:
+    """True when no process holds the store's owner lock (probed with a non-blocking flock, released at once)."""
+    import fcntl
+
+    try:
+        fd = os.open(Path(home) / "owner.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return True  # let the owner report why it cannot start
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+    finally:
+        os.close(fd)
+
+
 class DaemonService:
     """A thin client: one connection, calls serialized by a lock (open several clients for parallelism)."""
 
@@ -88,21 +107,21 @@ class DaemonService:
                                   hint="start one with `mnemo daemon start`")
             deadline = time.monotonic() + START_TIMEOUT
             proc: subprocess.Popen | None = None
-            last_rc = None
             while time.monotonic() < deadline:
-                if proc is None or proc.poll() is not None:
-                    if proc is not None:
-                        last_rc = proc.returncode
-                        if last_rc not in (0, 3):
-                            raise DaemonError(f"the Mnemo owner process exited with code {last_rc}",
-                                              hint=f"see {log_path(self.home)}; `mnemo doctor` checks the store")
-                        time.sleep(0.2)  # another owner holds the lock (maybe still dying): poll, then retry
-                        if self._connect_once():
-                            return
+                if proc is not None and proc.poll() not in (None, 0, 3):
+                    raise DaemonError(f"the Mnemo owner process exited with code {proc.returncode}",
+                                      hint=f"see {log_path(self.home)}; `mnemo doctor` checks the store")
+                # Start an owner only when none holds the lock: an owner that is starting (or dying) holds it,
+                # and then we wait for its socket instead of spawning processes that would exit at once.
+                if (proc is None or proc.poll() is not None) and _owner_lock_free(self.home):
                     proc = spawn_owner(self.home)
                 if self._connect_once():
                     return
                 time.sleep(0.05)
+            if not _owner_lock_free(self.home):
+                raise DaemonError(f"a process holds the store at {self.home} but does not answer on its socket",
+                                  hint="another program may have it open in-process (`--no-daemon`): close it; "
+                                       f"see {log_path(self.home)}")
             raise DaemonError(f"the Mnemo owner did not answer within {START_TIMEOUT:.0f} s",
                               hint=f"see {log_path(self.home)}; raise MNEMO_START_TIMEOUT on a slow machine")
 
