@@ -59,7 +59,7 @@ class _Handler(socketserver.StreamRequestHandler):
                 req = json.loads(line)
                 if not isinstance(req, dict):
                     raise ValueError("a request must be a JSON object")
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # RecursionError: a JSON nesting bomb
                 self._send({"id": None, "error": InvalidInput(f"malformed request: {exc}").to_dict()})
                 continue
             rid, method, params = req.get("id"), req.get("method"), req.get("params") or {}

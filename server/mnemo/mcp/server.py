@@ -532,7 +532,7 @@ def protocol_error(line: str) -> dict[str, Any] | None:
 
     try:
         obj = json.loads(line)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: a nesting bomb ([[[[...) must not kill us
         return {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": f"Parse error: {exc}"}}
     try:
         mcp_types.jsonrpc_message_adapter.validate_python(obj, by_name=False)
@@ -551,12 +551,22 @@ class _GuardedStdin:
     def __init__(self, raw, out: _WireWriter):
         self.raw = raw
         self.out = out
+        self.max_line = int(os.environ.get("MNEMO_MCP_MAX_MESSAGE_BYTES", str(32 * 1024 * 1024)))
 
     def readline(self) -> str:
         while True:
-            data = self.raw.readline()
+            data = self.raw.readline(self.max_line + 1)
             if not data:
                 return ""
+            if len(data) > self.max_line and not data.endswith(b"\n"):  # never hold an unbounded line in memory
+                while True:
+                    more = self.raw.readline(1 << 20)
+                    if not more or more.endswith(b"\n"):
+                        break
+                self.out.reply({"jsonrpc": "2.0", "id": None, "error": {
+                    "code": -32600, "message": f"Invalid Request: a message larger than {self.max_line:,} bytes "
+                                               "(raise MNEMO_MCP_MAX_MESSAGE_BYTES to allow it)"}})
+                continue
             line = data.decode("utf-8", errors="replace")
             if not line.strip():
                 continue
