@@ -86,6 +86,8 @@ def register(sub: argparse._SubParsersAction, common) -> None:
     p.set_defaults(func=cmd_daemon, needs_service=False)
 
     p = sub.add_parser("doctor", help="check the model, the store, the index and the lock; say what to fix")
+    p.add_argument("--repair", action="store_true",
+                   help="stop the owner and restore the newest good backup if the store is damaged")
     common(p)
     p.set_defaults(func=cmd_doctor, needs_service=False)
 

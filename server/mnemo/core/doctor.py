@@ -20,7 +20,8 @@ def run_checks(engine, ctx: Context) -> dict[str, Any]:
         result = engine.store.integrity_check()
         checks.append(_check("store", "ok" if result == "ok" else "fail",
                              f"SQLite integrity_check: {result} ({engine.home / 'mnemo.db'})",
-                             None if result == "ok" else "restore a backup: `mnemo doctor` lists them"))
+                             None if result == "ok" else "run `mnemo doctor --repair` to restore the newest good "
+                                                         "backup"))
     except Exception as exc:  # noqa: BLE001
         checks.append(_check("store", "fail", f"cannot read the store: {exc}", "restore a backup"))
     synced = engine.wait_indexed(timeout=60)
@@ -39,12 +40,76 @@ def run_checks(engine, ctx: Context) -> dict[str, Any]:
             checks.append(_check("index", "ok", f"{sum(want.values())} vectors in {len(want)} partitions, in sync"
                                  + ("" if synced else " (still catching up)")
                                  + f"; {idx.rebuilds} rebuild(s) since start"))
+    checks.append(backup_check(engine.home))
     model_ids = [r[0] for r in engine.store.conn().execute("SELECT DISTINCT model_id FROM vectors")]
     foreign = [m for m in model_ids if m != engine.model_id]
     checks.append(_check("vectors", "ok" if not foreign else "warn",
                          f"stored with {model_ids or ['(none yet)']}; current model {engine.model_id}",
                          "they are re-embedded automatically on the next owner start" if foreign else None))
     return {"checks": checks}
+
+
+def backup_check(home: Path) -> dict[str, Any]:
+    import time
+
+    from mnemo.core import backup
+
+    backups = backup.list_backups(home)
+    every = backup.interval()
+    if every <= 0:
+        return _check("backups", "warn", "rolling backups are off (MNEMO_BACKUP_INTERVAL=0)",
+                      "unset MNEMO_BACKUP_INTERVAL to keep a daily backup of the last 7 days")
+    if not backups:
+        return _check("backups", "warn", f"no backup yet in {backup.backup_dir(home)}",
+                      "the owner takes one within a minute of starting, then daily")
+    age_h = (time.time() - backups[0]["time"]) / 3600
+    status = "ok" if age_h <= 2 * every / 3600 else "warn"
+    return _check("backups", status, f"{len(backups)} kept (newest {backups[0]['iso']}, {age_h:.1f} h ago, "
+                                     f"{backups[0]['bytes']:,} bytes) in {backup.backup_dir(home)}",
+                  None if status == "ok" else "is the owner running? it takes a backup once a day")
+
+
+def repair_store(home: Path) -> dict[str, Any]:
+    """Stop the owner, hold its lock, check the store, restore the newest good backup when it is damaged."""
+    import time
+
+    from mnemo.core import backup
+    from mnemo.core.engine import OwnerLock
+    from mnemo.core.errors import StoreLocked
+    from mnemo.daemon.client import DaemonService
+    from mnemo.daemon.paths import socket_path
+    from mnemo.daemon.server import probe
+
+    try:
+        DaemonService(home, autostart=False).shutdown()
+    except Exception:  # noqa: BLE001 - not running, or dying anyway
+        pass
+    lock = OwnerLock(home)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            lock.acquire()
+            break
+        except StoreLocked:
+            if time.monotonic() > deadline:
+                return {"check": _check("repair", "fail", "the owner did not stop within 30 s",
+                                        "stop it with `mnemo daemon stop` and run `mnemo doctor --repair` again")}
+            time.sleep(0.2)
+    try:
+        while probe(socket_path(home)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        state = backup.check_db(home / "mnemo.db")
+        if state in ("ok", "missing"):
+            return {"check": _check("repair", "ok", f"the store is healthy ({state}); nothing restored")}
+        res = backup.restore_newest_good(home)
+        if not res["restored"]:
+            return {"check": _check("repair", "fail", f"the store is damaged ({state}) and {res['message']}",
+                                    res["hint"]), "restore": res}
+        return {"check": _check("repair", "ok", f"the store was damaged ({state}); {res['message']}; the damaged "
+                                f"files are in {res['damaged_moved_to']}; the index is rebuilt from the restored "
+                                "store"), "restore": res}
+    finally:
+        lock.release()
 
 
 def doctor_report(args) -> dict[str, Any]:
@@ -64,9 +129,22 @@ def doctor_report(args) -> dict[str, Any]:
     elif not os.access(home, os.W_OK):
         checks.append(_check("store", "fail", f"{home} is not writable",
                              "fix its permissions or set MNEMO_HOME to a writable directory"))
+    repaired: dict[str, Any] | None = None
+    if getattr(args, "repair", False) and home.exists():
+        repaired = repair_store(home)
+        checks.append(repaired["check"])
     status = owner_status(home)
     checks.append(_check("owner", "ok", f"running, pid {status.get('pid')}, version {status.get('version')}"
                          if status["running"] else "not running (starts on first use)"))
+    if not status["running"] and (home / "mnemo.db").exists():
+        from mnemo.core.backup import check_db
+
+        state = check_db(home / "mnemo.db")  # before an owner tries (and fails) to open a damaged store
+        if state != "ok":
+            checks.append(_check("store", "fail", f"SQLite integrity_check: {state} ({home / 'mnemo.db'})",
+                                 "run `mnemo doctor --repair` to restore the newest good backup"))
+            checks.append(backup_check(home))
+            return {"ok": False, "home": str(home), "checks": checks, "repair": repaired}
     ctx = detect_context(getattr(args, "project_root", None)).to_dict()
     try:
         svc = DaemonService(home, client_name="doctor")
@@ -78,4 +156,5 @@ def doctor_report(args) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - report, do not crash the doctor
         hint = getattr(exc, "hint", None)
         checks.append(_check("owner", "fail", f"could not reach or start the owner: {exc}", hint))
-    return {"ok": all(c["status"] != "fail" for c in checks), "home": str(home), "checks": checks}
+    return {"ok": all(c["status"] != "fail" for c in checks), "home": str(home), "checks": checks,
+            "repair": repaired}

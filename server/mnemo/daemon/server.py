@@ -214,6 +214,9 @@ def run_owner(home: Path, idle_timeout: float | None = None, embedder=None) -> i
         signal.signal(signal.SIGTERM, _term)
         signal.signal(signal.SIGINT, _term)
     threading.Thread(target=server.idle_watch, name="mnemo-idle", daemon=True).start()
+    from mnemo.core.backup import backup_loop  # rolling daily backups of mnemo.db (SPEC §7 Recovery)
+
+    threading.Thread(target=backup_loop, args=(home, server._stopping), name="mnemo-backup", daemon=True).start()
     try:
         server.serve_forever(poll_interval=0.2)
     finally:
