@@ -134,7 +134,11 @@ def world(tmp_path_factory):
 
 
 def kill_points(n: int, full: bool) -> list[tuple[str, str]]:
-    ks = list(range(1, n + 1)) if full else sorted({1, n // 3, (2 * n) // 3, n})
+    if full:  # every statement of the short operations; ~120 points spread over the long ones
+        ks = list(range(1, n + 1)) if n <= 120 else sorted({*range(1, 11), *range(n - 9, n + 1),
+                                                             *(1 + i * (n - 1) // 100 for i in range(101))})
+    else:
+        ks = sorted({1, n // 3, (2 * n) // 3, n})
     pts = [("stmt", str(k)) for k in ks if k >= 1] + [("after", "0")]
     rnd = random.Random(11)
     pts += [("timer", f"{rnd.uniform(0.0, 0.6):.3f}") for _ in range(20 if full else 2)]

@@ -1,0 +1,84 @@
+"""Reliability figures: run the fault suite (tests/fault) and print every figure it reports as a Markdown table.
+
+    python bench/reliability.py            # the fast subset (what CI runs), ~3 minutes on 2 shared cores
+    python bench/reliability.py --full     # the full runs (MNEMO_FULL=1): 5,000 remembers with 55 kills, ...
+    python bench/reliability.py -k soak    # only some tests (pytest -k)
+    python bench/reliability.py --out figures.md --json figures.json
+
+Each test reports its figures with `figure(...)` (tests/fault/_helpers.py); they are collected through the file
+named by MNEMO_FIGURES. The table lists test, figure, value, details, and the command to reproduce one test.
+Exit status: pytest's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def machine() -> str:
+    cores = os.cpu_count()
+    mem = ""
+    try:
+        kb = int(next(line for line in open("/proc/meminfo") if line.startswith("MemTotal")).split()[1])
+        mem = f", {kb / 1024 / 1024:.0f} GiB"
+    except (OSError, StopIteration, ValueError):
+        pass
+    return f"{platform.system()} {platform.release()}, {cores} cores{mem}, Python {platform.python_version()}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--full", action="store_true", help="the long runs too (MNEMO_FULL=1)")
+    ap.add_argument("-k", dest="keyword", help="only tests matching this pytest -k expression")
+    ap.add_argument("--out", type=Path, help="also write the Markdown table here")
+    ap.add_argument("--json", type=Path, help="also write the raw figures (JSON lines) here")
+    args = ap.parse_args()
+
+    with tempfile.NamedTemporaryFile("w+", suffix=".jsonl", delete=False) as tmp:
+        figures_path = Path(tmp.name)
+    env = dict(os.environ, MNEMO_FIGURES=str(figures_path), HF_HUB_OFFLINE="1", ANONYMIZED_TELEMETRY="False")
+    if args.full:
+        env["MNEMO_FULL"] = "1"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/fault", "--durations=0"]
+    if args.keyword:
+        cmd += ["-k", args.keyword]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    took = time.monotonic() - t0
+    rows = [json.loads(line) for line in figures_path.read_text().splitlines() if line.strip()]
+    figures_path.unlink(missing_ok=True)
+
+    prefix = "MNEMO_FULL=1 " if args.full else ""
+    lines = [f"Machine: {machine()}. Run: `{prefix}python bench/reliability.py"
+             + (f" -k {args.keyword}" if args.keyword else "") + f"` ({took:.0f} s, pytest exit {proc.returncode}).",
+             "", "| test | figure | value | details |", "|---|---|---|---|"]
+    for r in rows:
+        extra = {k: v for k, v in r.items() if k not in ("test", "name", "value", "unit", "full")}
+        details = ", ".join(f"{k}={v}" for k, v in extra.items())
+        value = f"{r['value']}{(' ' + r['unit']) if r.get('unit') else ''}"
+        lines.append(f"| {r['test']} | {r['name']} | {value} | {details.replace('|', '/')} |")
+    table = "\n".join(lines)
+    print(table)
+    tail = [ln for ln in proc.stdout.splitlines() if "passed" in ln or "failed" in ln or "error" in ln.lower()]
+    print("\n" + (tail[-1] if tail else proc.stdout[-2000:]))
+    if proc.returncode != 0:
+        print(proc.stdout[-6000:], file=sys.stderr)
+    if args.out:
+        args.out.write_text(table + "\n")
+    if args.json:
+        args.json.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return proc.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
