@@ -584,7 +584,8 @@ class Engine:
                 skipped += 1
                 continue
             if len(data) > md.MAX_DOC_BYTES:
-                problems.append({"path": rel, "reason": f"larger than {md.MAX_DOC_BYTES:,} bytes; skipped"})
+                problems.append({"path": rel, "reason": f"larger than {md.MAX_DOC_BYTES:,} bytes; skipped (raise "
+                                                        "MNEMO_MAX_DOC_BYTES to index it)"})
                 skipped += 1
                 continue
             fh = md.file_hash(data)
