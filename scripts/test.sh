@@ -22,6 +22,9 @@ export MNEMO_HOME="$(mktemp -d)/mnemo-home"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 ANONYMIZED_TELEMETRY=False
 
 status=0
+echo "==> lint (ruff)"
+.venv/bin/ruff check server tests bench || status=$?
+
 echo "==> python tests"
 .venv/bin/python -m pytest -q -p no:cacheprovider tests || status=$?
 

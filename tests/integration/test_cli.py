@@ -6,8 +6,8 @@ import json
 import time
 
 import pytest
-from conftest import run_cli
 
+from conftest import run_cli
 from mnemo.daemon.client import DaemonService
 
 ENV = {"MNEMO_EMBEDDER": "hash"}

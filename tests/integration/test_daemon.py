@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
 
+from conftest import run_cli
 from mnemo.core.identity import detect_context
 from mnemo.daemon.client import DaemonService
 from mnemo.daemon.paths import info_path, socket_path

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -199,8 +200,8 @@ def test_damaged_chroma_directory_is_rebuilt_without_reembedding(home, ctx, hash
     else:  # state says fully indexed, but the collections were emptied behind its back
         shutil.rmtree(chroma)
         chroma.mkdir()
-        (chroma / "mnemo-index.json").write_text('{"format": 1, "seq": 999999, "model_id": "%s"}'
-                                                 % hash_embedder.model_id)
+        (chroma / "mnemo-index.json").write_text(
+            json.dumps({"format": 1, "seq": 999999, "model_id": hash_embedder.model_id}))
 
     class CountingEmbedder:
         model_id, dim = hash_embedder.model_id, hash_embedder.dim

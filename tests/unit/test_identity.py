@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from conftest import git
-
 from mnemo.core.identity import detect_context, normalize_origin, project_identity
 
 

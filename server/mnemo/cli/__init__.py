@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         skills_cmd = None
     if skills_cmd is not None:
         skills_cmd.register(sub, _common)
-    for name, mod in _optional_command_modules():
+    for _name, mod in _optional_command_modules():
         mod.register(sub, _common)
     return parser
 

@@ -240,8 +240,8 @@ def cmd_daemon(args, _service) -> int:
         if stopped:
             import time
 
-            from mnemo.daemon.server import probe
             from mnemo.daemon.paths import socket_path
+            from mnemo.daemon.server import probe
 
             for _ in range(200):
                 if not probe(socket_path(home)):
