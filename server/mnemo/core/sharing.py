@@ -297,7 +297,8 @@ def _check_record(rec: Any, n: int) -> dict[str, Any]:
     need("scope", rec.get("scope") in STORED_SCOPES and rec.get("scope") != "team", "must be project or global")
     for key in ("project_id", "project_name"):
         need(key, isinstance(rec.get(key), str) and 0 < len(rec[key]) <= 256, "must be a short string")
-    need("branch", rec.get("branch") is None or (isinstance(rec["branch"], str) and 0 < len(rec["branch"]) <= 256),
+    need("branch", "branch" in rec and (rec["branch"] is None or (isinstance(rec["branch"], str)
+                                                                  and 0 < len(rec["branch"]) <= 256)),
          "must be a branch name or null")
     need("importance", _is_num(rec.get("importance")) and 0.0 <= rec["importance"] <= 1.0, "must be in 0..1")
     need("confirmations", isinstance(rec.get("confirmations"), int) and not isinstance(rec["confirmations"], bool)
