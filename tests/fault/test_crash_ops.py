@@ -178,6 +178,7 @@ def test_killed_operation_is_all_or_nothing(world, op):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("op", OPS)
 def test_killed_operation_at_every_statement_is_all_or_nothing(world, op):
     out = sweep(world, op, full=True)

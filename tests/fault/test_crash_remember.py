@@ -171,5 +171,6 @@ def test_sigkill_owner_during_remembers(home, monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_sigkill_owner_at_55_points_during_5000_remembers(home, monkeypatch):
     _crash_sweep(home, monkeypatch, 5000, 55, "full")

@@ -21,6 +21,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from _helpers import FULL, figure, stop_owner
 from _rpc import RawServer
 
@@ -118,6 +119,7 @@ def cli_worker(env: dict, repo: Path, soak: Soak, stop: threading.Event) -> None
         soak.ack("cli", json.loads(r.stdout)["memory"]["id"], text)
 
 
+@pytest.mark.timeout(DURATION + 600)
 def test_three_language_servers_an_mcp_server_and_a_cli_loop(tmp_path, git_repo):
     home = tmp_path / "store"
     env = dict(os.environ, MNEMO_HOME=str(home), MNEMO_EMBEDDER="hash", HOME=str(tmp_path),
