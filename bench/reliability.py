@@ -71,8 +71,12 @@ def main() -> int:
     print(table)
     tail = [ln for ln in proc.stdout.splitlines() if "passed" in ln or "failed" in ln or "error" in ln.lower()]
     print("\n" + (tail[-1] if tail else proc.stdout[-2000:]))
-    if proc.returncode != 0:
-        print(proc.stdout[-6000:], file=sys.stderr)
+    if proc.returncode != 0:  # the failures section (not the durations list that follows it)
+        out = proc.stdout
+        start = out.find("= FAILURES =")
+        end = out.find("slowest durations", start) if start >= 0 else -1
+        print(out[max(0, start - 80):end if end > 0 else None][-20000:] if start >= 0 else out[-6000:],
+              file=sys.stderr)
     if args.out:
         args.out.write_text(table + "\n")
     if args.json:
