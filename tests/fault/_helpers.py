@@ -48,11 +48,11 @@ def stop_owner(home: Path) -> None:
         DaemonService(home, autostart=False).shutdown()
     except Exception:  # noqa: BLE001 - already gone
         pass
-    from mnemo.daemon.client import _owner_lock_free
+    from mnemo.daemon.client import owner_lock_free
 
     # The owner removes its socket first, then closes the store and releases the lock: wait for the lock.
     for _ in range(600):
-        if not socket_path(home).exists() and _owner_lock_free(home):
+        if not socket_path(home).exists() and owner_lock_free(home):
             return
         time.sleep(0.05)
     pid = owner_pid(home)

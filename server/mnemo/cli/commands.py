@@ -240,12 +240,12 @@ def cmd_daemon(args, _service) -> int:
         if stopped:
             import time
 
-            from mnemo.daemon.client import _owner_lock_free
+            from mnemo.daemon.client import owner_lock_free
             from mnemo.daemon.paths import socket_path
             from mnemo.daemon.server import probe
 
             for _ in range(400):  # stopped means: socket gone and the store's lock released
-                if not probe(socket_path(home)) and _owner_lock_free(home):
+                if not probe(socket_path(home)) and owner_lock_free(home):
                     break
                 time.sleep(0.05)
     else:

@@ -40,7 +40,7 @@ def spawn_owner(home: Path) -> subprocess.Popen:
             close_fds=True, env=env, cwd=str(home))
 
 
-def _owner_lock_free(home: Path) -> bool:
+def owner_lock_free(home: Path) -> bool:
     """True when no process holds the store's owner lock (probed with a non-blocking flock, released at once)."""
     import fcntl
 
@@ -113,12 +113,12 @@ class DaemonService:
                                       hint=f"see {log_path(self.home)}; `mnemo doctor` checks the store")
                 # Start an owner only when none holds the lock: an owner that is starting (or dying) holds it,
                 # and then we wait for its socket instead of spawning processes that would exit at once.
-                if (proc is None or proc.poll() is not None) and _owner_lock_free(self.home):
+                if (proc is None or proc.poll() is not None) and owner_lock_free(self.home):
                     proc = spawn_owner(self.home)
                 if self._connect_once():
                     return
                 time.sleep(0.05)
-            if not _owner_lock_free(self.home):
+            if not owner_lock_free(self.home):
                 raise DaemonError(f"a process holds the store at {self.home} but does not answer on its socket",
                                   hint="another program may have it open in-process (`--no-daemon`): close it; "
                                        f"see {log_path(self.home)}")
