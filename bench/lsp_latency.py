@@ -49,21 +49,6 @@ def synth_notes(n: int, seed: int = 7) -> list[str]:
             for i in range(n)]
 
 
-def vectors(texts: list[str], embedder):
-    import numpy as np
-
-    cache = Path(os.environ.get("MNEMO_BENCH_CACHE", Path.home() / ".cache" / "mnemo" / "bench"))
-    cache.mkdir(parents=True, exist_ok=True)
-    path = cache / f"lsp-notes-{len(texts)}-{embedder.model_id.replace('/', '_')}.npy"
-    if path.exists():
-        arr = np.load(path)
-        if arr.shape[0] == len(texts):
-            return arr
-    arr = embedder.embed(texts)
-    np.save(path, arr)
-    return arr
-
-
 def fill_store(home: Path, n: int, ctx) -> dict:
     """Bulk insert (straight into SQLite, before any owner runs); anchors 40 notes to engine.py's functions."""
     from mnemo.core.embeddings import get_embedder
@@ -74,7 +59,9 @@ def fill_store(home: Path, n: int, ctx) -> dict:
 
     embedder = get_embedder()
     texts = synth_notes(n)
-    vecs = vectors(texts, embedder)
+    from recall_latency import cached_vectors  # bench/ is on sys.path when run as a script
+
+    vecs = cached_vectors(texts, embedder, "lsp-notes")
     source = TARGET.read_text()
     syms = [s for s in cc.symbols(cc.parse_document(source, "python")) if s.kind in ("function", "method")]
     rel = TARGET.relative_to(REPO).as_posix()
