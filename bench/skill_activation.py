@@ -8,6 +8,8 @@ Protocol
   (so top-3 always has 3 candidates when 3 skills score above 0).
 - Baselines in the same run, over the same skills and texts: BM25 alone (same tokens), dense alone (the same
   multi-view MiniLM vectors the engine uses, cosine), and plain dense (one embedding of name + description).
+- The skill embedder is the one the product uses for skills: the int8 export of MiniLM (``--embedder``); the
+  float model is timed in the same run, call by call (``--compare``), so the two latencies compare.
 - Latency: 1,000 skills loaded (all 938 real rule files of ../shared/data/skills + the first 62 MetaTool tools);
   each timed call is a full ``SkillEngine.activate(file, message)`` (query embedding, glob matching of every
   rule against a real file path, keywords, BM25, fusion, filters), with a different real path and query per call.
@@ -94,49 +96,58 @@ def evaluate(engine: SkillEngine, rows, sample, tool_to_id) -> dict:
     return {k: {"top1": round(v[0] / n, 4), "top3": round(v[1] / n, 4)} for k, v in hits.items()}
 
 
-def latency(data: Path, tools: dict[str, str], rows, sample, tmp: Path, embedder, n_calls: int,
+def latency(data: Path, tools: dict[str, str], rows, sample, tmp: Path, embedders: dict, n_calls: int,
             vector_cache: str | None = None) -> dict:
+    """Latency per embedder, interleaved call by call (the same path and query for each embedder in turn, so a
+    burst of load on this shared machine hits them alike). Returns {name: figures}."""
     extra = [(str(data / "skills" / c), f) for c, f in CORPORA.items()]
     n_corpus = sum(1 for c, f in CORPORA.items() for _ in (data / "skills" / c).rglob("*") if _.is_file()
                    and _.name != "LICENSE")
     few = dict(list(tools.items())[: max(0, 1000 - n_corpus)])
     write_tools(few, tmp / "metatool_few")
-    reg = SkillRegistry(None, use_user_dir=False, extra_dirs=[*extra, (str(tmp / "metatool_few"), "mnemo")])
-    rep = reg.load()
-    eng = SkillEngine(reg, embedder, auto_refresh=False, vector_cache=vector_cache)
-    eng.warm()
     cases = [json.loads(line) for line in open(data / "glob" / "glob_cases.jsonl")]
     paths = [c["path"] for c in cases]
-    for j in range(5):  # warm-up
-        eng.activate(paths[j], rows[sample[j]][0])
-    times, no_embed, embed_only, cpu = [], [], [], []
-    idx = eng._ensure_index()
+    runs = {}
+    for name, embedder in embedders.items():
+        reg = SkillRegistry(None, use_user_dir=False, extra_dirs=[*extra, (str(tmp / "metatool_few"), "mnemo")])
+        rep = reg.load()
+        eng = SkillEngine(reg, embedder, auto_refresh=False, vector_cache=vector_cache)
+        eng.warm()
+        for j in range(5):  # warm-up
+            eng.activate(paths[j], rows[sample[j]][0])
+        runs[name] = {"eng": eng, "emb": embedder, "idx": eng._ensure_index(), "skills": len(rep.skills),
+                      "times": [], "no_embed": [], "embed_only": [], "cpu": []}
     for j in range(n_calls):
         q = rows[sample[(j + 5) % len(sample)]][0]
         p = paths[j % len(paths)]
-        idx.glob_cache.clear()  # every call matches every glob (no per-path cache) ...
-        idx.query_cache.clear()  # ... and embeds its query
-        t, c = time.perf_counter(), time.thread_time()
-        eng.activate(p, q)
-        times.append((time.perf_counter() - t) * 1000)
-        cpu.append((time.thread_time() - c) * 1000)  # CPU time of this thread: what the call costs without waiting
-        idx.glob_cache.clear()  # the same call again with the query vector cached: everything but the model
-        t = time.perf_counter()
-        eng.activate(p, q)
-        no_embed.append((time.perf_counter() - t) * 1000)
-        t = time.perf_counter()
-        embedder.embed([q])
-        embed_only.append((time.perf_counter() - t) * 1000)
-    arr = np.array(times)
+        for r in runs.values():
+            eng, idx = r["eng"], r["idx"]
+            idx.glob_cache.clear()  # every call matches every glob (no per-path cache) ...
+            idx.query_cache.clear()  # ... and embeds its query
+            t, c = time.perf_counter(), time.thread_time()
+            eng.activate(p, q)
+            r["times"].append((time.perf_counter() - t) * 1000)
+            r["cpu"].append((time.thread_time() - c) * 1000)  # CPU time of this thread: the cost without waiting
+            idx.glob_cache.clear()  # the same call again with the query vector cached: everything but the model
+            t = time.perf_counter()
+            eng.activate(p, q)
+            r["no_embed"].append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            r["emb"].embed([q])
+            r["embed_only"].append((time.perf_counter() - t) * 1000)
 
     def pct(a, q):
         return round(float(np.percentile(np.array(a), q)), 2)
 
-    return {"skills_loaded": len(rep.skills), "calls": n_calls, "p50_ms": pct(times, 50), "p95_ms": pct(times, 95),
-            "max_ms": round(float(arr.max()), 2), "p95_ms_without_embedding": pct(no_embed, 95),
-            "p50_ms_without_embedding": pct(no_embed, 50), "p95_ms_embedding_only": pct(embed_only, 95),
-            "p50_ms_embedding_only": pct(embed_only, 50), "cpu_p50_ms": pct(cpu, 50), "cpu_p95_ms": pct(cpu, 95),
-            "load_avg_1m": round(os.getloadavg()[0], 2)}
+    load = round(os.getloadavg()[0], 2)
+    return {name: {"skills_loaded": r["skills"], "calls": n_calls, "p50_ms": pct(r["times"], 50),
+                   "p95_ms": pct(r["times"], 95), "max_ms": round(float(max(r["times"])), 2),
+                   "p95_ms_without_embedding": pct(r["no_embed"], 95),
+                   "p50_ms_without_embedding": pct(r["no_embed"], 50),
+                   "p95_ms_embedding_only": pct(r["embed_only"], 95),
+                   "p50_ms_embedding_only": pct(r["embed_only"], 50), "cpu_p50_ms": pct(r["cpu"], 50),
+                   "cpu_p95_ms": pct(r["cpu"], 95), "load_avg_1m": load, "model_id": r["emb"].model_id}
+            for name, r in runs.items()}
 
 
 def main(argv=None) -> int:
@@ -150,11 +161,18 @@ def main(argv=None) -> int:
     ap.add_argument("--no-latency", action="store_true")
     ap.add_argument("--no-accuracy", action="store_true")
     ap.add_argument("--vector-cache", default=None, help="SQLite file caching skill vectors between runs")
+    ap.add_argument("--embedder", default="onnx-int8",
+                    help="the skill embedder measured (default onnx-int8, what skill activation uses)")
+    ap.add_argument("--compare", default="onnx",
+                    help="a second embedder timed in the same run, call by call ('' for none; default onnx)")
     args = ap.parse_args(argv)
     data = Path(args.data)
     from mnemo.core.embeddings import get_embedder
 
-    emb = get_embedder()
+    emb = get_embedder(args.embedder)
+    embedders = {args.embedder: emb}
+    if args.compare and args.compare != args.embedder:
+        embedders[args.compare] = get_embedder(args.compare)
     tools, rows = load_metatool(data)
     test, tune = splits(len(rows), args.n)
     sample = tune if args.tune else test
@@ -170,7 +188,11 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         acc = evaluate(engine, rows, sample[:0] if args.no_accuracy else sample, by_name)
         acc_s = time.perf_counter() - t0
-        lat = None if args.no_latency else latency(data, tools, rows, test, tmp, emb, args.calls, args.vector_cache)
+        lats = None if args.no_latency else latency(data, tools, rows, test, tmp, embedders, args.calls,
+                                                     args.vector_cache)
+    lat = lats[args.embedder] if lats else None
+    if args.no_accuracy:
+        acc = {k: {"top1": None, "top3": None} for k in acc}
     out = {
         "metatool_top1": acc["mnemo"]["top1"], "metatool_top3": acc["mnemo"]["top3"],
         "bm25_top1": acc["bm25"]["top1"], "bm25_top3": acc["bm25"]["top3"],
@@ -183,20 +205,22 @@ def main(argv=None) -> int:
         "cpu_p95_ms_1000_skills": lat["cpu_p95_ms"] if lat else None,
         "load_avg_1m": lat["load_avg_1m"] if lat else None,
         "queries": len(sample), "split": "tune" if args.tune else "test", "tools": len(tools),
-        "embedder": getattr(emb, "model_id", "?"), "backend": type(emb).__name__,
+        "embedder": getattr(emb, "model_id", "?"), "backend": getattr(emb, "backend", type(emb).__name__),
+        "latency_by_embedder": lats,
         "machine": f"{platform.machine()} {os.cpu_count()} cpu, Python {platform.python_version()}",
     }
     if not args.json:
         print(f"MetaTool ({len(sample)} queries, {len(tools)} tools as skills, {out['split']} split, {acc_s:.1f} s)")
         for k, v in acc.items():
-            print(f"  {k:6s} top-1 {v['top1']:.3f}  top-3 {v['top3']:.3f}")
-        if lat:
-            print(f"Latency: {lat['skills_loaded']} skills, {lat['calls']} calls: p50 {lat['p50_ms']} ms, "
-                  f"p95 {lat['p95_ms']} ms, max {lat['max_ms']} ms; without the query embedding p50 "
-                  f"{lat['p50_ms_without_embedding']} / p95 {lat['p95_ms_without_embedding']} ms; the embedding "
-                  f"alone p50 {lat['p50_ms_embedding_only']} / p95 {lat['p95_ms_embedding_only']} ms "
-                  f"(load average {lat['load_avg_1m']}); CPU time per call p50 {lat['cpu_p50_ms']} / "
-                  f"p95 {lat['cpu_p95_ms']} ms")
+            if v["top1"] is not None:
+                print(f"  {k:6s} top-1 {v['top1']:.3f}  top-3 {v['top3']:.3f}")
+        for name, la in (lats or {}).items():
+            print(f"Latency [{name}]: {la['skills_loaded']} skills, {la['calls']} calls: p50 {la['p50_ms']} ms, "
+                  f"p95 {la['p95_ms']} ms, max {la['max_ms']} ms; without the query embedding p50 "
+                  f"{la['p50_ms_without_embedding']} / p95 {la['p95_ms_without_embedding']} ms; the embedding "
+                  f"alone p50 {la['p50_ms_embedding_only']} / p95 {la['p95_ms_embedding_only']} ms "
+                  f"(load average {la['load_avg_1m']}); CPU time per call p50 {la['cpu_p50_ms']} / "
+                  f"p95 {la['cpu_p95_ms']} ms")
     print(json.dumps(out))
     return 0
 

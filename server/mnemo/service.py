@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mnemo import PROTOCOL_VERSION, __version__
-from mnemo.core.errors import InvalidInput
+from mnemo.core.errors import InvalidInput, MnemoError
 from mnemo.core.models import Context
 
 log = logging.getLogger("mnemo.service")
@@ -46,6 +46,27 @@ class Service(Protocol):
     def list_memories(self, ctx: dict, **kw: Any) -> dict[str, Any]: ...
     def stats(self, ctx: dict) -> dict[str, Any]: ...
     def index_docs(self, ctx: dict, root: str | None = None, progress: Progress | None = None) -> dict[str, Any]: ...
+    def _skill_embedder(self):
+        """The embedder of skill activation. Skills are embedded on this machine only (vectors cached in the
+        store's home, never shared), so they can use a faster model than memories: by default the int8 export of
+        the same MiniLM (~3x faster query embedding, same MetaTool accuracy; docs/benchmarks.md), when memories
+        use the float ONNX model. MNEMO_SKILL_EMBEDDER=same uses the memory embedder; a kind name forces one."""
+        from mnemo.core.embeddings import MODEL_ID, get_embedder
+
+        base = self.engine.embedder
+        choice = os.environ.get("MNEMO_SKILL_EMBEDDER", "").strip().lower() or "auto"
+        if choice == "same":
+            return base
+        if choice != "auto":
+            return get_embedder(choice)
+        if getattr(base, "backend", None) != "onnx" or getattr(base, "model_id", None) != MODEL_ID:
+            return base                      # torch, hash (tests) or a caller's own embedder: keep it
+        try:
+            return get_embedder("onnx-int8")
+        except MnemoError as e:
+            log.warning("int8 skill embedder unavailable (%s); skills use the memory embedder", e)
+            return base
+
     def skills_list(self, ctx: dict) -> dict[str, Any]: ...
     def skills_check(self, ctx: dict) -> dict[str, Any]: ...
     def activate_skills(self, ctx: dict, file: str | None = None, message: str | None = None,
@@ -137,10 +158,31 @@ class LocalService:
                 # cached in the store so a restart embeds only what changed.
                 registry = SkillRegistry(Path(c.root) if c.root else None,
                                          include_builtin=os.environ.get("MNEMO_STARTER_SKILLS", "1") != "0")
-                eng = SkillEngine(registry, self.engine.embedder,
+                eng = SkillEngine(registry, self._skill_embedder(),
                                   vector_cache=self.engine.home / "skill_vectors.sqlite")
                 self._skill_engines[key] = eng
             return eng
+
+    def _skill_embedder(self):
+        """The embedder of skill activation. Skills are embedded on this machine only (vectors cached in the
+        store's home, never shared), so they can use a faster model than memories: by default the int8 export of
+        the same MiniLM (~3x faster query embedding, same MetaTool accuracy; docs/benchmarks.md), when memories
+        use the float ONNX model. MNEMO_SKILL_EMBEDDER=same uses the memory embedder; a kind name forces one."""
+        from mnemo.core.embeddings import MODEL_ID, get_embedder
+
+        base = self.engine.embedder
+        choice = os.environ.get("MNEMO_SKILL_EMBEDDER", "").strip().lower() or "auto"
+        if choice == "same":
+            return base
+        if choice != "auto":
+            return get_embedder(choice)
+        if getattr(base, "backend", None) != "onnx" or getattr(base, "model_id", None) != MODEL_ID:
+            return base                      # torch, hash (tests) or a caller's own embedder: keep it
+        try:
+            return get_embedder("onnx-int8")
+        except MnemoError as e:
+            log.warning("int8 skill embedder unavailable (%s); skills use the memory embedder", e)
+            return base
 
     def skills_list(self, ctx: dict) -> dict[str, Any]:
         eng = self._skills(_ctx(ctx))

@@ -342,10 +342,11 @@ def _fake_export(calls: list, delay: float = 0.2):
         time.sleep(delay)
         out_dir.mkdir(parents=True)
         (out_dir / E.ONNX_FILE).write_bytes(b"x" * 10)
+        (out_dir / E.INT8_FILE).write_bytes(b"q" * 4)
         (out_dir / "tokenizer.json").write_text("{}")
         (out_dir / E.MANIFEST_FILE).write_text(json.dumps({
             "format": E.EXPORT_FORMAT, "model_id": E.MODEL_ID, "dim": E.DIM, "gt_version": E._gt_version(),
-            "onnx_bytes": 10}))
+            "onnx_bytes": 10, "int8_bytes": 4}))
     return run
 
 
@@ -376,9 +377,10 @@ def test_ensure_onnx_model_two_processes_export_once(tmp_path):
         "    time.sleep(0.5)\n"
         "    out.mkdir(parents=True)\n"
         "    (out / E.ONNX_FILE).write_bytes(b'x' * 10)\n"
+        "    (out / E.INT8_FILE).write_bytes(b'q' * 4)\n"
         "    (out / 'tokenizer.json').write_text('{}')\n"
         "    (out / E.MANIFEST_FILE).write_text(json.dumps({'format': E.EXPORT_FORMAT, 'model_id': E.MODEL_ID,\n"
-        "        'dim': E.DIM, 'gt_version': E._gt_version(), 'onnx_bytes': 10}))\n"
+        "        'dim': E.DIM, 'gt_version': E._gt_version(), 'onnx_bytes': 10, 'int8_bytes': 4}))\n"
         "    sys.stderr.write('EXPORTED\\n')\n"
         "E._run_export = run\n"
         "sys.stderr.write(str(E.ensure_onnx_model(Path(sys.argv[1]))) + '\\n')\n"
@@ -427,6 +429,33 @@ def test_real_export_is_complete(onnx):
     m = E._read_manifest(onnx.model_dir)
     assert m is not None and m["model_id"] == E.MODEL_ID and m["max_abs_diff"] < 1e-3
     assert (onnx.model_dir / "tokenizer.json").is_file() and (onnx.model_dir / "vocab.txt").is_file()
+
+
+def test_int8_export_is_a_separate_model_close_to_the_float_one(onnx):
+    q8 = E.get_embedder("onnx-int8")
+    assert q8 is E.get_embedder("onnx-int8") and q8 is not onnx
+    assert q8.model_id == E.MODEL_ID_INT8 != onnx.model_id       # never mixed with float vectors in one index
+    assert q8.backend == "onnx-int8" and q8.quantized and q8.model_dir == onnx.model_dir
+    m = E._read_manifest(onnx.model_dir)
+    assert m["int8_bytes"] == (onnx.model_dir / E.INT8_FILE).stat().st_size < m["onnx_bytes"] / 3
+    assert m["int8_min_cosine"] >= E.INT8_MIN_COSINE
+    a, b = onnx.embed(SENTENCES), q8.embed(SENTENCES)
+    _check_rows(b, len(SENTENCES))
+    cos = _cos(a, b)
+    assert float(np.median(cos)) >= 0.99, cos                 # typical sentences
+    assert cos.min() >= 0.95, (cos.min(), SENTENCES[int(cos.argmin())])   # one-word texts drift most ("OK")
+    # it ranks like the float model: the same best document for every query of the sanity set
+    assert list(np.argmax(q8.embed(QUERIES) @ q8.embed(DOCS).T, axis=1)) == [0, 1, 2, 3, 8]
+
+
+def test_a_stale_manifest_without_the_int8_file_re_exports(tmp_path, monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(E, "_run_export", _fake_export(calls, delay=0))
+    target = tmp_path / "m"
+    E.ensure_onnx_model(target)
+    (target / E.INT8_FILE).unlink()                    # an export of an older format had no int8 file
+    assert E._read_manifest(target) is None
+    assert E.ensure_onnx_model(target) == target and len(calls) == 2
 
 
 # ---------------------------------------------------------------------------------------------------- status / CLI

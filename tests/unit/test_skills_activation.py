@@ -154,11 +154,12 @@ def test_vector_cache_on_disk_avoids_re_embedding(project, tmp_path):
 
 # -- relevance with the real model ----------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def real_engine():
+@pytest.fixture(scope="module", params=["onnx-int8", "onnx"])
+def real_engine(request):
+    """The int8 export is what skill activation uses (service._skill_embedder); the float model must agree."""
     from mnemo.core.embeddings import get_embedder
 
-    return SkillEngine(SkillRegistry(REPO, use_user_dir=False), get_embedder())
+    return SkillEngine(SkillRegistry(REPO, use_user_dir=False), get_embedder(request.param))
 
 
 def test_starter_skills_docker_example(real_engine):
@@ -203,3 +204,30 @@ def test_request_decides_among_many_same_glob_rules(tmp_path):
     assert len(no_msg.activations) == 5 and "redux" not in no_msg.names()  # the file alone: 5 of the 12
     res = eng.activate("src/App.tsx", "fix the redux store")
     assert res.names()[0] == "redux"
+
+
+# -- which embedder skill activation uses (service._skill_embedder) -------------------------------------------
+
+def test_service_uses_the_int8_model_for_skills_and_keeps_others(home, ctx, real_embedder, hash_embedder,
+                                                                  monkeypatch):
+    from mnemo.core.embeddings import MODEL_ID_INT8
+    from mnemo.core.engine import Engine
+    from mnemo.service import LocalService
+
+    monkeypatch.delenv("MNEMO_SKILL_EMBEDDER", raising=False)
+    real = Engine(home / "real", embedder=real_embedder)
+    fake = Engine(home / "hash", embedder=hash_embedder)
+    try:
+        svc = LocalService(real)
+        assert svc._skill_embedder().model_id == MODEL_ID_INT8      # memories stay on the float model
+        assert real.model_id != MODEL_ID_INT8
+        res = svc.activate_skills(ctx.to_dict(), file=str(REPO / "src" / "app" / "Dockerfile"),
+                                  message="deploy the containers to staging")
+        assert res["activations"][0]["name"] == "docker"
+        monkeypatch.setenv("MNEMO_SKILL_EMBEDDER", "same")
+        assert LocalService(real)._skill_embedder() is real_embedder
+        monkeypatch.delenv("MNEMO_SKILL_EMBEDDER")
+        assert LocalService(fake)._skill_embedder() is hash_embedder  # plumbing tests keep their embedder
+    finally:
+        real.close()
+        fake.close()
