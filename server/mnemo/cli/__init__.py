@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,22 @@ def close_service(service) -> None:
         service.close()
 
 
+def _lsp_main(argv: list[str]) -> int:
+    """`mnemo lsp ...`: only the language server's own arguments are parsed; the other commands' modules (rich,
+    the core's models) are not imported, so the editor's `initialize` is answered sooner."""
+    from mnemo.cli import server_cmd
+
+    parser = argparse.ArgumentParser(prog="mnemo", description="Memory and skills for AI coding agents.")
+    server_cmd.register(parser.add_subparsers(dest="command", metavar="COMMAND"), _common)
+    args = parser.parse_args(argv)
+    return int(args.func(args, None) or 0)
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["lsp"]:
+        return _lsp_main(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):

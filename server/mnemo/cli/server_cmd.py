@@ -17,6 +17,10 @@ def register(sub: argparse._SubParsersAction, common) -> None:  # noqa: ARG001 -
 
 
 def cmd_lsp(args: argparse.Namespace, service) -> int:  # noqa: ARG001 - the server makes its own owner link
-    from mnemo.lsp.server import main
+    if args.tcp:
+        from mnemo.lsp.server import main
 
-    return main(tcp=args.tcp, host=args.host, port=args.port)
+        return main(tcp=True, host=args.host, port=args.port)
+    from mnemo.lsp.preinit import run  # stdio: answers `initialize` while pygls loads (mnemo/lsp/preinit.py)
+
+    return run()

@@ -1,6 +1,6 @@
-"""`python -m mnemo.lsp`: the language server without the CLI (same as `mnemo lsp`)."""
+"""`python -m mnemo.lsp`: the language server over stdio without the CLI (same as `mnemo lsp`)."""
 
-from mnemo.lsp.server import main
+from mnemo.lsp.preinit import run
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run())

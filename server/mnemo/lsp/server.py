@@ -29,8 +29,9 @@ from pygls.uris import to_fs_path
 
 from mnemo import __version__
 from mnemo.core.errors import MnemoError
-from mnemo.lsp import convert
+from mnemo.lsp import capabilities, convert
 from mnemo.lsp.owner import READY, STARTING, UNAVAILABLE, OwnerLink, Unavailable, resolve_home
+from mnemo.lsp.stdio import ResyncingStdin
 from mnemo.settings import Settings, describe_problems, parse_settings
 
 log = logging.getLogger("mnemo.lsp")
@@ -95,7 +96,8 @@ class LanguageFeature:
 
 class MnemoLanguageServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("mnemo", __version__, text_document_sync_kind=t.TextDocumentSyncKind.Incremental,
+        super().__init__(capabilities.SERVER_NAME, __version__,
+                         text_document_sync_kind=t.TextDocumentSyncKind(capabilities.TEXT_DOCUMENT_SYNC_KIND),
                          converter_factory=_converter_factory, protocol_cls=MnemoProtocol)
         self.settings = Settings()
         self.settings_problems: list[str] = []
@@ -115,6 +117,8 @@ class MnemoLanguageServer(LanguageServer):
         self.active_uri: str | None = None
         self.started_at = time.monotonic()
         self.test_delay_s = float(os.environ.get("MNEMO_LSP_TEST_DELAY_MS", "0") or 0) / 1000.0
+        # the pre-handshake's report (preinit.py): did it answer `initialize`, did pygls agree
+        self.preinit: dict[str, Any] = {"answered": False}
         # set by features at registration
         self.documents: Any = None
         self.anchors: Any = None
@@ -495,7 +499,7 @@ class MnemoLanguageServer(LanguageServer):
     def status_extras(self) -> dict[str, Any]:
         return {"lsp": {"pid": os.getpid(), "version": __version__, "rssMb": rss_mb(),
                         "uptimeS": round(time.monotonic() - self.started_at, 1),
-                        "recallCache": dict(self.recall_stats),
+                        "recallCache": dict(self.recall_stats), "preinit": dict(self.preinit),
                         "heavyModules": sorted(m for m in HEAVY_MODULES if m in sys.modules)}}
 
 
@@ -542,8 +546,77 @@ class LspLogHandler(logging.Handler):
             self._local.busy = False
 
 
+# lsprotocol types of the registration options declared (as LSP JSON) in capabilities.LSP_METHODS
+_OPTION_TYPES = {t.TEXT_DOCUMENT_CODE_LENS: t.CodeLensOptions, t.TEXT_DOCUMENT_CODE_ACTION: t.CodeActionOptions,
+                 t.TEXT_DOCUMENT_HOVER: t.HoverOptions, t.TEXT_DOCUMENT_DID_SAVE: t.SaveOptions}
+
+
+def _options(server: MnemoLanguageServer, method: str) -> Any:
+    value = capabilities.LSP_METHODS[method]
+    return None if value is None else server.protocol._converter.structure(value, _OPTION_TYPES[method])  # noqa: SLF001
+
+
+def _check_declarations(server: MnemoLanguageServer) -> None:
+    """The registrations must be what capabilities.py declares: the pre-handshake answers `initialize` from there."""
+    fm = server.protocol.fm
+    custom = {name for f in server.features for name in (*f.requests(), *f.notifications())}
+    standard = [m for m in fm.features if m not in custom]
+    problems = []
+    if set(standard) != set(capabilities.LSP_METHODS):
+        problems.append(f"LSP methods registered {sorted(set(standard) ^ set(capabilities.LSP_METHODS))} "
+                        "differ from capabilities.LSP_METHODS")
+    if list(fm.commands) != list(capabilities.COMMANDS):
+        problems.append(f"commands registered {list(fm.commands)} differ from capabilities.COMMANDS")
+    if problems:
+        raise RuntimeError("mnemo.lsp.capabilities is out of date: " + "; ".join(problems))
+
+
+def readable_initialize(server: MnemoLanguageServer, msg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The pre-handshake's replay of `initialize`, made readable for pygls: the client was already told the session
+    started, so a client capability section lsprotocol cannot read (pygls would answer InvalidParams and never set
+    up the workspace) is dropped and named, keeping what the early answer was computed from (`positionEncodings`,
+    `willSave*`). Returns (the message, the dropped sections)."""
+    conv = server.protocol._converter  # noqa: SLF001
+
+    def readable(m: dict[str, Any]) -> bool:
+        try:
+            conv.structure(m, t.InitializeRequest)
+        except Exception:  # noqa: BLE001 - cattrs' validation errors
+            return False
+        return True
+
+    if readable(msg):
+        return msg, []
+    params = msg.get("params")
+    caps = params.get("capabilities") if isinstance(params, dict) else None
+    if not isinstance(caps, dict):
+        return msg, []
+    kept: dict[str, Any] = {}
+    dropped: list[str] = []
+    for key, value in caps.items():
+        if readable({**msg, "params": {**params, "capabilities": {key: value}}}):
+            kept[key] = value
+        else:
+            dropped.append(key)
+    encodings = (caps.get("general") or {}).get("positionEncodings") if isinstance(caps.get("general"), dict) else None
+    if "general" in dropped and encodings is not None:
+        kept["general"] = {"positionEncodings": encodings}
+    text = caps.get("textDocument")
+    sync = text.get("synchronization") if isinstance(text, dict) else None
+    if "textDocument" in dropped and isinstance(sync, dict):
+        kept["textDocument"] = {"synchronization": {k: v for k, v in sync.items()
+                                                    if k in ("willSave", "willSaveWaitUntil")}}
+    fixed = {**msg, "params": {**params, "capabilities": kept}}
+    return (fixed, dropped) if readable(fixed) else (msg, [])
+
+
+def load_features() -> None:
+    """Import the feature modules (the pre-handshake's import thread does it while the client waits for nothing)."""
+    from mnemo.lsp.features import code_actions, code_lens, commands, documents, hover, sidebar  # noqa: F401
+
+
 def create_server() -> MnemoLanguageServer:
-    from mnemo.lsp.features.code_actions import CODE_ACTION_KINDS, CodeActionsFeature
+    from mnemo.lsp.features.code_actions import CodeActionsFeature
     from mnemo.lsp.features.code_lens import CodeLensFeature
     from mnemo.lsp.features.commands import CommandsFeature
     from mnemo.lsp.features.documents import AnchorIndex, DocumentsFeature
@@ -608,7 +681,7 @@ def create_server() -> MnemoLanguageServer:
                 return result
         return None
 
-    @server.feature(t.TEXT_DOCUMENT_CODE_LENS, t.CodeLensOptions(resolve_provider=True))
+    @server.feature(t.TEXT_DOCUMENT_CODE_LENS, _options(server, t.TEXT_DOCUMENT_CODE_LENS))
     async def code_lens(ls: MnemoLanguageServer, params: t.CodeLensParams) -> list[t.CodeLens]:
         out: list[t.CodeLens] = []
         for result in await ls.fan_out("code_lens", params):
@@ -622,7 +695,7 @@ def create_server() -> MnemoLanguageServer:
                 return result
         return lens
 
-    @server.feature(t.TEXT_DOCUMENT_CODE_ACTION, t.CodeActionOptions(code_action_kinds=CODE_ACTION_KINDS))
+    @server.feature(t.TEXT_DOCUMENT_CODE_ACTION, _options(server, t.TEXT_DOCUMENT_CODE_ACTION))
     async def code_action(ls: MnemoLanguageServer, params: t.CodeActionParams) -> list[t.CodeAction]:
         out: list[t.CodeAction] = []
         for result in await ls.fan_out("code_action", params):
@@ -636,6 +709,7 @@ def create_server() -> MnemoLanguageServer:
             server.feature(name)(_request(server, name, fn))
         for name, fn in feature.notifications().items():
             server.feature(name)(_notification(server, name, fn))
+    _check_declarations(server)
     return server
 
 
@@ -699,87 +773,18 @@ def setup_logging(server: MnemoLanguageServer | None) -> None:
         logging.getLogger("mnemo").addHandler(handler)
 
 
-class ResyncingStdin:
-    """stdin for pygls's reader, hardened against malformed framing (tests/fault/test_protocol_fuzz.py).
-
-    pygls only accepts a header line that is exactly `Content-Length: N`; what is left of a malformed message (a
-    body without a newline) glues itself to the next header, so one bad message made every later one unreadable.
-    This reader parses the raw stream itself and hands pygls only well-formed frames: a `Content-Length` found
-    anywhere in a line (the latest one wins) starts a message, header lines are read with a bounded length, a
-    blank line without a usable length is skipped, and a body larger than MNEMO_LSP_MAX_MESSAGE_BYTES (default
-    64 MiB) is read and discarded in chunks (logged with the limit and how to raise it), never held in memory.
-    """
-
-    HEADER = b"Content-Length:"
-
-    def __init__(self, raw, max_message: int | None = None):
-        self.raw = raw
-        self.max_message = max_message or int(os.environ.get("MNEMO_LSP_MAX_MESSAGE_BYTES", str(64 * 1024 * 1024)))
-        self._out = b""
-
-    def _next_frame(self) -> bytes:
-        while True:
-            length: int | None = None
-            while True:
-                line = self.raw.readline(64 * 1024)
-                if not line:
-                    return b""  # EOF
-                i = line.find(self.HEADER)
-                if i >= 0:
-                    try:
-                        length = int(line[i + len(self.HEADER):].strip())
-                    except ValueError:
-                        length = None
-                    if length is not None and length < 0:
-                        length = None
-                    continue
-                if line.strip() == b"" and line.endswith(b"\n"):
-                    if length is not None:
-                        break
-                    continue  # a blank line without a usable header
-                # another header (Content-Type) or garbage: ignored
-            if length > self.max_message:
-                log.warning("an LSP message of %d bytes is over the limit of %d bytes and was dropped (raise "
-                            "MNEMO_LSP_MAX_MESSAGE_BYTES to allow it)", length, self.max_message)
-                left = length
-                while left > 0:
-                    chunk = self.raw.read(min(left, 1 << 20))
-                    if not chunk:
-                        return b""
-                    left -= len(chunk)
-                continue
-            body = self.raw.read(length) if length else b""
-            if length and len(body) < length:
-                return b""  # EOF inside a body
-            return b"Content-Length: %d\r\n\r\n" % len(body) + body
-
-    def readline(self, *_args) -> bytes:
-        if not self._out:
-            self._out = self._next_frame()
-        nl = self._out.find(b"\n")
-        cut = len(self._out) if nl < 0 else nl + 1
-        line, self._out = self._out[:cut], self._out[cut:]
-        return line
-
-    def read(self, n: int = -1) -> bytes:
-        if n < 0:
-            out, self._out = self._out, b""
-            return out
-        out, self._out = self._out[:n], self._out[n:]
-        return out
-
-    def __getattr__(self, name: str):
-        return getattr(self.raw, name)
-
-
-def main(tcp: bool = False, host: str = "127.0.0.1", port: int = 2087) -> int:
-    server = create_server()
+def main(tcp: bool = False, host: str = "127.0.0.1", port: int = 2087, *, server: MnemoLanguageServer | None = None,
+         stdin: Any = None, stdout: Any = None) -> int:
+    """Run the server. The pre-handshake (preinit.py) passes the server it built and its own stdin/stdout."""
+    server = server or create_server()
     setup_logging(server)
     if tcp:
         server.start_tcp(host, port)
         return 0
     # stdout belongs to the protocol: keep the real stream for pygls, send stray prints to stderr.
-    stdin, stdout = ResyncingStdin(sys.stdin.buffer), sys.stdout.buffer
+    if stdout is None:
+        stdout = sys.stdout.buffer
+    stdin = stdin or ResyncingStdin(sys.stdin.buffer)
     sys.stdout = sys.stderr
     server.start_io(stdin, stdout)
     return 0

@@ -12,16 +12,13 @@ from lsprotocol import types as t
 
 from mnemo.core.errors import MnemoError
 from mnemo.lsp import convert
+from mnemo.lsp.capabilities import CODE_ACTION_KINDS
 from mnemo.lsp.server import LanguageFeature
 
 log = logging.getLogger("mnemo.lsp.code_actions")
 
-KIND_REMEMBER = "refactor.mnemo.remember"
-KIND_ANCHOR = "refactor.mnemo.anchor"
-KIND_PROMOTE = "refactor.mnemo.promote"
-KIND_DEPRECATE = "refactor.mnemo.deprecate"
-KIND_INJECTION = "source.mnemo.showInjection"
-CODE_ACTION_KINDS = [KIND_REMEMBER, KIND_ANCHOR, KIND_PROMOTE, KIND_DEPRECATE, KIND_INJECTION]
+# declared in capabilities.py (the `initialize` answer lists them)
+KIND_REMEMBER, KIND_ANCHOR, KIND_PROMOTE, KIND_DEPRECATE, KIND_INJECTION = CODE_ACTION_KINDS
 
 
 def _wanted(kind: str, only: list[str] | None) -> bool:

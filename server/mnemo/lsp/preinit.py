@@ -1,0 +1,196 @@
+"""`mnemo lsp` over stdio: answer `initialize` before pygls is loaded, then hand the session to pygls.
+
+Importing pygls costs ~0.5-0.7 s on a 2-core box (lsprotocol creates ~1,000 attrs classes), longer than an editor
+should wait for `initialize`. So, with the standard library only:
+1. a thread imports pygls + lsprotocol + the server and builds it (`create_server()`), starting at once;
+2. meanwhile this thread reads the first message (`ResyncingStdin`, the framing pygls would see). If it is an
+   `initialize` request that `capabilities.initialize_result()` can answer, the answer is written at once: the
+   capabilities pygls would build, from the same declarations `create_server()` registers;
+3. once the import is done, pygls starts on a stdin that first replays that `initialize` under a private id
+   (`mnemo-preinit-<hex>`), then carries on with the real stdin; pygls handles it as usual (settings from
+   `initializationOptions`, client capabilities, workspace folders) and every message the client sent meanwhile
+   (`initialized`, `didOpen`, a hover ...) in order. Its answer to the private id is dropped by `ReplayFilter`, and
+   compared with what was sent: a difference is logged as a warning and reported in `mnemo/status`
+   (`lsp.preinit`).
+Anything else as the first message (not `initialize`, malformed, a shape pygls might refuse) is left to pygls, as
+before. `MNEMO_LSP_PREINIT=0` turns the pre-handshake off. stdout carries nothing but protocol frames: `print`
+goes to stderr from the first line on.
+
+This module must not import what the import thread imports (pygls, lsprotocol, logging, asyncio, mnemo.settings
+...): the main thread would wait for that thread's import lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+
+from mnemo.lsp import capabilities
+from mnemo.lsp.stdio import ResyncingStdin
+
+REPLAY_PREFIX = "mnemo-preinit-"
+HEADER = b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n"
+
+
+def enabled() -> bool:
+    return os.environ.get("MNEMO_LSP_PREINIT", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+class _Loader(threading.Thread):
+    """Imports the language server and builds it; `error` holds what went wrong."""
+
+    def __init__(self) -> None:
+        super().__init__(name="mnemo-lsp-import", daemon=True)
+        self.server = None
+        self.error: BaseException | None = None
+        self.trace = ""
+
+    def run(self) -> None:
+        try:
+            from mnemo.lsp.server import create_server, load_features
+
+            load_features()
+            self.server = create_server()
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            import traceback
+
+            self.error = exc
+            self.trace = traceback.format_exc()
+
+
+def frame(body: bytes) -> bytes:
+    return HEADER % len(body) + body
+
+
+def _body(data: bytes) -> bytes:
+    cut = data.find(b"\r\n\r\n")
+    return data[cut + 4:] if cut >= 0 else b""
+
+
+def parse_initialize(data: bytes) -> dict | None:
+    """The message in frame `data` when it is an `initialize` request this module may answer, else None."""
+    try:
+        msg = json.loads(_body(data))
+    except (ValueError, RecursionError):
+        return None
+    if not (isinstance(msg, dict) and msg.get("jsonrpc") == "2.0" and msg.get("method") == "initialize"):
+        return None
+    msg_id = msg.get("id")
+    if isinstance(msg_id, bool) or not isinstance(msg_id, (int, str)):
+        return None
+    return msg
+
+
+def answer(msg: dict) -> tuple[bytes, dict] | None:
+    """(the response frame, its result) for initialize request `msg`, None when pygls must answer it."""
+    result = capabilities.initialize_result(msg.get("params"))
+    if result is None:
+        return None
+    body = json.dumps({"id": msg["id"], "jsonrpc": "2.0", "result": result}).encode()  # pygls' key order
+    return frame(body), result
+
+
+def replay(msg: dict, replay_id: str) -> bytes:
+    """The same request under `replay_id`, framed, for pygls."""
+    return frame(json.dumps({**msg, "id": replay_id}).encode())
+
+
+class ReplayFilter:
+    """pygls' stdout: passes every write through untouched except the answer to the replayed `initialize`, which
+    is compared with the early answer and dropped. pygls writes one whole frame per `write`."""
+
+    def __init__(self, raw, replay_id: str, sent: dict, report: dict):
+        self.raw = raw
+        self.replay_id = replay_id
+        self.sent = sent
+        self.report = report
+        self._needle = json.dumps(replay_id).encode()
+        self.pending = True
+
+    def write(self, data: bytes) -> int:
+        if self.pending and self._needle in data:
+            try:
+                msg = json.loads(_body(data))
+            except ValueError:
+                msg = None
+            if isinstance(msg, dict) and msg.get("id") == self.replay_id and "method" not in msg:
+                self.pending = False
+                self._compare(msg)
+                return len(data)
+        return self.raw.write(data)
+
+    def _compare(self, msg: dict) -> None:
+        if "error" in msg:
+            diffs = ["error"]
+            detail = f"pygls answered the replayed initialize with an error: {msg['error']}"
+        else:
+            diffs = capabilities.differences(self.sent, msg.get("result"))
+            detail = f"differs from pygls' own answer at: {', '.join(diffs)}"
+        self.report.update(agreed=not diffs, differences=diffs)
+        if diffs:
+            import logging
+
+            logging.getLogger("mnemo.lsp.preinit").warning(
+                "the early initialize answer %s (fix mnemo/lsp/capabilities.py, or set MNEMO_LSP_PREINIT=0)", detail)
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+    def close(self) -> None:
+        self.raw.close()
+
+    def __getattr__(self, name: str):
+        return getattr(self.raw, name)
+
+
+def run() -> int:
+    """`mnemo lsp` (stdio). Returns the exit code."""
+    if not enabled():
+        from mnemo.lsp.server import main
+
+        return main()
+    out = sys.stdout.buffer
+    sys.stdout = sys.stderr  # stdout belongs to the protocol
+    loader = _Loader()
+    loader.start()
+    reader = ResyncingStdin(sys.stdin.buffer)
+    first = reader.next_frame()
+    msg = parse_initialize(first) if first and loader.error is None else None
+    early = answer(msg) if msg is not None else None
+    if early is not None:
+        try:
+            out.write(early[0])
+            out.flush()
+        except OSError:  # the client is gone: pygls finds out too
+            pass
+    loader.join()
+    if loader.error is not None:
+        sys.stderr.write(loader.trace)
+        sys.stderr.write(f"mnemo lsp: the language server could not start: {loader.error!r}. Its dependencies (pygls, "
+                         f"lsprotocol) must be installed in {sys.executable}: `pip install -e .` in the Mnemo "
+                         "checkout installs them.\n")
+        sys.stderr.flush()
+        return 1
+    from mnemo.lsp.server import main, readable_initialize
+
+    server = loader.server
+    stdout = out
+    if early is None:
+        reader.push_front(first)  # pygls reads it as if nothing happened (b"" at EOF)
+    else:
+        replay_id = REPLAY_PREFIX + os.urandom(12).hex()
+        readable, dropped = readable_initialize(server, msg)
+        if dropped:
+            import logging
+
+            logging.getLogger("mnemo.lsp.preinit").warning(
+                "client capabilities %s could not be read and are ignored", ", ".join(dropped))
+        reader.push_front(replay(readable, replay_id))
+        server.preinit = {"answered": True, "agreed": None, "differences": [], "droppedCapabilities": dropped}
+        stdout = ReplayFilter(out, replay_id, early[1], server.preinit)
+    return main(server=server, stdin=reader, stdout=stdout)
+
+
+__all__ = ["REPLAY_PREFIX", "ReplayFilter", "answer", "enabled", "parse_initialize", "replay", "run"]
