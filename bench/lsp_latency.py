@@ -6,7 +6,12 @@ against an owner process holding N memories (real model) and this repository's s
 Set-up (not timed): N synthetic developer notes are bulk-inserted with real embeddings into a fresh store (vectors
 cached under ~/.cache/mnemo/bench), 40 of them anchored to functions of `server/mnemo/core/engine.py`; the owner is
 started and its dense index built. Timed, from the client's side of the pipe:
-  - initialize_ms: spawning `python -m mnemo lsp` until the `initialize` answer (imports included);
+  - initialize_ms: spawning `python -m mnemo lsp` until the `initialize` answer (imports included). The server
+    answers it before pygls is loaded (mnemo/lsp/preinit.py); `--init-reps` more short sessions give its median
+    and, with MNEMO_LSP_PREINIT=0, the median without that pre-handshake (pygls answering after its import);
+  - first_hover_ms_after_spawn: spawning until the answer to a hover sent right after `initialized` + `didOpen`:
+    it waits for pygls' import and the owner connection, which the pre-handshake does not speed up (its answer is
+    usually empty: the owner link is still starting);
   - hover p50/p95 (warm) over `--hovers` identifiers inside the functions of engine.py (recall + anchors + skills);
   - code_lens p95 over `--lenses` `textDocument/codeLens` requests on engine.py (caches warm);
   - lsp_rss_mb: the language server process's resident memory at the end (the model lives in the owner).
@@ -121,7 +126,7 @@ def rss_mb(pid: int) -> tuple[float, float]:
     return round(cur, 1), round(peak, 1)
 
 
-async def drive(home: Path, hovers: int, lenses: int) -> dict:
+async def drive(home: Path, hovers: int, lenses: int, init_reps: int) -> dict:
     from lsprotocol import types as t
     from pytest_lsp import ClientServerConfig
     from pytest_lsp.client import LanguageClient, register_lsp_features
@@ -142,16 +147,31 @@ async def drive(home: Path, hovers: int, lenses: int) -> dict:
     env = dict(os.environ, MNEMO_HOME=str(home), MNEMO_IDLE_TIMEOUT="120", HF_HUB_OFFLINE="1",
                MNEMO_USER_SKILLS=str(home / "user-skills"))
     env.pop("MNEMO_EMBEDDER", None)
-    cfg = ClientServerConfig(server_command=[sys.executable, "-m", "mnemo", "lsp"], server_env=env,
-                             client_factory=factory)
-    out: dict = {}
-    t0 = time.perf_counter()
-    client = await cfg.start()
-    await client.initialize_session(t.InitializeParams(
+    env.pop("MNEMO_LSP_PREINIT", None)
+
+    def config(**extra: str) -> ClientServerConfig:
+        return ClientServerConfig(server_command=[sys.executable, "-m", "mnemo", "lsp"], server_env={**env, **extra},
+                                  client_factory=factory)
+
+    init_params = t.InitializeParams(
         capabilities=t.ClientCapabilities(), root_uri=REPO.as_uri(),
         workspace_folders=[t.WorkspaceFolder(uri=REPO.as_uri(), name=REPO.name)],
-        initialization_options={"docs": {"indexOnStartup": False}}))
+        initialization_options={"docs": {"indexOnStartup": False}})
+    source = TARGET.read_text()
+    uri = TARGET.as_uri()
+    spots = hover_positions(source, hovers + 20)
+    out: dict = {}
+    t0 = time.perf_counter()
+    client = await config().start()
+    await client.initialize_session(init_params)
     out["initialize_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+    # what an editor does next: open the file, hover (answered once pygls is loaded; empty until the owner link is up)
+    client.text_document_did_open(t.DidOpenTextDocumentParams(text_document=t.TextDocumentItem(
+        uri=uri, language_id="python", version=1, text=source)))
+    first = await client.text_document_hover_async(t.HoverParams(
+        text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=spots[0][0], character=spots[0][1])))
+    out["first_hover_ms_after_spawn"] = round((time.perf_counter() - t0) * 1000, 1)
+    out["first_hover_has_content"] = first is not None
     try:
         while not any(s.get("state") == "ready" for s in client.states):
             if time.perf_counter() - t0 > 180:
@@ -169,11 +189,6 @@ async def drive(home: Path, hovers: int, lenses: int) -> dict:
             await asyncio.sleep(0.5)
         out["index_ready_s"] = round(time.perf_counter() - t_idx, 1)
         out["store_memories"] = stats["memories"]["project"]
-        source = TARGET.read_text()
-        uri = TARGET.as_uri()
-        client.text_document_did_open(t.DidOpenTextDocumentParams(text_document=t.TextDocumentItem(
-            uri=uri, language_id="python", version=1, text=source)))
-        spots = hover_positions(source, hovers + 20)
         shown = 0
 
         async def one_hover(line: int, col: int) -> float:
@@ -242,12 +257,31 @@ async def drive(home: Path, hovers: int, lenses: int) -> dict:
         out["recall_cache"] = status["lsp"].get("recallCache")
         out["active_skills"] = status["activeSkillCount"]
         out["lsp_rss_mb"], out["lsp_peak_rss_mb"] = rss_mb(client._server.pid)
+        out["preinit"] = status["lsp"].get("preinit")
     finally:
         try:
             await asyncio.wait_for(client.shutdown_session(), 10)
         except Exception:  # noqa: BLE001
             pass
         await client.stop()
+    # initialize alone, with and without the pre-handshake, alternated (the owner is up: sessions are short)
+    samples: dict[str, list[float]] = {"1": [], "0": []}
+    for _ in range(init_reps):
+        for mode in ("1", "0"):
+            ts = time.perf_counter()
+            c = await config(MNEMO_LSP_PREINIT=mode).start()
+            await c.initialize_session(init_params)
+            samples[mode].append(round((time.perf_counter() - ts) * 1000, 1))
+            try:
+                await asyncio.wait_for(c.shutdown_session(), 10)
+            except Exception:  # noqa: BLE001
+                pass
+            await c.stop()
+    if init_reps:
+        out["initialize_ms_median"] = round(statistics.median(samples["1"]), 1)
+        out["initialize_ms_without_preinit_median"] = round(statistics.median(samples["0"]), 1)
+        out["initialize_ms_samples"] = samples["1"]
+        out["initialize_ms_without_preinit_samples"] = samples["0"]
     return out
 
 
@@ -273,6 +307,8 @@ def main() -> int:
     ap.add_argument("--memories", type=int, default=10000)
     ap.add_argument("--hovers", type=int, default=200)
     ap.add_argument("--lenses", type=int, default=50)
+    ap.add_argument("--init-reps", type=int, default=5,
+                    help="extra short sessions timing initialize with and without the pre-handshake (default 5)")
     ap.add_argument("--json", action="store_true", help="(the last line is always one JSON object)")
     ap.add_argument("--home", default=None, help="store to use; filled when empty, reused as is otherwise")
     args = ap.parse_args()
@@ -282,14 +318,14 @@ def main() -> int:
 
     home = reuse_or_fill(args)
     try:
-        out = asyncio.run(drive(home, args.hovers, args.lenses))
+        out = asyncio.run(drive(home, args.hovers, args.lenses, args.init_reps))
     finally:
         DaemonService(home, autostart=False).shutdown()
     detail = {"memories": args.memories, **out, "machine": f"{os.cpu_count()} cores, {sys.platform}",
               "load_avg_1m": round(os.getloadavg()[0], 2)}
     print(json.dumps({"detail": detail}), file=sys.stderr)
-    print(json.dumps({k: out[k] for k in ("initialize_ms", "hover_p50_ms", "hover_p95_ms", "code_lens_p95_ms",
-                                          "lsp_rss_mb")}))
+    print(json.dumps({k: out[k] for k in ("initialize_ms", "first_hover_ms_after_spawn", "hover_p50_ms", "hover_p95_ms",
+                                          "code_lens_p95_ms", "lsp_rss_mb") if k in out}))
     return 0
 
 
