@@ -190,3 +190,31 @@ def test_symlinked_or_identical_always_files_are_injected_once(tmp_path):
     rep = SkillRegistry(root, use_user_dir=False).load()
     assert len(rep.skills) == 1
     assert len(rep.shadowed) == 2 and rep.loaded == 3
+
+
+def test_a_wheel_carries_the_starter_skills(tmp_path):
+    """`pip install mnemo` (not only a source checkout) gets the starter skills: package data via a symlink."""
+    import subprocess
+    import sys
+    import zipfile
+
+    pytest.importorskip("setuptools")
+    repo = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                          "-w", str(tmp_path / "whl"), str(repo)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    wheel = next((tmp_path / "whl").glob("mnemo-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    shipped = sorted(n.rsplit("/", 1)[1] for n in names if n.startswith("mnemo/starter_skills/"))
+    assert shipped == sorted(p.name for p in (repo / "skills").glob("*.md")) and len(shipped) >= 8
+    target = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(target)
+    code = ("import mnemo.core.skills.registry as r, sys; d = r.builtin_skills_dir(); "
+            "sys.stderr.write(f'{d}|{len(list(d.glob(chr(42) + \".md\")))}')")
+    env = {k: v for k, v in os.environ.items() if k != "MNEMO_BUILTIN_SKILLS"}
+    env["PYTHONPATH"] = str(target)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr[-2000:]
+    where, count = p.stderr.strip().rsplit("|", 1)
+    assert where == str(target / "mnemo" / "starter_skills") and int(count) == len(shipped)

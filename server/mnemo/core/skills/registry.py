@@ -38,7 +38,8 @@ def default_user_dir() -> Path:
 
 
 def builtin_skills_dir() -> Path | None:
-    """The starter skills shipped with Mnemo (``skills/`` at the repository root), when present."""
+    """The starter skills shipped with Mnemo: ``skills/`` at the repository root in a source checkout, else the
+    copy a wheel carries as package data (``mnemo/starter_skills``, a symlink to ``skills/`` in the repository)."""
     env = os.environ.get("MNEMO_BUILTIN_SKILLS")
     if env:
         return Path(env)
@@ -47,7 +48,8 @@ def builtin_skills_dir() -> Path | None:
         cand = parent / "skills"
         if (parent / "pyproject.toml").is_file() and cand.is_dir():
             return cand
-    return None
+    packaged = here.parents[2] / "starter_skills"        # .../mnemo/core/skills/registry.py -> .../mnemo/
+    return packaged.resolve() if packaged.is_dir() else None
 
 
 @dataclass(frozen=True)
