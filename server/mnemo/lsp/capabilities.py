@@ -12,8 +12,6 @@ is shaped in a way pygls might reject.
 
 from __future__ import annotations
 
-from typing import Any
-
 from mnemo import __version__
 
 SERVER_NAME = "mnemo"
@@ -23,7 +21,7 @@ CODE_ACTION_KINDS = ["refactor.mnemo.remember", "refactor.mnemo.anchor", "refact
                      "refactor.mnemo.deprecate", "source.mnemo.showInjection"]
 
 # Standard LSP methods create_server() gives a handler, with their registration options as LSP JSON (None: none).
-LSP_METHODS: dict[str, dict[str, Any] | None] = {
+LSP_METHODS: dict[str, dict[str, object] | None] = {
     "initialize": None,
     "initialized": None,
     "shutdown": None,
@@ -86,7 +84,7 @@ def _opt(d: dict, key: str, *types: type) -> bool:
     return isinstance(value, types)
 
 
-def acceptable(params: Any) -> bool:
+def acceptable(params: object) -> bool:
     """The InitializeParams fields pygls structures, checked strictly: an early answer is only sent for a request
     pygls will accept too (anything odd goes the slow way, where pygls answers it)."""
     if not isinstance(params, dict):
@@ -135,9 +133,9 @@ def position_encoding(caps: dict) -> str:
     return "utf-16"
 
 
-def _client(caps: dict, *path: str) -> Any:
+def _client(caps: dict, *path: str) -> object:
     """pygls' `get_capability`: the nested value, None when a level is missing or null."""
-    value: Any = caps
+    value: object = caps
     for key in path:
         if not isinstance(value, dict):
             return None
@@ -145,20 +143,20 @@ def _client(caps: dict, *path: str) -> Any:
     return value
 
 
-def server_capabilities(caps: dict) -> dict[str, Any] | None:
+def server_capabilities(caps: dict) -> dict[str, object] | None:
     """The `capabilities` pygls builds for client capabilities `caps` (LSP JSON, null fields left out)."""
     features = set(LSP_METHODS) | PYGLS_BUILTIN
     if features - _MODELLED - _NEUTRAL:
         return None
 
-    def options(method: str, default: Any) -> Any:
+    def options(method: str, default: object) -> object:
         if method not in features:
             return None
         value = LSP_METHODS.get(method)
         return dict(value) if isinstance(value, dict) else default
 
-    out: dict[str, Any] = {"positionEncoding": position_encoding(caps)}
-    sync: dict[str, Any] = {
+    out: dict[str, object] = {"positionEncoding": position_encoding(caps)}
+    sync: dict[str, object] = {
         "openClose": "textDocument/didOpen" in features or "textDocument/didClose" in features,
         "change": TEXT_DOCUMENT_SYNC_KIND,
     }
@@ -185,7 +183,7 @@ def server_capabilities(caps: dict) -> dict[str, Any] | None:
     return out
 
 
-def initialize_result(params: Any) -> dict[str, Any] | None:
+def initialize_result(params: object) -> dict[str, object] | None:
     """The InitializeResult pygls would answer for `params`, or None when this request must go the slow way."""
     if not acceptable(params):
         return None
@@ -195,7 +193,7 @@ def initialize_result(params: Any) -> dict[str, Any] | None:
     return {"capabilities": caps, "serverInfo": server_info()}
 
 
-def differences(a: Any, b: Any, path: str = "") -> list[str]:
+def differences(a: object, b: object, path: str = "") -> list[str]:
     """Dotted paths where two JSON values differ (lists compared whole)."""
     if isinstance(a, dict) and isinstance(b, dict):
         out: list[str] = []
