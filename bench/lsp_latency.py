@@ -266,12 +266,16 @@ async def drive(home: Path, hovers: int, lenses: int, init_reps: int) -> dict:
         await client.stop()
     # initialize alone, with and without the pre-handshake, alternated (the owner is up: sessions are short)
     samples: dict[str, list[float]] = {"1": [], "0": []}
+    server_side: list[float | None] = []
     for _ in range(init_reps):
         for mode in ("1", "0"):
             ts = time.perf_counter()
             c = await config(MNEMO_LSP_PREINIT=mode).start()
             await c.initialize_session(init_params)
             samples[mode].append(round((time.perf_counter() - ts) * 1000, 1))
+            if mode == "1":  # the same moment on the server's clock (spawn cost on the client's side excluded)
+                st = await c.protocol.send_request_async("mnemo/status", {})
+                server_side.append(st["lsp"]["preinit"].get("answeredAfterMs"))
             try:
                 await asyncio.wait_for(c.shutdown_session(), 10)
             except Exception:  # noqa: BLE001
@@ -282,6 +286,7 @@ async def drive(home: Path, hovers: int, lenses: int, init_reps: int) -> dict:
         out["initialize_ms_without_preinit_median"] = round(statistics.median(samples["0"]), 1)
         out["initialize_ms_samples"] = samples["1"]
         out["initialize_ms_without_preinit_samples"] = samples["0"]
+        out["initialize_answered_after_ms_server_side"] = server_side
     return out
 
 

@@ -26,6 +26,7 @@ import json
 import os
 import sys
 import threading
+import time
 
 from mnemo.lsp import capabilities
 from mnemo.lsp.stdio import ResyncingStdin
@@ -58,6 +59,18 @@ class _Loader(threading.Thread):
 
             self.error = exc
             self.trace = traceback.format_exc()
+
+
+def process_age_ms() -> float | None:
+    """Milliseconds since this process started (Linux; 10 ms resolution), None elsewhere."""
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            start_ticks = int(fh.read().rsplit(b")", 1)[1].split()[19])
+        with open("/proc/uptime", "rb") as fh:
+            uptime = float(fh.read().split()[0])
+        return (uptime - start_ticks / os.sysconf("SC_CLK_TCK")) * 1000
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def frame(body: bytes) -> bytes:
@@ -165,6 +178,7 @@ def run() -> int:
             out.flush()
         except OSError:  # the client is gone: pygls finds out too
             pass
+        answered_at = time.monotonic()
     loader.join()
     if loader.error is not None:
         sys.stderr.write(loader.trace)
@@ -188,7 +202,11 @@ def run() -> int:
             logging.getLogger("mnemo.lsp.preinit").warning(
                 "client capabilities %s could not be read and are ignored", ", ".join(dropped))
         reader.push_front(replay(readable, replay_id))
-        server.preinit = {"answered": True, "agreed": None, "differences": [], "droppedCapabilities": dropped}
+        age = process_age_ms()
+        server.preinit = {"answered": True, "agreed": None, "differences": [], "droppedCapabilities": dropped,
+                          # when the answer was written, counted from the process' start (the kernel's clock)
+                          "answeredAfterMs": None if age is None else round(age - (time.monotonic() - answered_at)
+                                                                            * 1000)}
         stdout = ReplayFilter(out, replay_id, early[1], server.preinit)
     return main(server=server, stdin=reader, stdout=stdout)
 

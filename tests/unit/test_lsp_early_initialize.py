@@ -1,7 +1,8 @@
 """The language server's pre-handshake (`mnemo.lsp.preinit`, `mnemo.lsp.capabilities`), in process: the early
 `initialize` answer equals what pygls' own capabilities builder makes for the same client capabilities, the
 registrations match the declarations, the stdout filter drops only the replayed answer, and the pre-handshake only
-answers requests pygls would accept. The end-to-end side (real processes) is tests/e2e/test_lsp_preinit.py."""
+answers requests pygls would accept. The end-to-end side (real processes) is tests/e2e/test_lsp_preinit.py (this
+file's name differs: pytest needs unique basenames)."""
 
 from __future__ import annotations
 
