@@ -51,7 +51,7 @@ export abstract class NodeTreeProvider implements vscode.TreeDataProvider<TreeNo
   protected roots: TreeNode[] = [];
   private parents = new Map<string, TreeNode>();
   private loading: Promise<void> | undefined;
-  private dirty = false;
+  private queued: Promise<void> | undefined;
   view: vscode.TreeView<TreeNode> | undefined;
 
   constructor(protected readonly server: MnemoServer, private readonly viewName: string) {}
@@ -67,18 +67,22 @@ export abstract class NodeTreeProvider implements vscode.TreeDataProvider<TreeNo
   /** Called after each successful load (badges, descriptions). */
   protected afterLoad(_roots: TreeNode[]): void {}
 
-  /** Reloads from the server; concurrent calls coalesce into at most one more load. */
+  /**
+   * Reloads from the server. A call during a load queues one more load (shared by every call made meanwhile) and
+   * resolves when that one is done: the load in flight may have read the store before the caller's write, and a
+   * caller that awaits a refresh after a write (to reveal what it wrote) must see the write.
+   */
   refresh(): Promise<void> {
     if (this.loading) {
-      this.dirty = true;
-      return this.loading;
+      const next = (): Promise<void> => {
+        this.queued = undefined;
+        return this.refresh();
+      };
+      this.queued ??= this.loading.then(next, next);
+      return this.queued;
     }
     this.loading = this.reload().finally(() => {
       this.loading = undefined;
-      if (this.dirty) {
-        this.dirty = false;
-        void this.refresh();
-      }
     });
     return this.loading;
   }
