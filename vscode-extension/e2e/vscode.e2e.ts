@@ -471,7 +471,12 @@ async function contextMenu(page: Page, target: Locator, label: string,
       log(`the context menu shows no enabled "${label}" (attempt ${attempt})`);
       continue;
     }
-    await item.hover();
+    try {
+      await item.hover({ timeout: 5_000 });
+    } catch (error) {
+      log(`the context menu closed before "${label}" was clicked: ${firstLine(error)} (attempt ${attempt})`);
+      continue;
+    }
     await shows(menu.locator(".action-item.focused", { has: hasLabel }), 2_000);
     await page.waitForTimeout(300);
     if (whileOpen) {
