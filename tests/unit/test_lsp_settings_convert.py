@@ -80,3 +80,31 @@ def test_card_markdown_quotes_data_with_provenance():
     assert convert.lens_title(2, 1) == "2 memories · 1 skill"
     assert convert.lens_title(1, 0) == "1 memory"
     assert convert.snake("includeDeprecated") == "include_deprecated"
+
+
+def test_expected_request_errors_are_not_logged_with_tracebacks():
+    """pygls logs each failed request at ERROR with a traceback; Mnemo's deliberate answers (store starting or
+    unavailable, not found, invalid params) are normal states and stay out of the log; real failures stay in."""
+    import logging
+    import sys
+
+    from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
+
+    from mnemo.core.errors import NotFound
+    from mnemo.lsp import convert
+    from mnemo.lsp.server import _expected_errors_filter
+
+    def record(exc: BaseException) -> logging.LogRecord:
+        try:
+            raise exc
+        except BaseException:
+            info = sys.exc_info()
+        return logging.LogRecord("pygls.protocol.json_rpc", logging.ERROR, __file__, 1,
+                                 'Exception occurred for message "%s"', (7,), info)
+
+    assert not _expected_errors_filter(record(convert.lsp_error(NotFound("no memory abc"))))
+    assert not _expected_errors_filter(record(JsonRpcInvalidParams("bad params")))
+    assert not _expected_errors_filter(record(JsonRpcException(message="x", code=-32803)))
+    assert _expected_errors_filter(record(JsonRpcInternalError("boom")))
+    assert _expected_errors_filter(record(ValueError("a bug")))
+    assert _expected_errors_filter(logging.LogRecord("pygls", logging.ERROR, __file__, 1, "no exc", (), None))

@@ -758,6 +758,16 @@ async def _call(name: str, fn: Callable[[dict], Awaitable[Any]], params: dict) -
         raise JsonRpcInvalidParams(f"{name}: {exc}", data={"code": "invalid_params"}) from exc
 
 
+def _expected_errors_filter(record: logging.LogRecord) -> bool:
+    """pygls logs every request that ends in an error with a full traceback at ERROR. The errors Mnemo answers on
+    purpose (store unavailable or starting, not found, invalid params: a JsonRpcException other than an internal
+    error) are normal states already carried by the response; they are not logged. Real failures still are."""
+    from pygls.exceptions import JsonRpcException, JsonRpcInternalError
+
+    exc = record.exc_info[1] if record.exc_info else None
+    return not (isinstance(exc, JsonRpcException) and not isinstance(exc, JsonRpcInternalError))
+
+
 def setup_logging(server: MnemoLanguageServer | None) -> None:
     """stderr gets warnings (editors show it in the output channel); the client gets `mnemo.*` records."""
     root = logging.getLogger()
@@ -767,6 +777,7 @@ def setup_logging(server: MnemoLanguageServer | None) -> None:
     err.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     root.addHandler(err)
     logging.getLogger("pygls").setLevel(logging.WARNING)  # pygls logs every message body at INFO
+    logging.getLogger("pygls.protocol.json_rpc").addFilter(_expected_errors_filter)
     if server is not None:
         handler = LspLogHandler(server)
         handler.setLevel(logging.DEBUG)
