@@ -218,3 +218,80 @@ def test_a_wheel_carries_the_starter_skills(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     where, count = p.stderr.strip().rsplit("|", 1)
     assert where == str(target / "mnemo" / "starter_skills") and int(count) == len(shipped)
+
+
+# -- nested AGENTS.md / CLAUDE.md -----------------------------------------------------------------------------
+
+def _nested_project(root: Path) -> Path:
+    files = {
+        "AGENTS.md": "Root rules: run make test before a commit.",
+        "services/api/AGENTS.md": "API rules: every handler validates its input with pydantic.",
+        "web/app/[id]/CLAUDE.md": "Dynamic route rules: read params with useParams.",
+        "node_modules/dep/AGENTS.md": "a dependency's own rules",
+        ".cache/AGENTS.md": "hidden",
+        "build/AGENTS.md": "build output",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def test_nested_agents_and_claude_md_apply_to_their_subtree(tmp_path):
+    from mnemo.core.embeddings import HashEmbedder
+    from mnemo.core.skills import SkillEngine
+
+    root = _nested_project(tmp_path / "p")
+    reg = SkillRegistry(root, use_user_dir=False)
+    by_name = {s.name: s for s in reg.load().skills}
+    assert sorted(by_name) == ["AGENTS.md", "services/api/AGENTS.md", "web/app/[id]/CLAUDE.md"]
+    assert by_name["AGENTS.md"].always_apply                          # the root file: every file of the project
+    api = by_name["services/api/AGENTS.md"]
+    assert not api.always_apply and api.globs == ("services/api/**",)
+    assert by_name["web/app/[id]/CLAUDE.md"].globs == ("web/app/\\[id\\]/**",)   # a literal folder name
+    eng = SkillEngine(reg, HashEmbedder())
+    names = lambda rel: eng.activate(str(root / rel), None).names()  # noqa: E731
+    assert names("services/api/handlers/users.py")[:2] == ["services/api/AGENTS.md", "AGENTS.md"]
+    assert names("services/web/main.py") == ["AGENTS.md"]             # a sibling folder is not under services/api
+    assert names("web/app/[id]/page.tsx")[0] == "web/app/[id]/CLAUDE.md"
+    assert names("web/app/other/page.tsx") == ["AGENTS.md"]
+    why = eng.activate(str(root / "services/api/x.py"), None).activations[0]
+    assert why.activated_by == ["glob"] and "services/api/**" in why.reason
+
+
+def test_nested_rules_edits_apply_at_once_and_new_files_after_a_background_rescan(tmp_path, monkeypatch):
+    from mnemo.core.skills import registry as registry_mod
+
+    root = _nested_project(tmp_path / "p")
+    reg = SkillRegistry(root, use_user_dir=False)
+    reg.load()
+    api = root / "services/api/AGENTS.md"
+    api.write_text("API rules: handlers return problem+json errors.")
+    assert reg.refresh_if_changed()
+    assert "problem+json" in reg.get("services/api/AGENTS.md").body          # an edit: the next refresh
+    api.unlink()
+    assert reg.refresh_if_changed() and reg.get("services/api/AGENTS.md") is None   # a removal too
+    monkeypatch.setattr(registry_mod, "NESTED_RESCAN_S", 0.0)
+    (root / "jobs").mkdir()
+    (root / "jobs" / "AGENTS.md").write_text("Jobs rules: every job is idempotent.")
+    deadline = time.monotonic() + 10
+    while reg.get("jobs/AGENTS.md") is None and time.monotonic() < deadline:   # found by a walk in the background
+        reg.refresh_if_changed()
+        time.sleep(0.05)
+    assert reg.get("jobs/AGENTS.md").globs == ("jobs/**",)
+
+
+def test_nested_walk_is_bounded(tmp_path, monkeypatch):
+    from mnemo.core.skills import registry as registry_mod
+
+    deep = tmp_path / "p"
+    d = deep
+    for i in range(12):
+        d = d / f"d{i}"
+    d.mkdir(parents=True)
+    (d / "AGENTS.md").write_text("too deep to be found")
+    (deep / "d0" / "AGENTS.md").write_text("shallow")
+    found = registry_mod._walk_nested(deep)
+    assert found == [deep / "d0" / "AGENTS.md"]                          # depth limit
+    monkeypatch.setattr(registry_mod, "NESTED_MAX_DIRS", 1)
+    assert registry_mod._walk_nested(deep) == []                          # directory budget

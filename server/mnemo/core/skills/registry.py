@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..text import content_hash
+from .globs import MINIMATCH_DOT
 from .model import (
     FORMAT_AGENTS_MD,
     FORMAT_CLAUDE_MD,
@@ -30,6 +32,15 @@ from .sources import MAX_FILE_BYTES, detect_format, read_skill_file
 
 MAX_FILES_PER_SOURCE = 5000
 _SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv", "venv"}
+# Nested AGENTS.md / CLAUDE.md below the project root apply to their own subtree (as Codex and Claude Code read
+# them). Finding them walks the tree, so the walk is bounded and its result reused for NESTED_RESCAN_S seconds
+# (known files are still stat-checked on every refresh: an edit applies at once, a new file within that time).
+NESTED_NAMES = ("AGENTS.md", "CLAUDE.md", "CLAUDE.local.md")
+NESTED_MAX_DEPTH = 8
+NESTED_MAX_DIRS = 20_000
+NESTED_RESCAN_S = 30.0
+_NESTED_SKIP_DIRS = _SKIP_DIRS | {"dist", "build", "target", "vendor", "third_party", "site-packages", "out",
+                                  "coverage", "env"}
 _DOC_NAMES = {"readme.md", "license.md", "contributing.md", "changelog.md"}
 
 
@@ -55,7 +66,8 @@ def builtin_skills_dir() -> Path | None:
 @dataclass(frozen=True)
 class SkillSource:
     """A place skills are read from. ``kind``: ``dir`` (walk ``root`` for files), ``file`` (one file),
-    ``skill_dirs`` (``root/*/SKILL.md``). ``format`` None: detect per file name."""
+    ``skill_dirs`` (``root/*/SKILL.md``), ``nested`` (AGENTS.md / CLAUDE.md in subdirectories of ``root``, each
+    scoped to its subtree). ``format`` None: detect per file name."""
 
     root: Path
     format: str | None
@@ -82,6 +94,9 @@ class SkillSource:
                 if sub.is_dir() and f.is_file():
                     yield f
             return
+        if self.kind == "nested":
+            yield from _nested_files(root)
+            return
         n = 0
         for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
             dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
@@ -104,8 +119,77 @@ class SkillSource:
         return f"{self.id_prefix}{rel}"
 
 
+_nested_cache: dict[str, tuple[float, list[Path]]] = {}
+_nested_busy: set[str] = set()
+_nested_lock = threading.Lock()
+
+
+def _walk_nested(root: Path) -> list[Path]:
+    found: list[Path] = []
+    visited = 0
+    base_depth = len(root.parts)
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        visited += 1
+        depth = len(Path(dirpath).parts) - base_depth
+        dirnames[:] = [] if depth >= NESTED_MAX_DEPTH or visited >= NESTED_MAX_DIRS else sorted(
+            d for d in dirnames if d not in _NESTED_SKIP_DIRS and not d.startswith("."))
+        if depth == 0:
+            continue
+        names = set(filenames)
+        found.extend(Path(dirpath) / n for n in NESTED_NAMES if n in names)
+        if len(found) >= MAX_FILES_PER_SOURCE:
+            break
+    return found
+
+
+def _rescan(key: str, root: Path) -> None:
+    try:
+        found = _walk_nested(root)
+        with _nested_lock:
+            _nested_cache[key] = (time.monotonic(), found)
+    finally:
+        with _nested_lock:
+            _nested_busy.discard(key)
+
+
+def _nested_files(root: Path) -> list[Path]:
+    """AGENTS.md / CLAUDE.md files in subdirectories of ``root`` (not ``root`` itself: those are their own
+    sources), skipping hidden, dependency and build directories; bounded in depth and directories visited. The
+    first call walks; later ones answer from the last walk and, once it is NESTED_RESCAN_S old, start a new walk
+    in the background (an activation never waits for a walk of a huge tree)."""
+    key = str(root)
+    with _nested_lock:
+        hit = _nested_cache.get(key)
+        stale = hit is None or time.monotonic() - hit[0] >= NESTED_RESCAN_S
+        start = hit is not None and stale and key not in _nested_busy
+        if start:
+            _nested_busy.add(key)
+    if hit is None:
+        found = _walk_nested(root)
+        with _nested_lock:
+            _nested_cache[key] = (time.monotonic(), found)
+        return list(found)
+    if start:
+        threading.Thread(target=_rescan, args=(key, root), name="mnemo-nested-rules", daemon=True).start()
+    return [p for p in hit[1] if p.is_file()]
+
+
+def scope_to_subtree(skill: Skill, project_root: Path) -> Skill:
+    """A nested AGENTS.md / CLAUDE.md: instructions for the files under its directory, not for the whole project.
+    Glob ``<dir>/**`` (escaped: ``app/[id]`` is a literal folder name), named by its path."""
+    from wcmatch import glob as wglob
+
+    rel_dir = Path(skill.source_path).parent.relative_to(project_root).as_posix()
+    name = f"{rel_dir}/{Path(skill.source_path).name}"
+    description = skill.description or f"Instructions for the files under {rel_dir}/"
+    out = replace(skill, name=name, description=description, globs=(f"{wglob.escape(rel_dir)}/**",),
+                  glob_mode=MINIMATCH_DOT, always_apply=False)
+    return replace(out, content_hash=content_hash("\n".join([out.name, out.description, " ".join(out.keywords),
+                                                              out.body])))
+
+
 def project_sources(root: Path) -> list[SkillSource]:
-    """Every location read in a project (see docs/skills.md)."""
+    """Every location read in a project (the table in docs/architecture.md, "Skills")."""
     r = root
     b = dict(id_base=r, scope="project")
     return [
@@ -120,6 +204,7 @@ def project_sources(root: Path) -> list[SkillSource]:
         SkillSource(r / ".claude" / "CLAUDE.md", FORMAT_CLAUDE_MD, kind="file", **b),
         SkillSource(r / "CLAUDE.local.md", FORMAT_CLAUDE_MD, kind="file", **b),
         SkillSource(r / "AGENTS.md", FORMAT_AGENTS_MD, kind="file", **b),
+        SkillSource(r, None, kind="nested", **b),
         SkillSource(r / ".continue" / "rules", FORMAT_CONTINUE, **b),
         SkillSource(r / ".windsurf" / "rules", FORMAT_WINDSURF, **b),
         SkillSource(r / ".windsurfrules", FORMAT_WINDSURF_LEGACY, kind="file", **b),
@@ -218,6 +303,8 @@ class SkillRegistry:
                 else:
                     skill, problems = read_skill_file(path, fmt, scope=src.scope, skill_id=src.skill_id(path),
                                                       max_bytes=self.max_file_bytes)
+                    if skill is not None and src.kind == "nested":
+                        skill = scope_to_subtree(skill, src.root)
                 new_cache[key] = (sk, skill, problems)
                 report.problems.extend(problems)
                 if skill is not None:
