@@ -461,6 +461,7 @@ def test_a_stale_manifest_without_the_int8_file_re_exports(tmp_path, monkeypatch
 # ---------------------------------------------------------------------------------------------------- status / CLI
 
 def test_model_status_never_raises(monkeypatch, tmp_path, onnx):
+    monkeypatch.delenv("MNEMO_SKILL_EMBEDDER", raising=False)
     monkeypatch.setenv("MNEMO_MODEL_CACHE", str(tmp_path / "empty"))
     st = E.model_status()
     assert st["exported"] is False and st["model_id"] == E.MODEL_ID and st["dim"] == 384
@@ -469,6 +470,7 @@ def test_model_status_never_raises(monkeypatch, tmp_path, onnx):
     monkeypatch.setenv("MNEMO_MODEL_CACHE", str(onnx.model_dir))
     st = E.model_status()
     assert st["exported"] is True and st["path"] == str(onnx.model_dir)
+    assert st["int8_min_cosine"] >= E.INT8_MIN_COSINE and st["skill_embedder"] == "auto (onnx-int8)"
     json.dumps(st)
     monkeypatch.setattr(E, "default_cache_dir", lambda: 1 / 0)
     st = E.model_status()

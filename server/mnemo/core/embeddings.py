@@ -671,6 +671,8 @@ def model_status() -> dict:
         st["exported"] = manifest is not None
         if manifest:
             st["exported_at"] = manifest.get("created")
+            st["int8_min_cosine"] = manifest.get("int8_min_cosine")    # the int8 copy skill activation uses
+        st["skill_embedder"] = os.environ.get("MNEMO_SKILL_EMBEDDER", "").strip().lower() or "auto (onnx-int8)"
         pk = {m: iu.find_spec(m) is not None for m in
               ("numpy", "onnxruntime", "tokenizers", "torch", "onnx", "transformers", "sentence_transformers",
                "filelock")}
