@@ -46,27 +46,6 @@ class Service(Protocol):
     def list_memories(self, ctx: dict, **kw: Any) -> dict[str, Any]: ...
     def stats(self, ctx: dict) -> dict[str, Any]: ...
     def index_docs(self, ctx: dict, root: str | None = None, progress: Progress | None = None) -> dict[str, Any]: ...
-    def _skill_embedder(self):
-        """The embedder of skill activation. Skills are embedded on this machine only (vectors cached in the
-        store's home, never shared), so they can use a faster model than memories: by default the int8 export of
-        the same MiniLM (~3x faster query embedding, same MetaTool accuracy; docs/benchmarks.md), when memories
-        use the float ONNX model. MNEMO_SKILL_EMBEDDER=same uses the memory embedder; a kind name forces one."""
-        from mnemo.core.embeddings import MODEL_ID, get_embedder
-
-        base = self.engine.embedder
-        choice = os.environ.get("MNEMO_SKILL_EMBEDDER", "").strip().lower() or "auto"
-        if choice == "same":
-            return base
-        if choice != "auto":
-            return get_embedder(choice)
-        if getattr(base, "backend", None) != "onnx" or getattr(base, "model_id", None) != MODEL_ID:
-            return base                      # torch, hash (tests) or a caller's own embedder: keep it
-        try:
-            return get_embedder("onnx-int8")
-        except MnemoError as e:
-            log.warning("int8 skill embedder unavailable (%s); skills use the memory embedder", e)
-            return base
-
     def skills_list(self, ctx: dict) -> dict[str, Any]: ...
     def skills_check(self, ctx: dict) -> dict[str, Any]: ...
     def activate_skills(self, ctx: dict, file: str | None = None, message: str | None = None,
