@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,27 @@ def run_cli(*args: str, home: Path, cwd: Path | None = None, env: dict | None = 
     e.update(env or {})
     return subprocess.run([sys.executable, "-m", "mnemo", *args], cwd=cwd, env=e, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def store_dump(db: Path, memory: Callable[[dict], dict] = lambda d: d, tombstone_reason: bool = True) -> dict:
+    """Every table of a store (the crash tests compare the state after a kill with before/after), after
+    `PRAGMA integrity_check`. `memory` normalizes each memory row (drop timestamps a run may change)."""
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        tomb_cols = "id, content_hash, reason" if tombstone_reason else "id, content_hash"
+        return {
+            "memories": [memory(dict(r)) for r in conn.execute("SELECT * FROM memories ORDER BY id")],
+            "vectors": [tuple(r) for r in conn.execute("SELECT item_id, part, model_id, vec FROM vectors ORDER BY 1")],
+            "fts": sorted(tuple(r) for r in conn.execute("SELECT text, item_id, part FROM fts")),
+            "changes": [tuple(r) for r in conn.execute("SELECT seq, item_id, part, op FROM changes ORDER BY seq")],
+            "review": [(r["id"], r["kind"], r["item_id"], r["other_id"], r["resolution"])
+                       for r in conn.execute("SELECT * FROM review ORDER BY id")],
+            "tombstones": [tuple(r) for r in conn.execute(f"SELECT {tomb_cols} FROM tombstones ORDER BY id")],
+            "decay_state": [tuple(r) for r in conn.execute("SELECT * FROM decay_state ORDER BY id")],
+        }
+    finally:
+        conn.close()

@@ -14,7 +14,6 @@ import os
 import random
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 import pytest
 from _helpers import figure
 
+from conftest import store_dump
 from mnemo.core import lifecycle, sharing
 from mnemo.core.embeddings import HashEmbedder
 from mnemo.core.engine import Engine
@@ -47,30 +47,14 @@ def _drop_times(obj):
     return obj
 
 
+def _memory(d: dict) -> dict:
+    d.pop("updated_at")
+    d["provenance"] = _drop_times(json.loads(d["provenance"]))
+    return d
+
+
 def dump(db: Path) -> dict:
-    conn = sqlite3.connect(db)
-    conn.row_factory = sqlite3.Row
-    try:
-        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        out = {}
-        mems = []
-        for r in conn.execute("SELECT * FROM memories ORDER BY id"):
-            d = dict(r)
-            d.pop("updated_at")
-            d["provenance"] = _drop_times(json.loads(d["provenance"]))
-            mems.append(d)
-        out["memories"] = mems
-        out["vectors"] = [tuple(r) for r in conn.execute("SELECT item_id, part, model_id, vec FROM vectors ORDER BY 1")]
-        out["fts"] = sorted(tuple(r) for r in conn.execute("SELECT text, item_id, part FROM fts"))
-        out["changes"] = [tuple(r) for r in conn.execute("SELECT seq, item_id, part, op FROM changes ORDER BY seq")]
-        out["review"] = [(r["id"], r["kind"], r["item_id"], r["other_id"], r["resolution"])
-                         for r in conn.execute("SELECT * FROM review ORDER BY id")]
-        out["tombstones"] = [(r["id"], r["content_hash"], r["reason"])
-                             for r in conn.execute("SELECT * FROM tombstones ORDER BY id")]
-        out["decay_state"] = [tuple(r) for r in conn.execute("SELECT * FROM decay_state ORDER BY id")]
-        return out
-    finally:
-        conn.close()
+    return store_dump(db, _memory)
 
 
 def run_child(home: Path, op: str, mode: str, arg: str, snapshot: Path) -> subprocess.CompletedProcess:

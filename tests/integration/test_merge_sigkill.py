@@ -13,7 +13,6 @@ import os
 import random
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import store_dump
 from mnemo.core import lifecycle, sharing
 from mnemo.core.embeddings import HashEmbedder
 from mnemo.core.engine import Engine
@@ -37,31 +37,16 @@ def _words(i: int, salt: str) -> str:
     return " ".join(f"{rnd.choice('bcdfghklmnprstvz')}{rnd.randrange(10**6):06d}" for _ in range(5))
 
 
+def _memory(d: dict) -> dict:
+    prov = json.loads(d["provenance"])
+    if "imported_from" in prov:
+        prov["imported_from"].pop("imported_at", None)
+    d["provenance"] = prov
+    return d
+
+
 def normalized_dump(db: Path) -> dict:
-    conn = sqlite3.connect(db)
-    conn.row_factory = sqlite3.Row
-    try:
-        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        out = {}
-        mems = []
-        for r in conn.execute("SELECT * FROM memories ORDER BY id"):
-            d = dict(r)
-            prov = json.loads(d["provenance"])
-            if "imported_from" in prov:
-                prov["imported_from"].pop("imported_at", None)
-            d["provenance"] = prov
-            mems.append(d)
-        out["memories"] = mems
-        out["vectors"] = [tuple(r) for r in conn.execute("SELECT item_id, part, model_id, vec FROM vectors ORDER BY 1")]
-        out["fts"] = sorted(tuple(r) for r in conn.execute("SELECT text, item_id, part FROM fts"))
-        out["changes"] = [tuple(r) for r in conn.execute("SELECT seq, item_id, part, op FROM changes ORDER BY seq")]
-        out["review"] = [(r["id"], r["kind"], r["item_id"], r["other_id"], r["resolution"])
-                         for r in conn.execute("SELECT * FROM review ORDER BY id")]
-        out["tombstones"] = [tuple(r) for r in conn.execute("SELECT id, content_hash FROM tombstones ORDER BY id")]
-        out["decay_state"] = [tuple(r) for r in conn.execute("SELECT * FROM decay_state ORDER BY id")]
-        return out
-    finally:
-        conn.close()
+    return store_dump(db, _memory, tombstone_reason=False)
 
 
 @pytest.fixture(scope="module")
