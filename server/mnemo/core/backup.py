@@ -25,6 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from mnemo.core.env import env_float
+
 log = logging.getLogger("mnemo.backup")
 
 DIR = "backups"
@@ -32,20 +34,13 @@ PREFIX = "mnemo-"
 STAMP = "%Y%m%dT%H%M%SZ"
 
 
-def _env_float(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        return default
-
-
 def interval() -> float:
     """Seconds between backups (0: no backups)."""
-    return max(0.0, _env_float("MNEMO_BACKUP_INTERVAL", 86400.0))
+    return max(0.0, env_float("MNEMO_BACKUP_INTERVAL", 86400.0))
 
 
 def keep() -> int:
-    return max(1, int(_env_float("MNEMO_BACKUP_KEEP", 7)))
+    return max(1, int(env_float("MNEMO_BACKUP_KEEP", 7)))
 
 
 def backup_dir(home: Path) -> Path:
@@ -173,7 +168,7 @@ def backup_loop(home: Path, stopping: threading.Event) -> None:
     """The owner's backup thread: a first backup shortly after start when one is due, then every interval."""
     if interval() <= 0:
         return
-    if stopping.wait(max(0.0, _env_float("MNEMO_BACKUP_DELAY", 60.0))):
+    if stopping.wait(max(0.0, env_float("MNEMO_BACKUP_DELAY", 60.0))):
         return
     while True:
         try:

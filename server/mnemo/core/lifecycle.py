@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from mnemo.core.env import env_float
 from mnemo.core.errors import InvalidInput, NotFound
 from mnemo.core.models import Context, Memory
 from mnemo.core.recall import key_points, memory_visible, summarize
@@ -80,24 +81,17 @@ class Settings:
     restore_importance: float = 0.5
 
 
-def _env_float(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        return default
-
-
 def settings() -> Settings:
     """Typed defaults, overridable by environment (`MNEMO_CONFLICT_THRESHOLD`, `MNEMO_HALF_LIFE_HOURS`, ...)."""
     d = Settings()
     return Settings(
-        conflict_threshold=_env_float("MNEMO_CONFLICT_THRESHOLD", d.conflict_threshold),
-        half_life_hours=max(1e-6, _env_float("MNEMO_HALF_LIFE_HOURS", d.half_life_hours)),
-        tombstone_threshold=_env_float("MNEMO_TOMBSTONE_THRESHOLD", d.tombstone_threshold),
-        hot_max=int(_env_float("MNEMO_HOT_MAX", d.hot_max)),
-        hot_min_importance=_env_float("MNEMO_HOT_MIN_IMPORTANCE", d.hot_min_importance),
-        compact_dup_threshold=_env_float("MNEMO_COMPACT_DUP_THRESHOLD", d.compact_dup_threshold),
-        verbose_chars=int(_env_float("MNEMO_VERBOSE_CHARS", d.verbose_chars)),
+        conflict_threshold=env_float("MNEMO_CONFLICT_THRESHOLD", d.conflict_threshold),
+        half_life_hours=max(1e-6, env_float("MNEMO_HALF_LIFE_HOURS", d.half_life_hours)),
+        tombstone_threshold=env_float("MNEMO_TOMBSTONE_THRESHOLD", d.tombstone_threshold),
+        hot_max=int(env_float("MNEMO_HOT_MAX", d.hot_max)),
+        hot_min_importance=env_float("MNEMO_HOT_MIN_IMPORTANCE", d.hot_min_importance),
+        compact_dup_threshold=env_float("MNEMO_COMPACT_DUP_THRESHOLD", d.compact_dup_threshold),
+        verbose_chars=int(env_float("MNEMO_VERBOSE_CHARS", d.verbose_chars)),
     )
 
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from mnemo import __version__
 from mnemo.core import lifecycle
+from mnemo.core.env import env_int
 from mnemo.core.errors import InvalidInput, NotFound, SnapshotError
 from mnemo.core.models import MEMORY_TYPES, SOURCES, STATUSES, STORED_SCOPES, TIERS, TRUST, Context, Memory
 from mnemo.core.store import blob_to_vec, partition_for
@@ -46,23 +47,16 @@ MAX_MANIFEST_BYTES = 64 * 1024
 NOT_CHANGED = "nothing was changed"
 
 
-def _cap(name: str, default: int) -> int:
-    try:
-        return int(os.environ.get(name, default))
-    except ValueError:
-        return default
-
-
 def max_snapshot_bytes() -> int:
-    return _cap("MNEMO_SNAPSHOT_MAX_BYTES", 512 * 1024 * 1024)
+    return env_int("MNEMO_SNAPSHOT_MAX_BYTES", 512 * 1024 * 1024)
 
 
 def max_records() -> int:
-    return _cap("MNEMO_SNAPSHOT_MAX_RECORDS", 500_000)
+    return env_int("MNEMO_SNAPSHOT_MAX_RECORDS", 500_000)
 
 
 def max_record_bytes() -> int:
-    return _cap("MNEMO_SNAPSHOT_MAX_RECORD_BYTES", 512 * 1024)
+    return env_int("MNEMO_SNAPSHOT_MAX_RECORD_BYTES", 512 * 1024)
 
 
 def canonical(obj: Any) -> bytes:

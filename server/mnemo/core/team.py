@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from mnemo.core.env import env_float
 from mnemo.core.errors import InvalidInput, MnemoError, NotFound, SecretDetected, TeamUnavailable
 from mnemo.core.models import Context, Memory
 
@@ -53,19 +54,12 @@ CREATE TABLE IF NOT EXISTS team_outbox (
 """
 
 
-def _env_float(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        return default
-
-
 def connect_timeout() -> float:
-    return _env_float("MNEMO_TEAM_TIMEOUT", 1.5)
+    return env_float("MNEMO_TEAM_TIMEOUT", 1.5)
 
 
 def retry_interval() -> float:
-    return _env_float("MNEMO_TEAM_RETRY", 30.0)
+    return env_float("MNEMO_TEAM_RETRY", 30.0)
 
 
 # -- settings ----------------------------------------------------------------------------------------------------
