@@ -145,7 +145,7 @@ class LocalService:
     def _skill_embedder(self):
         """The embedder of skill activation. Skills are embedded on this machine only (vectors cached in the
         store's home, never shared), so they can use a faster model than memories: by default the int8 export of
-        the same MiniLM (~3x faster query embedding, same MetaTool accuracy; docs/benchmarks.md), when memories
+        the same MiniLM (~2.4x faster query embedding, same MetaTool accuracy; docs/benchmarks.md), when memories
         use the float ONNX model. MNEMO_SKILL_EMBEDDER=same uses the memory embedder; a kind name forces one."""
         from mnemo.core.embeddings import MODEL_ID, get_embedder
 

@@ -5,8 +5,8 @@ Backends (all implement `Embedder`):
     OnnxMiniLM   default. all-MiniLM-L6-v2 exported once to ONNX, run with onnxruntime + tokenizers + numpy.
                  No torch at run time: ~0.3 s and ~190 MB to the first embedding.
     OnnxMiniLM(quantized=True)   kind "onnx-int8": the same export with its weights quantized to int8 (dynamic,
-                 per channel) at export time. ~3x faster on CPU; vectors within cosine ~0.99 of the float model
-                 and the same retrieval quality on our benchmarks (docs/benchmarks.md). Its own `model_id`, so
+                 per channel) at export time. ~2.4x faster per query on CPU; vectors within cosine ~0.99 of the
+                 float model and the same retrieval quality on our benchmarks (docs/benchmarks.md). Its own `model_id`, so
                  vectors of the two are never mixed. Skill activation uses it by default (service.py).
     TorchMiniLM  the same model through sentence-transformers (torch). Same `model_id`: vectors agree to
                  cosine >= 0.9999, so switching between the two never forces an index rebuild.
