@@ -228,10 +228,12 @@ class LocalService:
 
         return sharing.merged_branches(self.engine, _ctx(ctx), queue)
 
-    def decay(self, ctx: dict, now: float | str | None = None) -> dict[str, Any]:
+    def decay(self, ctx: dict, now: float | str | None = None, dry_run: bool = False,
+              force: bool = False) -> dict[str, Any]:
         from mnemo.core import lifecycle
 
-        return lifecycle.decay(self.engine, _ctx(ctx), now)
+        at = lifecycle.check_decay_time(now, force=bool(force or dry_run))  # a future time: force, or a dry run
+        return lifecycle.decay(self.engine, _ctx(ctx), at, dry_run=bool(dry_run))
 
     def compact(self, ctx: dict) -> dict[str, Any]:
         from mnemo.core import lifecycle

@@ -222,6 +222,52 @@ def test_cold_tier_is_archived_searchable_restorable_never_deleted(engine, ctx):
     assert lifecycle.decay(engine, ctx)["moved_to_cold"] == []  # restored clock
 
 
+def test_restore_gives_back_the_importance_it_had_before_decay(engine, ctx):
+    """Issue 13: restore set an important memory (0.9) that had faded to cold back to 0.5."""
+    m = engine.remember(ctx, "The release train leaves every second Tuesday", importance=0.9)["memory"]
+    _age(engine, m["id"], 168 * 3)
+    t0 = time.time()
+    lifecycle.decay(engine, ctx, now=t0)  # 0.9 -> 0.1125, still warm
+    assert engine.store.get_memory(m["id"]).tier != "cold"
+    lifecycle.decay(engine, ctx, now=t0 + 168 * 3 * 3600)  # three half-lives later: cold
+    assert engine.store.get_memory(m["id"]).tier == "cold"
+    res = lifecycle.restore(engine, ctx, m["id"])
+    assert res["memory"]["tier"] == "warm" and res["memory"]["importance"] == pytest.approx(0.9)
+
+
+def test_decay_dry_run_reports_the_same_and_writes_nothing(engine, ctx):
+    from conftest import store_dump
+
+    ids = [engine.remember(ctx, t, importance=imp)["memory"]["id"]
+           for t, imp in (("Builds run with Bazel", 0.9), ("Logs ship to Loki", 0.5), ("Cron lives in ops", 0.3))]
+    for mem_id, hours in zip(ids, (10, 168, 168 * 5), strict=True):
+        _age(engine, mem_id, hours)
+    now = time.time()
+    lifecycle.ensure_schema(engine.store)
+    before = store_dump(engine.store.path)
+    dry = lifecycle.decay(engine, ctx, now=now, dry_run=True)
+    assert store_dump(engine.store.path) == before  # not a row changed
+    assert dry["dry_run"] is True and dry["decayed"] == 2 and [m["id"] for m in dry["moved_to_cold"]] == [ids[2]]
+    real = lifecycle.decay(engine, ctx, now=now)
+    assert real["dry_run"] is False and {**dry, "dry_run": False} == real
+    assert engine.store.get_memory(ids[2]).tier == "cold"
+
+
+def test_future_decay_is_refused_unless_forced(engine, ctx):
+    """Issue 13: `decay --now <future>` aged everything at once and could not be undone."""
+    svc = LocalService(engine)
+    m = engine.remember(ctx, "Payments go through Stripe")["memory"]
+    with pytest.raises(InvalidInput) as err:
+        svc.decay(ctx.to_dict(), now="2099-01-01T00:00:00Z")
+    assert "future" in err.value.message and "--force" in err.value.hint and "--dry-run" in err.value.hint
+    assert engine.store.get_memory(m["id"]).tier != "cold"
+    assert svc.decay(ctx.to_dict(), now="2099-01-01T00:00:00Z", dry_run=True)["moved_to_cold"][0]["id"] == m["id"]
+    assert engine.store.get_memory(m["id"]).tier != "cold"
+    svc.decay(ctx.to_dict(), now="2099-01-01T00:00:00Z", force=True)
+    assert engine.store.get_memory(m["id"]).tier == "cold"
+    svc.decay(ctx.to_dict(), now=time.time() + 5)  # a clock a few seconds ahead is not "the future"
+
+
 def test_hot_tier_is_small_and_holds_the_most_important(engine, ctx, monkeypatch):
     monkeypatch.setenv("MNEMO_HOT_MAX", "2")
     ids = [engine.remember(ctx, text, importance=imp)["memory"]["id"]

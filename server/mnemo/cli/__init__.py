@@ -89,7 +89,8 @@ def _lsp_main(argv: list[str]) -> int:
     return int(args.func(args, None) or 0)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, service=None) -> int:
+    """Run one command. `service`: use this Service instead of opening one (tests; it is not closed here)."""
     if argv is None:
         argv = sys.argv[1:]
     if argv[:1] == ["lsp"]:
@@ -100,9 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     as_json = getattr(args, "json", False)
-    service = None
+    own = service is None
     try:
-        if getattr(args, "needs_service", True):
+        if own and getattr(args, "needs_service", True):
             service = make_service(args)
         return int(args.func(args, service) or 0)
     except MnemoError as exc:
@@ -113,5 +114,5 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     finally:
-        if service is not None:
+        if own and service is not None:
             close_service(service)

@@ -1,5 +1,5 @@
-"""The memory commands: remember, recall, hydrate, promote, deprecate, forget, list, stats, index, daemon, doctor,
-quickstart."""
+"""The memory commands: remember, recall, hydrate, promote, deprecate, forget, list, stats, index, daemon, doctor
+(and quickstart, in cli/quickstart.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from mnemo.cli.output import console, emit_json, print_cards, print_kv, print_memories
-from mnemo.core.models import DEFAULT_KINDS, MEMORY_TYPES, READ_SCOPES
+from mnemo.cli.output import console, emit_json, flat, line, print_cards, print_kv, print_memories, say
+from mnemo.core.models import DEFAULT_KINDS, MEMORY_TYPES, READ_SCOPES, STATUSES
 
 
 def register(sub: argparse._SubParsersAction, common) -> None:
@@ -27,7 +27,8 @@ def register(sub: argparse._SubParsersAction, common) -> None:
     p.add_argument("query")
     p.add_argument("--scope", default="hybrid", help=f"one of {', '.join(READ_SCOPES)} (default hybrid)")
     p.add_argument("--limit", "-n", type=int, default=5)
-    p.add_argument("--type", action="append", dest="types", help="only these memory types (repeatable)")
+    p.add_argument("--type", action="append", dest="types",
+                   help=f"only these memory types (repeatable): {', '.join(MEMORY_TYPES)}")
     p.add_argument("--no-docs", action="store_true", help="memories only, no Markdown blocks")
     p.add_argument("--cold", action="store_true", help="search the cold tier (archive) too")
     common(p)
@@ -58,14 +59,14 @@ def register(sub: argparse._SubParsersAction, common) -> None:
     p.set_defaults(func=cmd_forget)
 
     p = sub.add_parser("list", help="list memories")
-    p.add_argument("--scope", default="hybrid")
-    p.add_argument("--type", default=None)
+    p.add_argument("--scope", default="hybrid", help=f"one of {', '.join(READ_SCOPES)} (default hybrid)")
+    p.add_argument("--type", default=None, help=f"one of {', '.join(MEMORY_TYPES)}")
     p.add_argument("--kind", default=None)
     p.add_argument("--branch", default=None)
     p.add_argument("--all-branches", action="store_true")
     p.add_argument("--deprecated", action="store_true", help="include deprecated and superseded memories")
     p.add_argument("--cold", action="store_true", help="include the cold tier")
-    p.add_argument("--status", default="active", help="active | pending | rejected")
+    p.add_argument("--status", default="active", help=f"one of {', '.join(STATUSES)} (default active)")
     p.add_argument("--limit", type=int, default=50)
     common(p)
     p.set_defaults(func=cmd_list)
@@ -91,9 +92,9 @@ def register(sub: argparse._SubParsersAction, common) -> None:
     common(p)
     p.set_defaults(func=cmd_doctor, needs_service=False)
 
-    p = sub.add_parser("quickstart", help="index this repo's docs, remember and recall a few notes, show the cards")
-    common(p)
-    p.set_defaults(func=cmd_quickstart)
+    from mnemo.cli import quickstart
+
+    quickstart.register(sub, common)
 
 
 def _ctx(args):
@@ -110,10 +111,11 @@ def cmd_remember(args, service) -> int:
         return 0
     m = res["memory"]
     c = console()
-    c.print(f"[green]{res['message']}[/green]  [bold]{m['id']}[/bold]")
-    c.print(f"[dim]{m['scope']} · {m['type']} · {m['kind']} · branch {m['branch'] or '*'} · {m['project_name']}[/dim]")
+    say((res["message"], "green"), "  ", (m["id"], "bold"), c=c)
+    say((f"{m['scope']} · {m['type']} · {m['kind']} · branch {m['branch'] or '*'} · {m['project_name']}", "dim"),
+        c=c)
     for f in m.get("flags") or []:
-        c.print(f"[yellow]flag:[/yellow] {f}")
+        say(("flag:", "yellow"), " ", f, c=c)
     return 0
 
 
@@ -134,18 +136,17 @@ def cmd_hydrate(args, service) -> int:
         return 0
     c = console()
     if res["source_kind"] == "markdown":
-        c.print(f"[bold]{res['source_path']}[/bold]")
+        say((res["source_path"], "bold"), c=c)
         for b in res["blocks"]:
-            style = "" if b["is_hit"] else "dim"
-            c.print(f"[cyan]{' › '.join(b['heading_path'])}[/cyan] (lines {b['lines'][0]}-{b['lines'][1]})")
-            c.print(b["text"], style=style, markup=False)
+            say((" › ".join(b["heading_path"]), "cyan"), f" (lines {b['lines'][0]}-{b['lines'][1]})", c=c)
+            c.print(line((b["text"], "" if b["is_hit"] else "dim")))
             c.print()
     else:
         m = res["memory"]
-        c.print(f"[bold]{m['id']}[/bold]  {m['scope']} · {m['type']} · {m['kind']}")
-        c.print(m["text"], markup=False)
+        say((m["id"], "bold"), f"  {m['scope']} · {m['type']} · {m['kind']}", c=c)
+        c.print(line(m["text"]))
         if m.get("provenance"):
-            c.print(f"[dim]provenance: {m['provenance']}[/dim]")
+            say((f"provenance: {m['provenance']}", "dim"), c=c)
         if res["related"]:
             c.print("\n[bold]related[/bold]")
             print_cards(res["related"])
@@ -157,8 +158,7 @@ def _print_status(args, res: dict[str, Any]) -> int:
         emit_json(res)
         return 0
     m = res.get("memory") or {}
-    console().print(f"[green]{res['status']}[/green] {m.get('id') or res.get('id')}"
-                    + (f" → {m['scope']}" if m.get("scope") else ""))
+    say((res["status"], "green"), f" {m.get('id') or res.get('id')}" + (f" → {m['scope']}" if m.get("scope") else ""))
     return 0
 
 
@@ -202,18 +202,18 @@ def cmd_index(args, service) -> int:
         emit_json(service.index_docs(_ctx(args), root))
         return 0
     with Progress(TextColumn("indexing docs"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("[dim]{task.description}"), console=console(stderr=True), transient=True) as bar:
+                  TextColumn("{task.description}", style="dim", markup=False), console=console(stderr=True),
+                  transient=True) as bar:
         task = bar.add_task("", total=None)
 
         def progress(p):
-            bar.update(task, total=p["total"], completed=p["done"], description=p.get("path") or "")
+            bar.update(task, total=p["total"], completed=p["done"], description=flat(p.get("path") or ""))
 
         res = service.index_docs(_ctx(args), root, progress=progress)
-    console().print(f"[green]indexed[/green] {res['files']} Markdown files: {res['added']} new, {res['updated']} "
-                    f"changed, {res['unchanged']} unchanged, {res['removed']} removed; "
-                    f"{res['blocks_written']} blocks written")
+    say(("indexed", "green"), f" {res['files']} Markdown files: {res['added']} new, {res['updated']} "
+        f"changed, {res['unchanged']} unchanged, {res['removed']} removed; {res['blocks_written']} blocks written")
     for prob in res["problems"]:
-        console(stderr=True).print(f"[yellow]skipped[/yellow] {prob['path']}: {prob['reason']}")
+        say(("skipped", "yellow"), f" {prob['path']}: {prob['reason']}", stderr=True)
     return 0
 
 
@@ -265,41 +265,10 @@ def cmd_doctor(args, _service) -> int:
         emit_json(res)
     else:
         c = console()
+        marks = {"ok": ("ok", "green"), "warn": ("warn", "yellow"), "fail": ("FAIL", "red")}
         for check in res["checks"]:
-            mark = {"ok": "[green]ok[/green]", "warn": "[yellow]warn[/yellow]", "fail": "[red]FAIL[/red]"}
-            c.print(f"{mark[check['status']]:>18}  [bold]{check['name']}[/bold]: {check['detail']}")
+            word, style = marks.get(check["status"], (str(check["status"]), ""))
+            say((f"{word:>4}", style), "  ", (str(check["name"]), "bold"), f": {check['detail']}", c=c)
             if check.get("fix"):
-                c.print(f"{'':>8}[yellow]fix:[/yellow] {check['fix']}")
+                say(" " * 6, ("fix:", "yellow"), f" {check['fix']}", c=c)
     return 0 if res["ok"] else 1
-
-
-QUICKSTART_MEMORIES = [
-    ("payments API requires idempotency keys on every POST", "project", "decision"),
-    ("Run the tests with `bash .ci/run`; it installs everything it needs first", "project", "fact"),
-    ("I prefer small commits with imperative subject lines", "user", "pattern"),
-]
-QUICKSTART_QUERIES = [
-    "how do I make POST requests safe to retry?",
-    "how are memories stored and who owns the store?",
-]
-
-
-def cmd_quickstart(args, service) -> int:
-    ctx = _ctx(args)
-    c = console()
-    c.rule(f"[bold]Mnemo quickstart · {ctx['project_name']} ({ctx.get('branch') or 'no git'})")
-    res = service.index_docs(ctx, None)
-    c.print(f"[green]indexed[/green] {res['files']} Markdown files into {res['blocks_written']} new blocks "
-            f"({res['unchanged']} unchanged)")
-    for text, typ, kind in QUICKSTART_MEMORIES:
-        r = service.remember(ctx, text, type=typ, kind=kind)
-        c.print(f"[green]{r['message']}[/green] {r['memory']['id']}: {text}")
-    for q in QUICKSTART_QUERIES:
-        c.rule(f"recall: {q}")
-        out = service.recall(ctx, q, limit=3)
-        print_cards(out["cards"], out.get("warnings"), out.get("took_ms"))
-    c.rule("connect an editor or agent")
-    c.print("VS Code: install the extension from vscode-extension/ (see README); it starts `python -m mnemo lsp`.\n"
-            "Any LSP editor: run `mnemo lsp` (stdio). Agents: `mnemo mcp` (stdio MCP server).\n"
-            "CLI: `mnemo recall \"...\"`, `mnemo remember \"...\"`, `mnemo stats`, `mnemo doctor`.")
-    return 0

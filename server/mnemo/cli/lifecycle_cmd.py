@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from mnemo.cli.output import age, console, emit_json
+from mnemo.cli.output import age, console, emit_json, say
 
 STRATEGIES = ("local_wins", "remote_wins", "newer_wins", "keep_both")
 
@@ -56,7 +56,10 @@ def register(sub: argparse._SubParsersAction, common) -> None:
     q.set_defaults(func=cmd_branch_merged)
 
     p = sub.add_parser("decay", help="age importance (half-life), move faded memories to the cold tier")
-    p.add_argument("--now", default=None, help="evaluate at this time (epoch seconds or ISO 8601)")
+    p.add_argument("--now", default=None, help="evaluate at this time (epoch seconds or ISO 8601; a future time "
+                                               "needs --force)")
+    p.add_argument("--dry-run", action="store_true", help="report what would change; write nothing")
+    p.add_argument("--force", action="store_true", help="allow a --now in the future (cannot be undone)")
     common(p)
     p.set_defaults(func=cmd_decay)
 
@@ -103,13 +106,14 @@ def cmd_snapshot_export(args, service) -> int:
 
     def human(r):
         c = console()
-        c.print(f"[green]exported[/green] {r['memories']} memories to [bold]{r['path']}[/bold] "
-                f"({r['bytes']:,} bytes, model {r['model_id']})")
+        say(("exported", "green"), f" {r['memories']} memories to ", (r["path"], "bold"),
+            f" ({r['bytes']:,} bytes, model {r['model_id']})", c=c)
         scopes = ", ".join(f"{k} {v}" for k, v in sorted(r["by_scope"].items()))
         branches = ", ".join(f"{k} {v}" for k, v in sorted(r["by_branch"].items()))
-        c.print(f"[dim]scopes: {scopes or '-'} · branches: {branches or '-'} · sha256 {r['sha256'][:16]}…[/dim]")
+        say((f"scopes: {scopes or '-'} · branches: {branches or '-'} · sha256 {r['sha256'][:16]}…", "dim"), c=c)
         for w in r.get("withheld_secrets", []):
-            c.print(f"[yellow]withheld[/yellow] {w['id']}: it holds what looks like a secret ({', '.join(w['secrets'])})")
+            say(("withheld", "yellow"), f" {w['id']}: it holds what looks like a secret ({', '.join(w['secrets'])})",
+                c=c)
 
     return _done(args, res, human)
 
@@ -118,25 +122,25 @@ def _print_merge(r: dict[str, Any], dry: bool) -> None:
     c = console()
     info = r["snapshot"]
     src = info.get("source") or {}
-    c.print(f"[bold]{info['file']}[/bold] from {src.get('project_name')} ({src.get('user')}, "
-            f"{age(info.get('created_at'))}), model {info.get('model_id')}")
+    say((info["file"], "bold"), f" from {src.get('project_name')} ({src.get('user')}, "
+        f"{age(info.get('created_at'))}), model {info.get('model_id')}", c=c)
     verb = "would import" if dry else "imported"
-    c.print(f"[green]{verb}[/green] {r['imported']} · replaced {r['replaced']} · skipped duplicates "
-            f"{r['skipped_duplicates']} · skipped forgotten {r['skipped_forgotten']} · conflicts {r['conflicts']} "
-            f"(strategy {r['strategy']})")
+    say((verb, "green"), f" {r['imported']} · replaced {r['replaced']} · skipped duplicates "
+        f"{r['skipped_duplicates']} · skipped forgotten {r['skipped_forgotten']} · conflicts {r['conflicts']} "
+        f"(strategy {r['strategy']})", c=c)
     if r.get("skipped_secrets"):
-        c.print(f"[yellow]skipped {r['skipped_secrets']} record(s) holding what looks like a secret[/yellow]")
+        say((f"skipped {r['skipped_secrets']} record(s) holding what looks like a secret", "yellow"), c=c)
     res = r["resolutions"]
     if r["conflicts"]:
-        c.print(f"  kept local {res['kept_local']} · took remote {res['took_remote']} · kept both {res['kept_both']}")
+        say(f"  kept local {res['kept_local']} · took remote {res['took_remote']} · kept both {res['kept_both']}", c=c)
     for cd in r.get("conflict_details", [])[:20]:
-        c.print(f"  [yellow]conflict[/yellow] {cd['id']}: local “{cd['local']['text'][:60]}” vs remote "
-                f"“{cd['text'][:60]}” → {cd['reason']}")
+        say("  ", ("conflict", "yellow"), f" {cd['id']}: local “{cd['local']['text'][:60]}” vs remote "
+            f"“{cd['text'][:60]}” → {cd['reason']}", c=c)
     if dry:
         for n in r.get("new", [])[:20]:
-            c.print(f"  [green]+[/green] {n['id']} {n['scope']}/{n['branch'] or '*'}: {n['text'][:80]}")
+            say("  ", ("+", "green"), f" {n['id']} {n['scope']}/{n['branch'] or '*'}: {n['text'][:80]}", c=c)
         if len(r.get("new", [])) > 20:
-            c.print(f"  [dim]… and {len(r['new']) - 20} more[/dim]")
+            say("  ", (f"… and {len(r['new']) - 20} more", "dim"), c=c)
         c.print("[dim]nothing was written (diff)[/dim]")
 
 
@@ -154,12 +158,12 @@ def cmd_snapshot_merge(args, service) -> int:
 def _print_branch(r: dict[str, Any], dry: bool) -> None:
     c = console()
     verb = "would copy" if dry else "copied"
-    c.print(f"[bold]{r['source']} → {r['target']}[/bold]: {verb} {r['imported']} · skipped duplicates "
-            f"{r['skipped_duplicates']} · pending (not merged) {r['skipped_pending']} · supersedes {r['supersedes']}")
+    say((f"{r['source']} → {r['target']}", "bold"), f": {verb} {r['imported']} · skipped duplicates "
+        f"{r['skipped_duplicates']} · pending (not merged) {r['skipped_pending']} · supersedes {r['supersedes']}", c=c)
     for n in r["new"][:30]:
-        c.print(f"  [green]+[/green] {n['id']} {n['type']}/{n['kind']}: {n['text'][:80]}")
+        say("  ", ("+", "green"), f" {n['id']} {n['type']}/{n['kind']}: {n['text'][:80]}", c=c)
     for s in r["superseded"][:30]:
-        c.print(f"  [yellow]~[/yellow] {s['memory']['id']} “{s['memory']['text'][:60]}” superseded")
+        say("  ", ("~", "yellow"), f" {s['memory']['id']} “{s['memory']['text'][:60]}” superseded", c=c)
     if dry:
         c.print("[dim]nothing was written (diff)[/dim]")
 
@@ -177,10 +181,10 @@ def cmd_branch_delete(args, service) -> int:
 
     def human(r):
         c = console()
-        c.print(f"[green]deleted[/green] {r['deleted']} memories of branch [bold]{r['branch']}[/bold] "
-                "(tombstones kept; global and branch-independent memories untouched)")
+        say(("deleted", "green"), f" {r['deleted']} memories of branch ", (r["branch"], "bold"),
+            " (tombstones kept; global and branch-independent memories untouched)", c=c)
         if r["unmerged"]:
-            c.print(f"[yellow]{r['unmerged']} of them were not merged anywhere[/yellow]")
+            say((f"{r['unmerged']} of them were not merged anywhere", "yellow"), c=c)
 
     return _done(args, res, human)
 
@@ -191,32 +195,33 @@ def cmd_branch_merged(args, service) -> int:
     def human(r):
         c = console()
         if not r["branches"]:
-            c.print(f"[dim]no branch memories besides {r.get('default_branch')}[/dim] {r.get('note', '')}")
+            say((f"no branch memories besides {r.get('default_branch')}", "dim"), f" {r.get('note', '')}", c=c)
         for b in r["branches"]:
             extra = ""
             if b["state"] == "merged":
                 extra = f" · {b.get('unmerged_memories', 0)} memories to merge"
                 if b.get("review_id"):
                     extra += f" (review #{b['review_id']}: `mnemo review resolve {b['review_id']} merge`)"
-            c.print(f"{b['branch']}: {b['state']} · {b['memories']} memories{extra}")
+            say(f"{b['branch']}: {b['state']} · {b['memories']} memories{extra}", c=c)
 
     return _done(args, res, human)
 
 
 # -- decay, compact, restore -----------------------------------------------------------------------------------
 def cmd_decay(args, service) -> int:
-    res = service.decay(_ctx(args), now=args.now)
+    res = service.decay(_ctx(args), now=args.now, dry_run=args.dry_run, force=args.force)
 
     def human(r):
         c = console()
-        c.print(f"scanned {r['scanned']} · decayed {r['decayed']} · untouched {r['untouched']} · "
-                f"to cold {len(r['moved_to_cold'])} (half-life {r['half_life_hours']:g} h, threshold "
-                f"{r['tombstone_threshold']})")
+        if r.get("dry_run"):
+            say(("dry run:", "yellow"), " nothing was written; this is what `mnemo decay` would do", c=c)
+        say(f"scanned {r['scanned']} · decayed {r['decayed']} · untouched {r['untouched']} · "
+            f"to cold {len(r['moved_to_cold'])} (half-life {r['half_life_hours']:g} h, threshold "
+            f"{r['tombstone_threshold']})", c=c)
         for m in r["moved_to_cold"][:30]:
-            c.print(f"  [blue]cold[/blue] {m['id']} {m['title']}: {m['reason']}")
+            say("  ", ("cold", "blue"), f" {m['id']} {m['title']}: {m['reason']}", c=c)
         _print_moves(r["tier_moves"])
-        t = r["tiers"]
-        c.print(f"[dim]tiers: hot {t['hot']} · warm {t['warm']} · cold {t['cold']}[/dim]")
+        _print_tiers(r["tiers"])
 
     return _done(args, res, human)
 
@@ -224,7 +229,11 @@ def cmd_decay(args, service) -> int:
 def _print_moves(moves: list[dict[str, Any]]) -> None:
     c = console()
     for mv in moves[:30]:
-        c.print(f"  {mv['from_tier']} → {mv['to_tier']} {mv['id']} {mv['title']}: {mv['reason']}")
+        say(f"  {mv['from_tier']} → {mv['to_tier']} {mv['id']} {mv['title']}: {mv['reason']}", c=c)
+
+
+def _print_tiers(t: dict[str, int]) -> None:
+    say((f"tiers: hot {t['hot']} · warm {t['warm']} · cold {t['cold']}", "dim"))
 
 
 def cmd_compact(args, service) -> int:
@@ -232,25 +241,23 @@ def cmd_compact(args, service) -> int:
 
     def human(r):
         c = console()
-        c.print(f"merged {len(r['merged'])} groups · summarized {len(r['summarized'])} · "
-                f"tier moves {len(r['tier_moves'])}")
+        say(f"merged {len(r['merged'])} groups · summarized {len(r['summarized'])} · "
+            f"tier moves {len(r['tier_moves'])}", c=c)
         for g in r["merged"]:
-            c.print(f"  [green]merged[/green] {', '.join(g['merged'])} into {g['kept']} “{g['title']}” "
-                    f"(confirmed {g['confirmations']}x): {g['reason']}")
+            say("  ", ("merged", "green"), f" {', '.join(g['merged'])} into {g['kept']} “{g['title']}” "
+                f"(confirmed {g['confirmations']}x): {g['reason']}", c=c)
         for s in r["summarized"]:
-            c.print(f"  [green]summarized[/green] {s['from']} → {s['to']} ({s['chars_before']} → "
-                    f"{s['chars_after']} chars): {s['reason']}")
+            say("  ", ("summarized", "green"), f" {s['from']} → {s['to']} ({s['chars_before']} → "
+                f"{s['chars_after']} chars): {s['reason']}", c=c)
         _print_moves(r["tier_moves"])
-        t = r["tiers"]
-        c.print(f"[dim]tiers: hot {t['hot']} · warm {t['warm']} · cold {t['cold']}[/dim]")
+        _print_tiers(r["tiers"])
 
     return _done(args, res, human)
 
 
 def cmd_restore(args, service) -> int:
     res = service.restore(_ctx(args), args.memory_id)
-    return _done(args, res, lambda r: console().print(f"[green]{r['status']}[/green] {r['memory']['id']}: "
-                                                      f"{r['message']}"))
+    return _done(args, res, lambda r: say((r["status"], "green"), f" {r['memory']['id']}: {r['message']}"))
 
 
 # -- review ----------------------------------------------------------------------------------------------------
@@ -263,8 +270,7 @@ def cmd_review(args, service) -> int:
             raise InvalidInput("review resolve needs an id and a resolution",
                                hint="e.g. `mnemo review resolve 3 supersede` (see `mnemo review` for ids)")
         res = service.review_resolve(ctx, args.review_id, args.resolution)
-        return _done(args, res, lambda r: console().print(
-            f"[green]resolved[/green] #{r['id']} ({r['kind']}): {r['resolution']}"))
+        return _done(args, res, lambda r: say(("resolved", "green"), f" #{r['id']} ({r['kind']}): {r['resolution']}"))
     res = service.review_list(ctx, kind=args.kind, include_resolved=args.include_resolved)
 
     def human(r):
@@ -273,12 +279,12 @@ def cmd_review(args, service) -> int:
             c.print("[dim]the review queue is empty[/dim]")
             return
         for it in r["items"]:
-            state = f" [dim]{it['resolution']}[/dim]" if it.get("resolution") else ""
-            c.print(f"[bold]#{it['id']}[/bold] [cyan]{it['kind']}[/cyan] {it['summary']} "
-                    f"[dim]{age(it['created_at'])}[/dim]{state}")
+            state = (" " + str(it["resolution"]), "dim") if it.get("resolution") else ""
+            say((f"#{it['id']}", "bold"), " ", (it["kind"], "cyan"), f" {it['summary']} ",
+                (age(it["created_at"]), "dim"), state, c=c)
             if not it.get("resolution"):
-                c.print(f"     [dim]resolve with: {' | '.join(it['resolutions'])}[/dim]")
-        c.print(f"[dim]{r['total']} item(s): " + ", ".join(f"{k} {v}" for k, v in sorted(r["by_kind"].items()))
-                + "[/dim]")
+                say("     ", (f"resolve with: {' | '.join(it['resolutions'])}", "dim"), c=c)
+        say((f"{r['total']} item(s): " + ", ".join(f"{k} {v}" for k, v in sorted(r["by_kind"].items())), "dim"),
+            c=c)
 
     return _done(args, res, human)

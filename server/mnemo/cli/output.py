@@ -1,4 +1,14 @@
-"""Human output (rich) and machine output (`--json`) for the CLI."""
+"""Human output (rich) and machine output (`--json`) for the CLI.
+
+Every piece of stored or user-supplied text (notes, titles, paths, names, reasons, error messages) is data: it is
+put on screen as a plain `rich.text.Text` (`line`, `say`), never parsed as console markup, and its control
+characters are made visible first (`mnemo.core.text.visible`), so `[bold]` stays literal and `\\x1b[2J` cannot clear
+the screen. Markup appears only in fixed strings written here.
+
+Wrapping: on a terminal, tables and cards are laid out to its width, and lines are soft-wrapped (the terminal
+folds them; no newline is ever inserted, so a command in a hint stays one line when copied). When stdout is not a
+terminal nothing is wrapped at all: `mnemo skills activate --prompt > f` keeps every line of a skill body intact.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +18,66 @@ import sys
 import time
 from typing import Any
 
+from mnemo.core.text import visible
+
+# Width when the output is not a terminal: wide enough that no line is ever wrapped; tables fit their content.
+NO_WRAP_WIDTH = 1_000_000
+
+
+def is_tty(stderr: bool = False) -> bool:
+    stream = sys.stderr if stderr else sys.stdout
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
 
 def console(stderr: bool = False):
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    if is_tty(stderr):
+        return Console(stderr=stderr, highlight=False, emoji=False)
+    return Console(stderr=stderr, highlight=False, emoji=False, soft_wrap=True, width=NO_WRAP_WIDTH)
+
+
+Part = Any  # str (data, shown as is) | (str, style) | rich Text
+
+
+def line(*parts: Part) -> Any:
+    """One line of output from data parts: `"text"`, `("text", "style")` or a `Text`. Never parsed as markup;
+    control characters made visible."""
+    from rich.text import Text
+
+    out = Text()
+    for p in parts:
+        if isinstance(p, Text):
+            out.append_text(p)
+        elif isinstance(p, tuple):
+            out.append(visible(p[0]), style=p[1])
+        else:
+            out.append(visible(p))
+    return out
+
+
+def flat(text: Any) -> str:
+    """One-line form of a text (titles, table headers): whitespace runs become one space, controls visible."""
+    return visible(" ".join(str(text).split()), keep="")
+
+
+def say(*parts: Part, stderr: bool = False, c=None) -> None:
+    """Print one line built by `line`, soft-wrapped: nothing breaks it (commands in hints stay whole)."""
+    (c or console(stderr)).print(line(*parts), soft_wrap=True)
+
+
+def rule(title: str, c=None) -> None:
+    """A section heading: a full-width rule on a terminal, a plain line otherwise."""
+    from rich.text import Text
+
+    c = c or console()
+    if c.is_terminal:
+        c.rule(Text(flat(title), style="bold"))
+    else:
+        c.print(line(("── " + flat(title) + " ──", "bold")), soft_wrap=True)
 
 
 def emit_json(obj: Any) -> None:
@@ -36,54 +101,59 @@ def when(ts: float | None) -> str:
 STATE_STYLE = {"high": "green", "medium": "yellow", "low": "red"}
 
 
-def print_cards(cards: list[dict[str, Any]], warnings: list[str] | None = None, took_ms: float | None = None) -> None:
-    from rich.panel import Panel
-    from rich.text import Text
+def _card_meta(card: dict[str, Any]) -> list[str]:
+    meta = [f"{card['scope']}", card["source_kind"]]
+    if card["source_kind"] == "note":
+        meta += [card.get("type") or "", card.get("note_kind") or ""]
+        if card.get("branch"):
+            meta.append(f"branch {card['branch']}")
+        if (card.get("confirmations") or 1) > 1:
+            meta.append(f"confirmed {card['confirmations']}x")
+        if card.get("promoted_from"):
+            meta.append(f"promoted from {card['promoted_from'].get('project_name')}")
+        if card.get("trust") == "untrusted":
+            meta.append("UNTRUSTED")
+    if card.get("source_path"):
+        lines = card.get("lines")
+        meta.append(card["source_path"] + (f":{lines[0]}" if lines else ""))
+    meta.append(age(card.get("updated_at")))
+    return [str(m) for m in meta if m]
 
+
+def card_panel(i: int, card: dict[str, Any], expand: bool = True):
+    from rich.panel import Panel
+
+    title = card["title"] if card["source_kind"] != "markdown" else " › ".join(card["heading_path"])
+    head = line((f"{i}. ", "bold"), (flat(title), "bold"))
+    parts: list[Part] = [str(card["compressed_summary"]) + "\n"]
+    parts += [(f"  • {kp}\n", "dim") for kp in card.get("key_points") or []]
+    parts += [(" · ".join(_card_meta(card)), "cyan"),
+              (f"\n{card['item_id']}  score {card['score']:.3f}  confidence ", "dim"),
+              (f"{card['confidence']:.2f} {card['confidence_state']}",
+               STATE_STYLE.get(card["confidence_state"], ""))]
+    return Panel(line(*parts), title=head, title_align="left", expand=expand)
+
+
+def print_cards(cards: list[dict[str, Any]], warnings: list[str] | None = None, took_ms: float | None = None) -> None:
     c = console()
     if not cards:
         c.print("[dim]nothing relevant found[/dim]")
     for i, card in enumerate(cards, start=1):
-        head = Text()
-        head.append(f"{i}. ", style="bold")
-        head.append(card["title"] if card["source_kind"] != "markdown" else " › ".join(card["heading_path"]),
-                    style="bold")
-        body = Text()
-        body.append(card["compressed_summary"] + "\n")
-        for kp in card.get("key_points") or []:
-            body.append(f"  • {kp}\n", style="dim")
-        meta = [f"{card['scope']}", card["source_kind"]]
-        if card["source_kind"] == "note":
-            meta += [card.get("type") or "", card.get("note_kind") or ""]
-            if card.get("branch"):
-                meta.append(f"branch {card['branch']}")
-            if (card.get("confirmations") or 1) > 1:
-                meta.append(f"confirmed {card['confirmations']}x")
-            if card.get("promoted_from"):
-                pf = card["promoted_from"]
-                meta.append(f"promoted from {pf.get('project_name')}")
-            if card.get("trust") == "untrusted":
-                meta.append("UNTRUSTED")
-        if card.get("source_path"):
-            lines = card.get("lines")
-            meta.append(card["source_path"] + (f":{lines[0]}" if lines else ""))
-        meta.append(age(card.get("updated_at")))
-        body.append(" · ".join(m for m in meta if m), style="cyan")
-        body.append(f"\n{card['item_id']}  score {card['score']:.3f}  confidence ", style="dim")
-        body.append(f"{card['confidence']:.2f} {card['confidence_state']}", style=STATE_STYLE[card["confidence_state"]])
-        c.print(Panel(body, title=head, title_align="left", expand=True))
+        c.print(card_panel(i, card, expand=c.is_terminal), soft_wrap=False)
     for w in warnings or []:
-        console(stderr=True).print(f"[yellow]note:[/yellow] {w}")
+        say(("note:", "yellow"), " ", w, stderr=True)
     if took_ms is not None:
-        c.print(f"[dim]{len(cards)} result(s) in {took_ms:.1f} ms[/dim]")
+        say((f"{len(cards)} result(s) in {took_ms:.1f} ms", "dim"), c=c)
 
 
 def print_memories(memories: list[dict[str, Any]], total: int | None = None) -> None:
     from rich.table import Table
 
-    t = Table(show_lines=False, expand=True)
+    c = console()
+    t = Table(show_lines=False, expand=c.is_terminal)
     for col in ("id", "scope", "type", "kind", "branch", "text", "updated"):
-        t.add_column(col, overflow="fold" if col == "text" else "ellipsis", no_wrap=col != "text")
+        t.add_column(col, overflow="fold" if col in ("text", "kind") else "ellipsis",
+                     no_wrap=col not in ("text", "kind"))
     for m in memories:
         marks = []
         if m.get("deprecated"):
@@ -92,25 +162,24 @@ def print_memories(memories: list[dict[str, Any]], total: int | None = None) -> 
             marks.append(f"[{m.get('status')}]")
         if m.get("confirmations", 1) > 1:
             marks.append(f"(confirmed {m['confirmations']}x)")
-        t.add_row(m["id"], m["scope"], m["type"], m["kind"], m.get("branch") or "*",
-                  m["text"] + (" " + " ".join(marks) if marks else ""), age(m["updated_at"]))
-    c = console()
-    c.print(t)
+        t.add_row(*(line(str(v)) for v in (m["id"], m["scope"], m["type"], m["kind"], m.get("branch") or "*")),
+                  line(m["text"], (" " + " ".join(marks), "dim") if marks else ""), line(age(m["updated_at"])))
+    c.print(t, soft_wrap=False)
     if total is not None and total > len(memories):
-        c.print(f"[dim]showing {len(memories)} of {total}[/dim]")
+        say((f"showing {len(memories)} of {total}", "dim"), c=c)
 
 
 def print_kv(title: str, data: dict[str, Any]) -> None:
     from rich.tree import Tree
 
-    tree = Tree(f"[bold]{title}[/bold]")
+    tree = Tree(line((flat(title), "bold")))
 
     def add(node, obj):
         for k, v in obj.items():
             if isinstance(v, dict):
-                add(node.add(f"[cyan]{k}[/cyan]"), v)
+                add(node.add(line((flat(k), "cyan"))), v)
             else:
-                node.add(f"[cyan]{k}[/cyan]: {v}")
+                node.add(line((flat(k), "cyan"), ": ", str(v)))
 
     add(tree, data)
     console().print(tree)
@@ -121,7 +190,6 @@ def print_error(err: Exception, as_json: bool) -> None:
     if as_json:
         emit_json({"error": data})
         return
-    c = console(stderr=True)
-    c.print(f"[bold red]error:[/bold red] {data['message']}")
+    say(("error:", "bold red"), " ", str(data["message"]), stderr=True)
     if data.get("hint"):
-        c.print(f"[yellow]what to do:[/yellow] {data['hint']}")
+        say(("what to do:", "yellow"), " ", str(data["hint"]), stderr=True)

@@ -7,7 +7,7 @@ import argparse
 import os
 from typing import Any
 
-from mnemo.cli.output import console, emit_json
+from mnemo.cli.output import console, emit_json, line, say
 
 
 def register(sub: argparse._SubParsersAction, common) -> None:
@@ -56,6 +56,7 @@ def run_list(args, service) -> int:
     from rich.table import Table
 
     skills = res.get("skills", [])
+    c = console()
     t = Table(title=f"{len(skills)} skills", show_lines=False)
     for col in ("name", "format", "activates by", "globs", "tokens", "source"):
         t.add_column(col, overflow="fold")
@@ -71,14 +72,20 @@ def run_list(args, service) -> int:
             modes.append("semantic")
         else:
             modes.append("by name")
-        t.add_row(s["name"], s["source_format"], ", ".join(modes), _short(", ".join(s.get("globs") or []), 40),
-                  str(s.get("token_cost", "")), s["id"])
-    console().print(t)
+        t.add_row(*(line(str(v)) for v in (s["name"], s["source_format"], ", ".join(modes),
+                                            _short(", ".join(s.get("globs") or []), 40), s.get("token_cost", ""),
+                                            s["id"])))
+    c.print(t, soft_wrap=False)
     return 0
 
 
 def _check_dirs(args) -> dict[str, Any]:
+    from mnemo.core.errors import InvalidInput
     from mnemo.core.skills import SkillRegistry
+    from mnemo.core.skills.registry import FORMATS
+
+    if args.format is not None and args.format not in FORMATS:
+        raise InvalidInput(f"unknown skill format {args.format!r}", hint=f"use one of: {', '.join(FORMATS)}")
 
     extra = [(d, args.format) if args.format else d for d in args.dirs]
     reg = SkillRegistry(None, use_user_dir=False, extra_dirs=extra)
@@ -96,15 +103,15 @@ def run_check(args, service) -> int:
         return code
     c = console()
     by = ", ".join(f"{k} {v}" for k, v in res.get("by_format", {}).items()) or "none"
-    c.print(f"[bold]{res['files_seen']}[/bold] skill files: [green]{res['loaded']} loaded[/green] ({by}), "
-            f"[{'red' if errors else 'green'}]{res['skipped']} skipped[/], "
-            f"[{'yellow' if warnings else 'green'}]{len(warnings)} warnings[/]")
+    say((str(res["files_seen"]), "bold"), " skill files: ", (f"{res['loaded']} loaded", "green"), f" ({by}), ",
+        (f"{res['skipped']} skipped", "red" if errors else "green"), ", ",
+        (f"{len(warnings)} warnings", "yellow" if warnings else "green"), c=c)
     for p in errors:
-        c.print(f"[red]skipped[/red] {p['path']}:{p['line']}: {p['reason']}")
+        say(("skipped", "red"), f" {p['path']}:{p['line']}: {p['reason']}", c=c)
     for p in warnings:
-        c.print(f"[yellow]warning[/yellow] {p['path']}:{p['line']}: {p['reason']}")
+        say(("warning", "yellow"), f" {p['path']}:{p['line']}: {p['reason']}", c=c)
     for s in res.get("shadowed", []):
-        c.print(f"[dim]shadowed[/dim] {s['path']} (same name as {s['by']})")
+        say(("shadowed", "dim"), f" {s['path']} (same name as {s['by']})", c=c)
     return code
 
 
@@ -119,24 +126,21 @@ def run_activate(args, service) -> int:
         return 0
     c = console()
     if args.prompt:
-        c.print(res.get("prompt_block", ""), markup=False, highlight=False)
+        c.print(line(res.get("prompt_block", "")), soft_wrap=True)
         return 0
     acts = res.get("activations", [])
     if not acts:
         c.print("[dim]no skill applies to this file and request[/dim]")
     else:
-        from rich.markup import escape
-
-        c.print(f"[bold]Active skills[/bold] ({len(acts)}, ~{res.get('total_tokens', 0)} tokens, "
-                f"{res.get('elapsed_ms', 0):.0f} ms)")
+        say(("Active skills", "bold"), f" ({len(acts)}, ~{res.get('total_tokens', 0)} tokens, "
+            f"{res.get('elapsed_ms', 0):.0f} ms)", c=c)
         for i, a in enumerate(acts, start=1):
             sig = a.get("signals", {})
-            c.print(f"[bold]{i}. {escape(a['name'])}[/bold]  score [bold]{a['score']:.2f}[/bold]  "
-                    f"activated by [cyan]{' + '.join(a['activated_by']) or '-'}[/cyan]  ~{a['token_cost']} tokens")
-            c.print(f"   glob {sig.get('glob', 0):.2f} · keyword {sig.get('keyword', 0):.2f} · "
-                    f"semantic {sig.get('semantic', 0):.2f} · {a['source_format']} · {escape(a['source_path'])}",
-                    style="dim")
-            c.print(f"   why: {escape(a['reason'])}")
+            say((f"{i}. {a['name']}", "bold"), "  score ", (f"{a['score']:.2f}", "bold"), "  activated by ",
+                (" + ".join(a["activated_by"]) or "-", "cyan"), f"  ~{a['token_cost']} tokens", c=c)
+            say((f"   glob {sig.get('glob', 0):.2f} · keyword {sig.get('keyword', 0):.2f} · "
+                 f"semantic {sig.get('semantic', 0):.2f} · {a['source_format']} · {a['source_path']}", "dim"), c=c)
+            say(f"   why: {a['reason']}", c=c)
     for d in res.get("dropped", [])[:3]:
-        c.print(f"[dim]not active: {d['name']} ({d['score']:.2f}, {d['why']})[/dim]")
+        say((f"not active: {d['name']} ({d['score']:.2f}, {d['why']})", "dim"), c=c)
     return 0

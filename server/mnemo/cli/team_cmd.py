@@ -8,7 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from mnemo.cli.output import console, emit_json, print_kv
+from mnemo.cli.output import console, emit_json, print_kv, say
 
 DEFAULT_PORT = 8765
 
@@ -107,11 +107,14 @@ def cmd_connect(args, _service) -> int:
         emit_json(res)
         return 0
     c = console()
-    c.print(f"[green]connected[/green] this store to {args.url} (namespace {args.namespace}); saved in {path}")
-    c.print("server: " + ("[green]reachable[/green]" if ok else f"[yellow]not reachable now[/yellow] ({detail}); "
-                          "promotions will be queued until it answers"))
+    say(("connected", "green"), f" this store to {args.url} (namespace {args.namespace}); saved in {path}", c=c)
+    if ok:
+        say("server: ", ("reachable", "green"), c=c)
+    else:
+        say("server: ", ("not reachable now", "yellow"), f" ({detail}); promotions will be queued until it answers",
+            c=c)
     if res.get("note"):
-        c.print(f"[yellow]note:[/yellow] {res['note']}")
+        say(("note:", "yellow"), f" {res['note']}", c=c)
     return 0
 
 
@@ -122,7 +125,7 @@ def cmd_disconnect(args, _service) -> int:
     if args.json:
         emit_json({"disconnected": removed})
     else:
-        console().print("disconnected from the team server" if removed else "no team server was saved")
+        say("disconnected from the team server" if removed else "no team server was saved")
     return 0
 
 
@@ -134,17 +137,14 @@ def cmd_status(args, service) -> int:
         emit_json(res)
         return 0
     if not res.get("configured"):
-        console().print(f"[yellow]no team server configured[/yellow]: {res.get('hint', '')}")
+        say(("no team server configured", "yellow"), f": {res.get('hint', '')}")
         return 0
     recent = res.pop("recent", [])
     print_kv(f"Mnemo team · {res.get('url')} · {'reachable' if res.get('reachable') else 'UNREACHABLE'}", res)
     if recent:
-        from rich.markup import escape
-
         c = console()
         c.print("[bold]recently shared[/bold]")
         for r in recent:
             mark = " [deprecated]" if r.get("deprecated") else ""
-            c.print(f"  {r['id']}  [cyan]{escape(r['author'])}[/cyan] · {escape(r['project_name'])}: "
-                    f"{escape(r['text'])}{mark}")
+            say(f"  {r['id']}  ", (str(r["author"]), "cyan"), f" · {r['project_name']}: {r['text']}{mark}", c=c)
     return 0 if res.get("reachable") else 1

@@ -29,6 +29,7 @@ from mnemo.core.models import (
     Context,
     Memory,
     check_read_scope,
+    check_status,
     check_type,
     check_write_scope,
 )
@@ -462,6 +463,8 @@ class Engine:
         check_read_scope(scope)
         if type is not None:
             check_type(type)
+        if status is not None:
+            check_status(status)
         where, params = [], []
         scopes = {"hybrid": ("project", "global"), "project": ("project",), "global": ("global",),
                   "team": ("team",)}[scope]

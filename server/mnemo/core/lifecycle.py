@@ -65,7 +65,9 @@ REVIEW_HELP = {
     "snapshot_merge": "accept: acknowledge the import",
 }
 
-DECAY_SCHEMA = "CREATE TABLE IF NOT EXISTS decay_state (id TEXT PRIMARY KEY, decayed_at REAL NOT NULL)"
+# base_importance: the importance before the first decay, given back by `restore`
+DECAY_SCHEMA = ("CREATE TABLE IF NOT EXISTS decay_state (id TEXT PRIMARY KEY, decayed_at REAL NOT NULL,"
+                " base_importance REAL)")
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,8 @@ def ensure_schema(store) -> None:
         return
     with store.write() as c:
         c.execute(DECAY_SCHEMA)
+        if "base_importance" not in {r[1] for r in c.execute("PRAGMA table_info(decay_state)")}:
+            c.execute("ALTER TABLE decay_state ADD COLUMN base_importance REAL")  # stores made before it
         # overrides are looked up by the overridden id on every recall; conflicts by the new memory's id
         c.execute("CREATE INDEX IF NOT EXISTS review_other ON review(kind, other_id)")
         c.execute("CREATE INDEX IF NOT EXISTS review_item ON review(kind, item_id)")
@@ -502,49 +506,76 @@ def _scope_where(ctx: Context) -> tuple[str, list[Any]]:
     return "((scope='project' AND project_id=?) OR scope='global')", [ctx.project_id]
 
 
-def decay(engine: Engine, ctx: Context, now: Any = None) -> dict[str, Any]:
-    """Exponential decay of this project's (and global) memories; cold below the threshold. Idempotent."""
+def check_decay_time(now: Any, force: bool = False, slack: float = 60.0) -> float:
+    """`now` for a decay run, refused when it lies in the future (aging notes ahead of time cannot be undone)
+    unless `force` (a dry run passes force: it writes nothing)."""
+    at = parse_now(now)
+    if at > time.time() + slack and not force:
+        when = datetime.fromtimestamp(at).astimezone().isoformat(timespec="seconds")
+        raise InvalidInput(f"the decay time {when} is in the future: it would age memories ahead of time, and that "
+                           "cannot be undone",
+                           hint="see what it would do first with a dry run (`mnemo decay --now ... --dry-run`), "
+                                "then pass --force to run it anyway")
+    return at
+
+
+def decay(engine: Engine, ctx: Context, now: Any = None, dry_run: bool = False) -> dict[str, Any]:
+    """Exponential decay of this project's (and global) memories; cold below the threshold. Idempotent.
+    `dry_run`: the same report, computed inside a savepoint that is rolled back (nothing is written)."""
     now = parse_now(now)
-    s = settings()
     ensure_schema(engine.store)
-    store = engine.store
+    s = settings()
+    report = {"now": now, "half_life_hours": s.half_life_hours, "tombstone_threshold": s.tombstone_threshold,
+              "scanned": 0, "decayed": 0, "untouched": 0, "moved_to_cold": [], "tier_moves": [],
+              "dry_run": bool(dry_run)}
+    with engine.store.write() as c:
+        if dry_run:
+            c.execute("SAVEPOINT decay_dry_run")
+        _decay_rows(c, engine.store, ctx, now, report)
+        report["tier_moves"] = retier(c, engine.store, ctx)
+        report["tiers"] = tier_counts(engine, ctx)  # this thread's connection: sees the run's changes
+        if dry_run:
+            c.execute("ROLLBACK TO decay_dry_run")
+            c.execute("RELEASE decay_dry_run")
+    if not dry_run:
+        engine._wake.set()
+    return report
+
+
+def _decay_rows(c: sqlite3.Connection, store, ctx: Context, now: float, report: dict[str, Any]) -> None:
+    s = settings()
     hl = s.half_life_hours * 3600.0
     where, params = _scope_where(ctx)
-    report = {"now": now, "half_life_hours": s.half_life_hours, "tombstone_threshold": s.tombstone_threshold,
-              "scanned": 0, "decayed": 0, "untouched": 0, "moved_to_cold": [], "tier_moves": []}
-    with store.write() as c:
-        rows = c.execute(f"SELECT * FROM memories WHERE {where} AND status='active' AND superseded_by IS NULL"
-                         " AND deprecated=0 AND tier != 'cold' ORDER BY id", params).fetchall()
-        mems = [Memory.from_row(r) for r in rows]
-        state = _decay_state(c, [m.id for m in mems])
-        for m in mems:
-            report["scanned"] += 1
-            ref = max(m.last_accessed, m.created_at, state.get(m.id, -math.inf))
-            elapsed = now - ref
-            if elapsed <= 0:
-                report["untouched"] += 1
-                continue
-            new = min(m.importance * math.pow(2.0, -elapsed / hl), m.importance)
-            if m.importance - new < 1e-6 and new >= s.tombstone_threshold:
-                report["untouched"] += 1  # negligible: keep the clock where it was (path independence holds)
-                continue
-            c.execute("INSERT INTO decay_state(id, decayed_at) VALUES(?, ?) ON CONFLICT(id) DO UPDATE SET"
-                      " decayed_at=excluded.decayed_at", (m.id, now))
-            if new < s.tombstone_threshold:
-                store.update_memory(c, m.id, reindex=True, importance=new, tier="cold")
-                report["moved_to_cold"].append({
-                    "id": m.id, "title": summarize(m.text, 60), "from_tier": m.tier, "importance": round(new, 4),
-                    "reason": f"importance {new:.3f} < {s.tombstone_threshold} after "
-                              f"{elapsed / 3600:.0f} h without access"})
-            elif new != m.importance:
-                store.update_memory(c, m.id, importance=new)
-                report["decayed"] += 1
-            else:
-                report["untouched"] += 1
-        report["tier_moves"] = retier(c, store, ctx)
-    engine._wake.set()
-    report["tiers"] = tier_counts(engine, ctx)
-    return report
+    rows = c.execute(f"SELECT * FROM memories WHERE {where} AND status='active' AND superseded_by IS NULL"
+                     " AND deprecated=0 AND tier != 'cold' ORDER BY id", params).fetchall()
+    mems = [Memory.from_row(r) for r in rows]
+    state = _decay_state(c, [m.id for m in mems])
+    for m in mems:
+        report["scanned"] += 1
+        ref = max(m.last_accessed, m.created_at, state.get(m.id, -math.inf))
+        elapsed = now - ref
+        if elapsed <= 0:
+            report["untouched"] += 1
+            continue
+        new = min(m.importance * math.pow(2.0, -elapsed / hl), m.importance)
+        if m.importance - new < 1e-6 and new >= s.tombstone_threshold:
+            report["untouched"] += 1  # negligible: keep the clock where it was (path independence holds)
+            continue
+        c.execute("INSERT INTO decay_state(id, decayed_at, base_importance) VALUES(?, ?, ?) ON CONFLICT(id)"
+                  " DO UPDATE SET decayed_at=excluded.decayed_at,"
+                  " base_importance=COALESCE(decay_state.base_importance, excluded.base_importance)",
+                  (m.id, now, m.importance))
+        if new < s.tombstone_threshold:
+            store.update_memory(c, m.id, reindex=True, importance=new, tier="cold")
+            report["moved_to_cold"].append({
+                "id": m.id, "title": summarize(m.text, 60), "from_tier": m.tier, "importance": round(new, 4),
+                "reason": f"importance {new:.3f} < {s.tombstone_threshold} after "
+                          f"{elapsed / 3600:.0f} h without access"})
+        elif new != m.importance:
+            store.update_memory(c, m.id, importance=new)
+            report["decayed"] += 1
+        else:
+            report["untouched"] += 1
 
 
 def _decay_state(conn: sqlite3.Connection, ids: list[str]) -> dict[str, float]:
@@ -621,15 +652,18 @@ def hot_memories(engine: Engine, ctx: Context) -> list[dict[str, Any]]:
 
 
 def restore(engine: Engine, ctx: Context, memory_id: str) -> dict[str, Any]:
-    """Bring a cold (archived) memory back to warm, with its decay clock reset."""
+    """Bring a cold (archived) memory back to warm, with its decay clock reset and the importance it had before it
+    decayed (memories archived before that was recorded get at least `restore_importance`)."""
     m = engine.get(ctx, memory_id)
     if m.tier != "cold":
         return {"status": "unchanged", "memory": m.to_dict(), "message": f"{m.id} is {m.tier}, not archived"}
     ensure_schema(engine.store)
     now = time.time()
     with engine.store.write() as c:
+        row = c.execute("SELECT base_importance FROM decay_state WHERE id=?", (m.id,)).fetchone()
+        base = row[0] if row is not None and row[0] is not None else settings().restore_importance
         engine.store.update_memory(c, m.id, reindex=True, tier="warm", last_accessed=now,
-                                   importance=max(m.importance, settings().restore_importance))
+                                   importance=max(m.importance, float(base)))  # as it was before it decayed
         c.execute("DELETE FROM decay_state WHERE id=?", (m.id,))
     engine._wake.set()
     return {"status": "restored", "memory": engine.store.get_memory(m.id).to_dict(), "message": "back in recall"}

@@ -29,6 +29,12 @@ def check_type(value: str) -> str:
     return value
 
 
+def check_status(value: str) -> str:
+    if value not in STATUSES:
+        raise InvalidInput(f"unknown status {value!r}", hint=f"use one of: {', '.join(STATUSES)}")
+    return value
+
+
 def check_read_scope(value: str) -> str:
     if value not in READ_SCOPES:
         raise InvalidInput(f"unknown scope {value!r}", hint=f"use one of: {', '.join(READ_SCOPES)}")

@@ -115,3 +115,29 @@ class BM25:
 def estimate_tokens(text: str) -> int:
     """Rough token count (~4 chars per token for English/code), used for prompt budgets and token cost."""
     return max(1, math.ceil(len(text) / 4)) if text else 0
+
+
+# -- showing stored text on a terminal or to a model -----------------------------------------------------------
+# C0 controls (ESC starts every CSI/OSC sequence: colours, cursor moves, screen clears, OSC 8 links), DEL, C1
+# controls (U+009B is a one-character CSI), line/paragraph separators, and bidi controls (Trojan Source).
+_CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: object, keep: str = "\n\t") -> str:
+    """`text` with every control character made visible as an escape (`\\x1b`, `\\u202e`), so a stored note can
+    never drive the terminal (clear the screen, hide text behind a link, reorder a line). Characters in `keep`
+    (newline and tab by default) stay as they are."""
+    s = str(text)
+
+    def show(m: re.Match) -> str:
+        ch = m.group(0)
+        if ch in keep:
+            return ch
+        return f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
+
+    return _CONTROL_RE.sub(show, s)
+
+
+def strip_controls(text: object, keep: str = "\n\t") -> str:
+    """`text` without control characters (those of `visible`), for text handed to a model."""
+    return _CONTROL_RE.sub(lambda m: m.group(0) if m.group(0) in keep else "", str(text))

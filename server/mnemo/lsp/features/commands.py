@@ -287,10 +287,14 @@ class CommandsFeature(LanguageFeature):
         return self._changed("branch", res, [])
 
     async def run_decay(self, p: dict) -> Any:
+        m = "mnemo.runDecay"
         now = p.get("now")
         if now is not None and not isinstance(now, int | float | str):
             raise InvalidInput("mnemo.runDecay: `now` must be epoch seconds or ISO 8601")
-        return self._changed("decay", await self.server.service("decay", await self._ctx(p), now), [])
+        dry = bool(want(p, "dryRun", bool, m, False))
+        res = await self.server.service("decay", await self._ctx(p), now, dry_run=dry,
+                                        force=bool(want(p, "force", bool, m, False)))
+        return res if dry else self._changed("decay", res, [])
 
     async def compact(self, p: dict) -> Any:
         return self._changed("compact", await self.server.service("compact", await self._ctx(p)), [])
