@@ -61,6 +61,8 @@ def server_env(tmp_path: Path):
     env = {"MNEMO_HOME": str(store), "HOME": str(fake_home), "MNEMO_EMBEDDER": "hash", "MNEMO_USER": "agent-one",
            "MNEMO_IDLE_TIMEOUT": "120", "MNEMO_MODEL_CACHE": str(default_cache_dir()),
            "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}
+    if os.environ.get("PYTHONPATH"):  # the code under test (a checkout not installed in the venv)
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     yield env
     DaemonService(store, autostart=False).shutdown()
 
@@ -207,5 +209,53 @@ def test_relevance_with_the_real_model(workspace, server_env):
             out = await call(s, "recall", query="avoid charging a customer twice when a request is retried",
                              limit=2)
             assert MEM_ID.search(out).group(1) == ids[0], out
+
+    anyio.run(scenario)
+
+
+def test_arguments_are_checked_in_plain_words(workspace, server_env):
+    """Issue 13: an unknown argument was dropped silently (`activate_skills(message=...)` lost the request) and a bad
+    value came back as raw pydantic text with a link. Through the real SDK client and the stdio server."""
+    async def scenario():
+        async with mcp_session(workspace, server_env) as s:
+            tools = {t.name: t for t in (await s.list_tools()).tools}
+            assert tools["activate_skills"].input_schema.get("additionalProperties") is False
+            text = await call_error(s, "activate_skills", message="add a healthcheck to the Dockerfile")
+            assert "activate_skills does not take `message`" in text
+            assert "file (optional), request (optional)" in text and "nothing was done" in text
+            text = await call_error(s, "recall", query="retries", limt=3)
+            assert "`limt`" in text and "query (required), limit (optional)" in text
+            errors = {
+                "`limit` must be a whole number from 1 to 20; got 1000": dict(tool="recall", query="x", limit=1000),
+                "`scope` must be one of: hybrid, project, global, team; got 'everywhere'":
+                    dict(tool="recall", query="x", scope="everywhere"),
+                "`query` is required (text)": dict(tool="recall"),
+                "`days` must be a number greater than 0 and at most 3650; got -1": dict(tool="recent_context",
+                                                                                           days=-1),
+                "`tags` must be a list of texts, or null; got 7": dict(tool="remember", text="x", tags=7),
+                "`importance` must be a number from 0 to 1; got 'high'": dict(tool="remember", text="x",
+                                                                              importance="high"),
+            }
+            for expected, args in errors.items():
+                text = await call_error(s, args.pop("tool"), **args)
+                assert expected in text, text
+                assert "pydantic" not in text and "http" not in text and "input_value" not in text, text
+            assert "activate_skills" in {t.name for t in (await s.list_tools()).tools}  # still serving
+
+    anyio.run(scenario)
+
+
+def test_control_characters_never_reach_the_agent(workspace, server_env):
+    """Stored text with terminal control sequences reaches a model as plain text, still quoted."""
+    async def scenario():
+        async with mcp_session(workspace, server_env) as s:
+            out = await call(s, "remember", text="deploys need the VPN\x1b[2J", kind="lesson\x1b]8;;https://e\x07")
+            mem_id = MEM_ID.search(out).group(1)
+            for text in (await call(s, "recall", query="deploys VPN"), await call(s, "hydrate", item_id=mem_id),
+                         await call(s, "recent_context"),
+                         await call_error(s, "hydrate", item_id="mem-\x1b[2J\x9b31m")):
+                assert not any(ord(ch) < 32 and ch not in "\n\t" or 0x7F <= ord(ch) <= 0x9F for ch in text), text
+            recalled = await call(s, "recall", query="deploys VPN")
+            assert "> deploys need the VPN" in recalled and "lesson]8;;https://e" in recalled
 
     anyio.run(scenario)

@@ -88,3 +88,22 @@ def test_doctor_reports_and_repairs_a_damaged_index(cli, home):
     assert "1 vectors" in idx["detail"] and "rebuild" in idx["detail"]
     human = cli("doctor", json_out=False)
     assert "store" in human.stdout and "ok" in human.stdout
+
+
+def test_quickstart_never_touches_the_users_store_or_repository(home, git_repo):
+    """Issue 13: quickstart wrote demo notes (one of them false) into the user's store for the repository it ran
+    in. It now runs in its own temporary store and demo project, removes both, and says so."""
+    import re
+    from pathlib import Path
+
+    from conftest import git
+
+    r = run_cli("quickstart", home=home, cwd=git_repo, env=ENV)
+    assert r.returncode == 0, r.stderr + r.stdout
+    where = re.search(r"The demo runs in (\S+) ", r.stdout)
+    assert where and "removed" in r.stdout and "not touched" in r.stdout
+    assert not Path(where.group(1)).exists()  # the demo store and project are gone
+    assert "payments API requires idempotency keys" in r.stdout  # the demo did run: notes and cards
+    assert "Payments › Retries" in r.stdout
+    assert not (home / "mnemo.db").exists() and not list(home.iterdir())  # nothing in the user's store
+    assert git(git_repo, "status", "--porcelain") == ""  # nothing in the repository

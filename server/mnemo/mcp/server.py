@@ -358,6 +358,100 @@ class Backend:
             svc.close()
 
 
+# -- arguments: unknown names refused, bad values said in plain words ---------------------------------------------
+def _expected(schema: dict[str, Any]) -> str:
+    """What a JSON-schema property accepts, in words."""
+    options = [o for o in schema.get("anyOf") or [] if o.get("type") != "null"]
+    if options:
+        return " or ".join(_expected(o) for o in options) + ", or null"
+    if "enum" in schema:
+        return "one of: " + ", ".join(str(v) for v in schema["enum"])
+    typ = schema.get("type")
+    if typ == "array":
+        return "a list of " + {"string": "texts"}.get((schema.get("items") or {}).get("type"), "values")
+    if typ == "boolean":
+        return "true or false"
+    if typ not in ("integer", "number"):
+        return "non-empty text" if schema.get("minLength") else "text"
+    word = "a whole number" if typ == "integer" else "a number"
+    low = ("from", schema["minimum"]) if "minimum" in schema else ("greater than", schema.get("exclusiveMinimum"))
+    bounds = [f"{low[0]} {low[1]:g}"] if low[1] is not None else []
+    if "maximum" in schema:
+        bounds.append(f"{'to' if low[0] == 'from' else 'and at most'} {schema['maximum']:g}")
+    return " ".join([word, *bounds])
+
+
+def _given(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _accepted(props: dict[str, Any], required: list[str]) -> str:
+    return ", ".join(f"{k} ({'required' if k in required else 'optional'})" for k in props) or "no arguments"
+
+
+def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]) -> None:
+    """Refuse an argument the tool does not take, naming the ones it does (a misspelt name must not be dropped)."""
+    props = schema.get("properties") or {}
+    unknown = [k for k in arguments if k not in props]
+    if unknown:
+        names = ", ".join(f"`{k}`" for k in unknown)
+        raise ToolError(f"{tool} does not take {names}; nothing was done. It accepts: "
+                        f"{_accepted(props, schema.get('required') or [])}")
+
+
+def explain_validation(tool: str, schema: dict[str, Any], exc: Any) -> str:
+    """A pydantic ValidationError about a tool's arguments, in plain words: which argument, what it accepts, what
+    was given."""
+    props = schema.get("properties") or {}
+    parts = []
+    for err in exc.errors():
+        loc = [str(x) for x in err.get("loc") or ()]
+        name = loc[0] if loc else "?"
+        expected = _expected(props.get(name) or {})
+        where = ".".join(loc) if len(loc) > 1 else name
+        if err.get("type") == "missing":
+            parts.append(f"`{where}` is required ({expected})")
+        else:
+            parts.append(f"`{where}` must be {expected}; got {_given(err.get('input'))}")
+    return f"{tool} was not run: " + "; ".join(dict.fromkeys(parts)) + "."
+
+
+def _clean_result(result: Any) -> Any:
+    """Control characters out of every text the model receives (quoting and newlines stay)."""
+    from mnemo.core.text import strip_controls
+
+    for item in getattr(result, "content", None) or []:
+        if isinstance(getattr(item, "text", None), str):
+            item.text = strip_controls(item.text)
+    structured = getattr(result, "structured_content", None)
+    if isinstance(structured, dict) and isinstance(structured.get("result"), str):
+        structured["result"] = strip_controls(structured["result"])
+    return result
+
+
+class _Server(MCPServer):
+    """The SDK's server with Mnemo's argument checks and output hygiene around every tool call."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        from pydantic import ValidationError
+
+        from mnemo.core.text import strip_controls
+
+        tool = self._tool_manager.get_tool(name)
+        schema = tool.parameters if tool is not None else {}
+        if tool is not None:
+            check_arguments(name, schema, arguments)
+        try:
+            return _clean_result(await super().call_tool(name, arguments, context))
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(strip_controls(explain_validation(name, schema, exc.__cause__))) from exc.__cause__
+            if type(exc) is ToolError:
+                raise ToolError(strip_controls(str(exc))) from exc.__cause__
+            raise
+
+
 # -- the server --------------------------------------------------------------------------------------------------
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -366,8 +460,8 @@ Text = Annotated[str, Field(min_length=1)]
 
 
 def build_server(backend: Backend, workspace: Workspace) -> MCPServer:
-    server = MCPServer("mnemo", title="Mnemo memory and skills", version=__version__, instructions=INSTRUCTIONS,
-                       log_level="WARNING")
+    server = _Server("mnemo", title="Mnemo memory and skills", version=__version__, instructions=INSTRUCTIONS,
+                     log_level="WARNING")
 
     @server.tool(annotations=WRITE)
     async def remember(
@@ -488,6 +582,9 @@ def build_server(backend: Backend, workspace: Workspace) -> MCPServer:
         decisions and lessons (also from teammates). Call it first when you start working here."""
         ctx = await workspace.context(mcp_ctx)
         return format_recent(await backend.call("recent_context", ctx, limit, days))
+
+    for tool in server._tool_manager.list_tools():  # clients that validate see the same rule before sending
+        tool.parameters["additionalProperties"] = False
 
     async def on_roots_changed(_ctx, _params) -> None:  # the client's workspace folders changed
         workspace.roots_changed()
