@@ -73,7 +73,7 @@ def test_card_markdown_quotes_data_with_provenance():
             "promoted_from": {"project_name": "billing"}}
     md = convert.card_markdown(card, now=86400 * 3 + 1)
     assert md.startswith("> ")  # a quote: data, not instructions
-    assert "\\[click\\]\\(http://evil\\)" in md and "\\<b\\>" in md  # no live links or HTML
+    assert "\\[click\\]\\(http\\://evil\\)" in md and "\\<b\\>" in md  # no live links or HTML
     assert "`feature/x`" in md and "project/decision" in md and "3d ago" in md and "high 0.71" in md
     assert "confirmed 3x" in md and "from agent (bob)" in md and "promoted from billing" in md
     assert "**untrusted**" in md and "`mem-1`" in md

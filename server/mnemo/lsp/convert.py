@@ -16,6 +16,7 @@ from lsprotocol import types as t
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
 from mnemo.core.errors import MnemoError
+from mnemo.core.text import visible
 
 REQUEST_FAILED = -32803  # LSP ErrorCodes.RequestFailed
 
@@ -129,17 +130,23 @@ def age(ts: float | None, now: float | None = None) -> str:
     return "just now"
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+# Markdown punctuation (links, images, HTML and entities, emphasis, code, headings, tables), the `:` of a bare
+# `scheme://` URL and the `.` of `www.` (GFM autolinks), and a list or heading marker at the start of the text.
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&]|:(?=//)|(?<=www)\.)")
+_MD_LINE_START = re.compile(r"^(\s*)([-=]|\d+(?=[.)]))")
 
 
 def md_escape(text: str) -> str:
-    """Escape Markdown so a memory renders as text (never as links, HTML or headings)."""
-    return _MD_SPECIAL.sub(r"\\\1", text)
+    """Escape Markdown so stored text renders as text (never as links, HTML, entities, headings or lists); control
+    characters are made visible."""
+    out = _MD_SPECIAL.sub(r"\\\1", visible(str(text), keep="\n\t"))
+    return _MD_LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2) if not m.group(2).isdigit()
+                              else m.group(1) + m.group(2) + "\\", out, count=1)
 
 
 def code(text: str) -> str:
     """An inline code span (Markdown escapes do not apply inside one: drop backticks instead)."""
-    return "`" + str(text).replace("`", "'").replace("\n", " ") + "`"
+    return "`" + visible(str(text).replace("\n", " "), keep="").replace("`", "'") + "`"
 
 
 def quote(text: str, limit: int = 400) -> str:
@@ -174,14 +181,14 @@ def card_markdown(card: Mapping[str, Any], anchored_here: bool = False, now: flo
         meta = [f"doc {code(where)}", md_escape(heading), age(card.get("updated_at"), now)]
         return quote(card.get("compressed_summary") or card.get("title") or "") + "\n\n" + \
             " · ".join(x for x in meta if x)
-    meta = [card.get("scope") or "project"]
+    meta = [md_escape(card.get("scope") or "project")]
     branch = card.get("branch")
     meta.append(code(branch) if branch else "all branches")
     kind = card.get("note_kind") or card.get("kind")
-    meta.append("/".join(x for x in (card.get("type"), kind) if x))
+    meta.append(md_escape("/".join(str(x) for x in (card.get("type"), kind) if x)))
     meta.append(age(card.get("updated_at"), now))
     if card.get("confidence") is not None:
-        meta.append(f"{card.get('confidence_state') or ''} {float(card['confidence']):.2f}".strip())
+        meta.append(md_escape(f"{card.get('confidence_state') or ''} {float(card['confidence']):.2f}".strip()))
     prov = []
     if anchored_here:
         prov.append("anchored here")
@@ -191,7 +198,8 @@ def card_markdown(card: Mapping[str, Any], anchored_here: bool = False, now: flo
     if (card.get("confirmations") or 1) > 1:
         prov.append(f"confirmed {card['confirmations']}x")
     if card.get("source"):
-        prov.append(f"from {card['source']}" + (f" ({md_escape(str(card['author']))})" if card.get("author") else ""))
+        prov.append(f"from {md_escape(card['source'])}" + (f" ({md_escape(str(card['author']))})"
+                                                             if card.get("author") else ""))
     pf = card.get("promoted_from")
     if pf:
         prov.append(f"promoted from {md_escape(str(pf.get('project_name') or pf.get('scope')))}")
@@ -201,7 +209,7 @@ def card_markdown(card: Mapping[str, Any], anchored_here: bool = False, now: flo
                                   if isinstance(imp, dict) else ""))
     if card.get("trust") == "untrusted":
         prov.append("**untrusted**")
-    prov.append(f"`{card.get('item_id')}`")
+    prov.append(code(card.get("item_id")))
     text = card.get("compressed_summary") or card.get("title") or ""
     return quote(text) + "\n\n" + " · ".join(x for x in meta if x) + "  \n" + " · ".join(prov)
 
@@ -245,8 +253,8 @@ def injection_markdown(file: str | None, skills: list[Mapping[str, Any]], cards:
     if not skills:
         lines.append("- none active")
     for a in skills:
-        why = ", ".join(a.get("activated_by") or []) or "—"
-        signals = ", ".join(f"{k} {float(v):.2f}" for k, v in (a.get("signals") or {}).items())
+        why = md_escape(", ".join(a.get("activated_by") or [])) or "—"
+        signals = md_escape(", ".join(f"{k} {float(v):.2f}" for k, v in (a.get("signals") or {}).items()))
         lines.append(f"- {code(a.get('name'))} score {float(a.get('score') or 0):.2f} "
                      f"({why}; {signals}) · {a.get('token_cost', 0)} tokens")
     lines += ["", f"**Memories** ({len(cards)}, ≈{memory_tokens} tokens)"]
@@ -256,7 +264,7 @@ def injection_markdown(file: str | None, skills: list[Mapping[str, Any]], cards:
         conf = c.get("confidence")
         conf_s = f"{float(conf):.2f}" if conf is not None else "anchored"
         lines.append(f"- {md_escape(first_line(c.get('compressed_summary') or c.get('title') or ''))} "
-                     f"({c.get('scope')}, {conf_s}, `{c.get('item_id')}`)")
+                     f"({md_escape(c.get('scope'))}, {conf_s}, {code(c.get('item_id'))})")
     lines += ["", f"**Total** ≈{skill_tokens + memory_tokens} tokens"]
     return "\n".join(lines)
 
