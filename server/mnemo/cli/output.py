@@ -146,24 +146,39 @@ def print_cards(cards: list[dict[str, Any]], warnings: list[str] | None = None, 
         say((f"{len(cards)} result(s) in {took_ms:.1f} ms", "dim"), c=c)
 
 
+def _marks(m: dict[str, Any]) -> str:
+    marks = []
+    if m.get("deprecated"):
+        marks.append("[deprecated]")
+    if m.get("status") != "active":
+        marks.append(f"[{m.get('status')}]")
+    if m.get("confirmations", 1) > 1:
+        marks.append(f"(confirmed {m['confirmations']}x)")
+    return " ".join(marks)
+
+
+MEMORY_COLUMNS = ("id", "scope", "type", "kind", "branch", "text", "updated")
+NARROW = 100  # below this many columns the table shows id and text, the rest on a second line of the cell
+
+
 def print_memories(memories: list[dict[str, Any]], total: int | None = None) -> None:
     from rich.table import Table
 
     c = console()
-    t = Table(show_lines=False, expand=c.is_terminal)
-    for col in ("id", "scope", "type", "kind", "branch", "text", "updated"):
-        t.add_column(col, overflow="fold" if col in ("text", "kind") else "ellipsis",
-                     no_wrap=col not in ("text", "kind"))
+    narrow = c.is_terminal and c.width < NARROW
+    t = Table(show_lines=narrow, expand=c.is_terminal)
+    for col in ("id", "memory") if narrow else MEMORY_COLUMNS:
+        t.add_column(col, overflow="fold" if col in ("text", "kind", "memory") else "ellipsis",
+                     no_wrap=col not in ("text", "kind", "memory"))
     for m in memories:
-        marks = []
-        if m.get("deprecated"):
-            marks.append("[deprecated]")
-        if m.get("status") != "active":
-            marks.append(f"[{m.get('status')}]")
-        if m.get("confirmations", 1) > 1:
-            marks.append(f"(confirmed {m['confirmations']}x)")
-        t.add_row(*(line(str(v)) for v in (m["id"], m["scope"], m["type"], m["kind"], m.get("branch") or "*")),
-                  line(m["text"], (" " + " ".join(marks), "dim") if marks else ""), line(age(m["updated_at"])))
+        marks = _marks(m)
+        text = line(m["text"], (" " + marks, "dim") if marks else "")
+        meta = (m["scope"], m["type"], m["kind"], m.get("branch") or "*")
+        if narrow:
+            t.add_row(line(m["id"]), line(text, "\n", (" · ".join(map(str, meta)) + " · " + age(m["updated_at"]),
+                                                       "dim")))
+        else:
+            t.add_row(line(m["id"]), *(line(str(v)) for v in meta), text, line(age(m["updated_at"])))
     c.print(t, soft_wrap=False)
     if total is not None and total > len(memories):
         say((f"showing {len(memories)} of {total}", "dim"), c=c)
