@@ -261,12 +261,19 @@ async def test_stale_anchor_review_and_resolve(lsp):
 @pytest.mark.asyncio
 async def test_lifecycle_and_sharing_commands(lsp, tmp_path):
     mem = (await command(lsp, "mnemo.remember", {"text": "retries use exponential backoff with jitter"}))["memory"]
-    decayed = await command(lsp, "mnemo.runDecay", {"now": "2100-01-01T00:00:00+00:00"})
-    assert isinstance(decayed, dict)
+    future = "2100-01-01T00:00:00+00:00"
+    with pytest.raises(JsonRpcException, match="in the future"):  # cannot be undone: refused without force
+        await command(lsp, "mnemo.runDecay", {"now": future})
+    dry = await command(lsp, "mnemo.runDecay", {"now": future, "dryRun": True})
+    assert dry["dry_run"] and [m["id"] for m in dry["moved_to_cold"]] == [mem["id"]]
+    listed = await request(lsp, "mnemo/listMemories", {"includeCold": True})
+    assert [m["tier"] for m in listed["memories"]] != ["cold"]  # the dry run wrote nothing
+    decayed = await command(lsp, "mnemo.runDecay", {"now": future, "force": True})
+    assert decayed["dry_run"] is False
     listed = await request(lsp, "mnemo/listMemories", {"includeCold": True})
     assert [m["tier"] for m in listed["memories"]] == ["cold"]
     restored = await command(lsp, "mnemo.restore", {"id": mem["id"]})
-    assert restored["status"] == "restored"
+    assert restored["status"] == "restored" and restored["memory"]["importance"] == mem["importance"]
     assert isinstance(await command(lsp, "mnemo.compact"), dict)
 
     snap = tmp_path / "snap.mnemo"

@@ -133,15 +133,14 @@ def age(ts: float | None, now: float | None = None) -> str:
 # Markdown punctuation (links, images, HTML and entities, emphasis, code, headings, tables), the `:` of a bare
 # `scheme://` URL and the `.` of `www.` (GFM autolinks), and a list or heading marker at the start of the text.
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&]|:(?=//)|(?<=www)\.)")
-_MD_LINE_START = re.compile(r"^(\s*)([-=]|\d+(?=[.)]))")
+_MD_LINE_START = re.compile(r"^(?:([-=])|(\d+)(?=[.)]))")
 
 
 def md_escape(text: str) -> str:
-    """Escape Markdown so stored text renders as text (never as links, HTML, entities, headings or lists); control
-    characters are made visible."""
-    out = _MD_SPECIAL.sub(r"\\\1", visible(str(text), keep="\n\t"))
-    return _MD_LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2) if not m.group(2).isdigit()
-                              else m.group(1) + m.group(2) + "\\", out, count=1)
+    """Escape Markdown so stored text renders as text (never as links, HTML, entities, headings, lists or code
+    blocks): one line, whitespace runs collapsed, control characters made visible."""
+    out = _MD_SPECIAL.sub(r"\\\1", visible(" ".join(str(text).split()), keep=""))
+    return _MD_LINE_START.sub(lambda m: "\\" + m.group(1) if m.group(1) else m.group(2) + "\\", out, count=1)
 
 
 def code(text: str) -> str:
