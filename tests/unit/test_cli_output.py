@@ -96,6 +96,8 @@ def test_visible_and_strip_controls():
     assert visible("a\nb\tc", keep="") == "a\\x0ab\\x09c"
     assert strip_controls(s) == "a[2Jb]8;;https://e\\link]8;;\\ 31m \tc\nd"
     assert visible("plain [bold] text: ok") == "plain [bold] text: ok"
+    assert visible("crlf\r\nline\rover") == "crlf\nline\\x0dover"  # a lone CR would overwrite the line
+    assert strip_controls("crlf\r\nline\rover") == "crlf\nlineover"
 
 
 @pytest.mark.parametrize("mode", ["pipe", "tty", "color"])

@@ -126,8 +126,8 @@ _CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2
 def visible(text: object, keep: str = "\n\t") -> str:
     """`text` with every control character made visible as an escape (`\\x1b`, `\\u202e`), so a stored note can
     never drive the terminal (clear the screen, hide text behind a link, reorder a line). Characters in `keep`
-    (newline and tab by default) stay as they are."""
-    s = str(text)
+    (newline and tab by default) stay as they are; a CRLF line end is a newline."""
+    s = str(text).replace("\r\n", "\n")
 
     def show(m: re.Match) -> str:
         ch = m.group(0)
@@ -140,4 +140,4 @@ def visible(text: object, keep: str = "\n\t") -> str:
 
 def strip_controls(text: object, keep: str = "\n\t") -> str:
     """`text` without control characters (those of `visible`), for text handed to a model."""
-    return _CONTROL_RE.sub(lambda m: m.group(0) if m.group(0) in keep else "", str(text))
+    return _CONTROL_RE.sub(lambda m: m.group(0) if m.group(0) in keep else "", str(text).replace("\r\n", "\n"))

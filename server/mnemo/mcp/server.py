@@ -395,7 +395,9 @@ def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]
     props = schema.get("properties") or {}
     unknown = [k for k in arguments if k not in props]
     if unknown:
-        names = ", ".join(f"`{k}`" for k in unknown)
+        from mnemo.core.text import strip_controls
+
+        names = ", ".join(f"`{strip_controls(k)[:60]}`" for k in unknown[:5])
         raise ToolError(f"{tool} does not take {names}; nothing was done. It accepts: "
                         f"{_accepted(props, schema.get('required') or [])}")
 
