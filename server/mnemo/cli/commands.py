@@ -250,11 +250,27 @@ def cmd_daemon(args, _service) -> int:
                 time.sleep(0.05)
     else:
         res = owner_status(home)
+    res = _with_settings(home, res, args.json)
     if args.json:
         emit_json(res)
     else:
         print_kv("Mnemo owner", res)
     return 0
+
+
+def _with_settings(home: Path, res: dict[str, Any], full: bool) -> dict[str, Any]:
+    """The store-wide settings the owner applies (or would apply when started from here), and what is not."""
+    from mnemo.cli.config_cmd import running_owner
+    from mnemo.core import config
+
+    res = {k: v for k, v in res.items() if k != "config"}
+    owner = running_owner(home) if res.get("running") else None
+    rows = config.report(home, owner)
+    res["settings"] = rows if full else {n: f"{config.show(r['value'])} ({r['source']})" for n, r in rows.items()}
+    not_applied = config.mismatches(owner or {})
+    if not_applied:
+        res["not_applied"] = not_applied if full else {str(i): m for i, m in enumerate(not_applied, 1)}
+    return res
 
 
 def cmd_doctor(args, _service) -> int:

@@ -146,8 +146,9 @@ def doctor_report(args) -> dict[str, Any]:
             checks.append(backup_check(home))
             return {"ok": False, "home": str(home), "checks": checks, "repair": repaired}
     ctx = detect_context(getattr(args, "project_root", None)).to_dict()
+    svc = None
     try:
-        svc = DaemonService(home, client_name="doctor")
+        svc = DaemonService(home, client_name="doctor", on_warning=lambda _m: None)  # the settings check says it
         try:
             res = svc.doctor(ctx)
         finally:
@@ -156,5 +157,8 @@ def doctor_report(args) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - report, do not crash the doctor
         hint = getattr(exc, "hint", None)
         checks.append(_check("owner", "fail", f"could not reach or start the owner: {exc}", hint))
+    from mnemo.core.config import settings_check
+
+    checks.append(settings_check(home, svc.owner if svc is not None else None))
     return {"ok": all(c["status"] != "fail" for c in checks), "home": str(home), "checks": checks,
             "repair": repaired}

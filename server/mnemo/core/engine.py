@@ -49,7 +49,9 @@ ProgressFn = Callable[[dict[str, Any]], None]
 
 
 def default_home() -> Path:
-    return Path(os.environ.get("MNEMO_HOME") or Path.home() / ".mnemo")
+    from mnemo.core.config import default_home as home
+
+    return home()
 
 
 def clean_text(text: str) -> tuple[str, list[str]]:
@@ -100,6 +102,9 @@ class Engine:
         if lock:
             self._owner_lock = OwnerLock(self.home)
             self._owner_lock.acquire()
+        from mnemo.core import config
+
+        config.bind(self.home)  # store-wide settings of this process: `<home>/config.json`
         self.store = Store(self.home / "mnemo.db")
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
@@ -291,7 +296,8 @@ class Engine:
                  on_conflict: str | None = None) -> dict[str, Any]:
         from mnemo.core import lifecycle  # conflicts, overrides, review queue (SPEC §4)
 
-        on_conflict = lifecycle.check_on_conflict(on_conflict)
+        # the caller's own resolution: an explicit argument, else its Context's (MNEMO_ON_CONFLICT of the client)
+        on_conflict = lifecycle.check_on_conflict(on_conflict if on_conflict is not None else ctx.on_conflict)
         text, flags = self._validate_text(text)
         check_type(type)
         check_write_scope(scope)
@@ -312,7 +318,8 @@ class Engine:
         from mnemo.core import safety
 
         fields, redacted = safety.screen_secrets(
-            {"text": text, "kind": kind, "tags": tags, "anchors": anchors, "provenance": provenance}, "remember")
+            {"text": text, "kind": kind, "tags": tags, "anchors": anchors, "provenance": provenance}, "remember",
+            mode=ctx.secrets)  # the caller's MNEMO_SECRETS, carried by its Context
         if redacted:
             text, kind, tags = fields["text"], fields["kind"], fields["tags"]
             anchors, provenance = fields["anchors"], fields["provenance"]

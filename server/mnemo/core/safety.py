@@ -115,10 +115,19 @@ _ds_lock = threading.Lock()
 _ds_settings: dict[str, Any] | None = None
 
 
-def secrets_mode() -> str:
-    """`block` (default) or `redact`, from MNEMO_SECRETS."""
-    mode = os.environ.get("MNEMO_SECRETS", "block").strip().lower()
-    return mode if mode in ("block", "redact") else "block"
+SECRETS_MODES = ("block", "redact")
+
+
+def secrets_mode(mode: str | None = None) -> str:
+    """`block` (default) or `redact`: the caller's value (a client's MNEMO_SECRETS travels in its Context), else
+    this process's MNEMO_SECRETS. Anything else is refused (nothing is stored), never silently replaced."""
+    from mnemo.core.errors import InvalidInput
+
+    mode = (mode if mode is not None else os.environ.get("MNEMO_SECRETS", "")).strip().lower() or "block"
+    if mode not in SECRETS_MODES:
+        raise InvalidInput(f"secrets mode {mode!r} is not one of {', '.join(SECRETS_MODES)}; nothing was stored",
+                           hint="fix MNEMO_SECRETS: block (refuse notes holding a secret) or redact")
+    return mode
 
 
 @dataclass(frozen=True)
@@ -437,7 +446,7 @@ def screen_secrets(fields: dict[str, Any], action: str, *, mode: str | None = No
     """
     from mnemo.core.errors import SecretDetected
 
-    mode = mode or secrets_mode()
+    mode = secrets_mode(mode)
     found: list[tuple[str, SecretFinding]] = []
     for name, value in fields.items():
         for path, s in _strings(value, name):

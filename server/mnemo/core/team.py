@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from mnemo.core.env import env_float
 from mnemo.core.errors import InvalidInput, MnemoError, NotFound, SecretDetected, TeamUnavailable
 from mnemo.core.models import Context, Memory
 
@@ -55,11 +54,15 @@ CREATE TABLE IF NOT EXISTS team_outbox (
 
 
 def connect_timeout() -> float:
-    return env_float("MNEMO_TEAM_TIMEOUT", 1.5)
+    from mnemo.core import config  # store-wide: `mnemo config set team_timeout`, MNEMO_TEAM_TIMEOUT
+
+    return float(config.value("team_timeout"))
 
 
 def retry_interval() -> float:
-    return env_float("MNEMO_TEAM_RETRY", 30.0)
+    from mnemo.core import config
+
+    return float(config.value("team_retry"))
 
 
 # -- settings ----------------------------------------------------------------------------------------------------
