@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from mnemo.cli.output import console, emit_json, print_cards, print_kv, print_memories
+from mnemo.cli.output import console, emit_json, flag_warning, print_cards, print_kv, print_memories
 from mnemo.core.models import DEFAULT_KINDS, MEMORY_TYPES, READ_SCOPES
 
 
@@ -143,6 +143,9 @@ def cmd_hydrate(args, service) -> int:
     else:
         m = res["memory"]
         c.print(f"[bold]{m['id']}[/bold]  {m['scope']} · {m['type']} · {m['kind']}")
+        warning = flag_warning(m.get("flags"))
+        if warning:
+            c.print(warning, style="bold red", markup=False)
         c.print(m["text"], markup=False)
         if m.get("provenance"):
             c.print(f"[dim]provenance: {m['provenance']}[/dim]")

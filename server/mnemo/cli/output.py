@@ -36,6 +36,15 @@ def when(ts: float | None) -> str:
 STATE_STYLE = {"high": "green", "medium": "yellow", "low": "red"}
 
 
+def flag_warning(flags: list[str] | None) -> str | None:
+    """The warning shown before a flagged note's text (reads like instructions to an agent, hidden text)."""
+    if not flags:
+        return None
+    from mnemo.core.safety import flag_warning as warning
+
+    return warning(flags)
+
+
 def print_cards(cards: list[dict[str, Any]], warnings: list[str] | None = None, took_ms: float | None = None) -> None:
     from rich.panel import Panel
     from rich.text import Text
@@ -49,6 +58,9 @@ def print_cards(cards: list[dict[str, Any]], warnings: list[str] | None = None, 
         head.append(card["title"] if card["source_kind"] != "markdown" else " › ".join(card["heading_path"]),
                     style="bold")
         body = Text()
+        warning = flag_warning(card.get("flags"))
+        if warning:
+            body.append(warning + "\n", style="bold red")
         body.append(card["compressed_summary"] + "\n")
         for kp in card.get("key_points") or []:
             body.append(f"  • {kp}\n", style="dim")
@@ -84,8 +96,13 @@ def print_memories(memories: list[dict[str, Any]], total: int | None = None) -> 
     t = Table(show_lines=False, expand=True)
     for col in ("id", "scope", "type", "kind", "branch", "text", "updated"):
         t.add_column(col, overflow="fold" if col == "text" else "ellipsis", no_wrap=col != "text")
+    flagged = []
     for m in memories:
         marks = []
+        warning = flag_warning(m.get("flags"))
+        if warning:
+            marks.append("⚠ FLAGGED")
+            flagged.append((m["id"], warning))
         if m.get("deprecated"):
             marks.append("[deprecated]")
         if m.get("status") != "active":
@@ -96,6 +113,8 @@ def print_memories(memories: list[dict[str, Any]], total: int | None = None) -> 
                   m["text"] + (" " + " ".join(marks) if marks else ""), age(m["updated_at"]))
     c = console()
     c.print(t)
+    for mem_id, warning in flagged:
+        c.print(f"⚠ {mem_id}: {warning}", style="bold red", markup=False)
     if total is not None and total > len(memories):
         c.print(f"[dim]showing {len(memories)} of {total}[/dim]")
 

@@ -106,6 +106,7 @@ class Engine:
 
         config.bind(self.home)  # store-wide settings of this process: `<home>/config.json`
         self.store = Store(self.home / "mnemo.db")
+        self._reflag()
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
         self._embedder_ready = threading.Event()
@@ -127,6 +128,24 @@ class Engine:
             t = threading.Thread(target=self._background, name="mnemo-indexer", daemon=True)
             t.start()
             self._threads.append(t)
+
+    def _reflag(self) -> None:
+        """Give every stored note its injection flags, once per version of the patterns (a store written before
+        they existed, or with older ones): flags are shown on every surface, whoever wrote the note."""
+        from mnemo.core import safety
+
+        if self.store.get_meta("injection_flags_version") == safety.INJECTION_FLAGS_VERSION:
+            return
+        changed = 0
+        with self.store.write() as c:
+            for m in self.store.query_memories():
+                flags = safety.reflag(m.text, m.flags)
+                if flags != m.flags:
+                    self.store.update_memory(c, m.id, flags=flags)
+                    changed += 1
+            self.store.set_meta(c, "injection_flags_version", safety.INJECTION_FLAGS_VERSION)
+        if changed:
+            log.info("injection flags added to %d stored notes", changed)
 
     # -- embedder --------------------------------------------------------------------------------------------
     @property

@@ -237,6 +237,8 @@ def build_record(ctx: Context, m: Memory, vec, model_id: str, namespace: str) ->
 
 def record_to_memory(record_id: str, document: str, meta: dict[str, Any]) -> Memory:
     """A team record as a read-only `Memory` in the team scope, so recall ranks and renders it like any note."""
+    from mnemo.core.safety import injection_flags
+
     try:
         tags = json.loads(meta.get("tags") or "[]")
     except ValueError:
@@ -256,7 +258,8 @@ def record_to_memory(record_id: str, document: str, meta: dict[str, Any]) -> Mem
         provenance={"promoted_from": promoted_from, "team": {"author": meta.get("author")}},
         anchors=[{"path": source_path}] if source_path else [], deprecated=bool(meta.get("deprecated")),
         deprecated_reason=meta.get("deprecated_reason"), tier="warm", tags=tags if isinstance(tags, list) else [],
-        trust=meta.get("trust") or "trusted", status="active", author=meta.get("author") or "unknown")
+        trust=meta.get("trust") or "trusted", status="active", author=meta.get("author") or "unknown",
+        flags=injection_flags(document or ""))  # computed on read: a teammate's note is flagged like any other
 
 
 @dataclass
