@@ -57,8 +57,9 @@ def backup_check(home: Path) -> dict[str, Any]:
     backups = backup.list_backups(home)
     every = backup.interval()
     if every <= 0:
-        return _check("backups", "warn", "rolling backups are off (MNEMO_BACKUP_INTERVAL=0)",
-                      "unset MNEMO_BACKUP_INTERVAL to keep a daily backup of the last 7 days")
+        return _check("backups", "warn", "rolling backups are off (backup_interval = 0)",
+                      "`mnemo config set backup_interval 86400` keeps a daily backup (and unset MNEMO_BACKUP_INTERVAL"
+                      " if it is set)")
     if not backups:
         return _check("backups", "warn", f"no backup yet in {backup.backup_dir(home)}",
                       "the owner takes one within a minute of starting, then daily")
