@@ -55,10 +55,22 @@ class Service(Protocol):
     def recent_context(self, ctx: dict, limit: int = 10, days: float = 14.0) -> dict[str, Any]: ...
 
 
-def write_policy() -> str:
-    """`auto`: agent-written memories land directly; `confirm`: they wait in Review. People's writes always land."""
-    policy = os.environ.get("MNEMO_WRITE_POLICY", "auto")
-    return policy if policy in ("auto", "confirm") else "auto"
+WRITE_POLICIES = ("auto", "confirm")
+
+
+def write_policy(ctx: Context | None = None) -> str:
+    """`auto`: agent-written memories land directly; `confirm`: they wait in Review. People's writes always land.
+
+    The policy is the caller's: it travels in the request's context (`MNEMO_WRITE_POLICY` of the client process,
+    the editor's `mnemo.writePolicy` for the language server), so a running owner applies each client's own value.
+    A context without one (built by hand, in-process) uses this process's environment. A bad value is refused."""
+    policy = ctx.write_policy if ctx is not None and ctx.write_policy is not None else \
+        os.environ.get("MNEMO_WRITE_POLICY", "auto")
+    policy = (policy or "auto").strip().lower()
+    if policy not in WRITE_POLICIES:
+        raise InvalidInput(f"write policy {policy!r} is not one of {', '.join(WRITE_POLICIES)}; nothing was stored",
+                           hint="fix MNEMO_WRITE_POLICY (or the editor's mnemo.writePolicy): auto or confirm")
+    return policy
 
 
 def _ctx(ctx: dict | Context) -> Context:
@@ -82,15 +94,19 @@ class LocalService:
 
     # -- health ----------------------------------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
+        from mnemo.core import config
+
         idx = self.engine.index
         return {"version": __version__, "protocol": PROTOCOL_VERSION, "pid": os.getpid(),
                 "home": str(self.engine.home), "index_ready": bool(idx and idx.ready),
-                "model_loaded": self.engine._embedder_ready.is_set()}
+                "model_loaded": self.engine._embedder_ready.is_set(),
+                "config": config.owner_view(self.engine.home)}  # what it applies: `mnemo daemon status`
 
     # -- memories --------------------------------------------------------------------------------------------
     def remember(self, ctx: dict, text: str, **kw: Any) -> dict[str, Any]:
         c = _ctx(ctx)
-        if kw.get("source", "user") == "agent" and write_policy() == "confirm" and "status" not in kw:
+        policy = write_policy(c)  # checked on every write: a bad value is refused, not ignored
+        if kw.get("source", "user") == "agent" and policy == "confirm" and "status" not in kw:
             kw["status"] = "pending"
         return self.engine.remember(c, text, **kw)
 
@@ -127,16 +143,18 @@ class LocalService:
 
     # -- skills ----------------------------------------------------------------------------------------------
     def _skills(self, c: Context):
+        from mnemo.core import config
         from mnemo.core.skills import SkillEngine, SkillRegistry
 
-        key = c.root or ""
+        # Mnemo's starter skills apply in every project unless `mnemo config set starter_skills false` (or
+        # MNEMO_STARTER_SKILLS=0); a change applies at once (another cache key). Skill vectors are cached in the
+        # store so a restart embeds only what changed.
+        starter = bool(config.value("starter_skills", self.engine.home))
+        key = f"{int(starter)}:{c.root or ''}"
         with self._skills_lock:
             eng = self._skill_engines.get(key)
             if eng is None:
-                # Mnemo's starter skills apply in every project unless MNEMO_STARTER_SKILLS=0; skill vectors are
-                # cached in the store so a restart embeds only what changed.
-                registry = SkillRegistry(Path(c.root) if c.root else None,
-                                         include_builtin=os.environ.get("MNEMO_STARTER_SKILLS", "1") != "0")
+                registry = SkillRegistry(Path(c.root) if c.root else None, include_builtin=starter)
                 eng = SkillEngine(registry, self._skill_embedder(),
                                   vector_cache=self.engine.home / "skill_vectors.sqlite")
                 self._skill_engines[key] = eng
@@ -150,7 +168,9 @@ class LocalService:
         from mnemo.core.embeddings import MODEL_ID, get_embedder
 
         base = self.engine.embedder
-        choice = os.environ.get("MNEMO_SKILL_EMBEDDER", "").strip().lower() or "auto"
+        from mnemo.core import config
+
+        choice = os.environ.get("MNEMO_SKILL_EMBEDDER", "").strip().lower() or str(config.value("skill_embedder"))
         if choice == "same":
             return base
         if choice != "auto":

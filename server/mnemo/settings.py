@@ -95,7 +95,9 @@ class Settings:
     home: str = _s("", "The Mnemo store directory (empty: $MNEMO_HOME, else ~/.mnemo). Machine-wide: every "
                        "window and agent should use the same one.", scope="machine")
     write_policy: str = _s("auto", "Agent-written memories: `auto` lands them directly (power users); `confirm` "
-                                   "keeps them in Review until you accept. Your own writes always land.",
+                                   "keeps them in Review until you accept. Your own writes always land. Sent with "
+                                   "every request: the chat agents using the MCP server this extension registers "
+                                   "get it as MNEMO_WRITE_POLICY, whichever process started the store's owner.",
                            enum=["auto", "confirm"])
     log_level: str = _s("info", "Language server log level (Output > Mnemo).",
                         enum=["error", "warning", "info", "debug"])

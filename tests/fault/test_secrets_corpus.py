@@ -130,6 +130,7 @@ def test_no_secret_reaches_the_store_the_index_the_logs_or_a_snapshot(tmp_path, 
     # -- redact ----------------------------------------------------------------------------------------------
     monkeypatch.setenv("MNEMO_HOME", str(redact_home))
     monkeypatch.setenv("MNEMO_SECRETS", "redact")
+    ctx = detect_context(git_repo).to_dict()  # the secrets mode is the client's: it travels in the context
     svc = DaemonService(redact_home, client_name="secrets-test")
     try:
         for _, text, _ in secrets:

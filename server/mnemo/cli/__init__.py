@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _optional_command_modules():
     import importlib
 
-    for name in ("lifecycle_cmd", "team_cmd", "server_cmd", "mcp_cmd"):
+    for name in ("lifecycle_cmd", "team_cmd", "server_cmd", "mcp_cmd", "config_cmd"):
         try:
             yield name, importlib.import_module(f"mnemo.cli.{name}")
         except ImportError:
@@ -61,7 +61,12 @@ def make_service(args: argparse.Namespace):
         return LocalService(Engine(home))
     from mnemo.daemon.client import DaemonService
 
-    return DaemonService(home, client_name="cli")
+    return DaemonService(home, client_name="cli", on_warning=warn)
+
+
+def warn(message: str) -> None:
+    """A warning on stderr (stdout stays the command's output)."""
+    sys.stderr.write(f"warning: {message}\n")
 
 
 def make_context(args: argparse.Namespace) -> dict[str, Any]:

@@ -7,7 +7,17 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from mnemo.cli.output import console, emit_json, flat, line, print_cards, print_kv, print_memories, say
+from mnemo.cli.output import (
+    console,
+    emit_json,
+    flag_warning,
+    flat,
+    line,
+    print_cards,
+    print_kv,
+    print_memories,
+    say,
+)
 from mnemo.core.models import DEFAULT_KINDS, MEMORY_TYPES, READ_SCOPES, STATUSES
 
 
@@ -144,6 +154,9 @@ def cmd_hydrate(args, service) -> int:
     else:
         m = res["memory"]
         say((m["id"], "bold"), f"  {m['scope']} · {m['type']} · {m['kind']}", c=c)
+        warning = flag_warning(m.get("flags"))
+        if warning:
+            say((warning, "bold red"), c=c)
         c.print(line(m["text"]))
         if m.get("provenance"):
             say((f"provenance: {m['provenance']}", "dim"), c=c)
@@ -250,11 +263,27 @@ def cmd_daemon(args, _service) -> int:
                 time.sleep(0.05)
     else:
         res = owner_status(home)
+    res = _with_settings(home, res, args.json)
     if args.json:
         emit_json(res)
     else:
         print_kv("Mnemo owner", res)
     return 0
+
+
+def _with_settings(home: Path, res: dict[str, Any], full: bool) -> dict[str, Any]:
+    """The store-wide settings the owner applies (or would apply when started from here), and what is not."""
+    from mnemo.cli.config_cmd import running_owner
+    from mnemo.core import config
+
+    res = {k: v for k, v in res.items() if k != "config"}
+    owner = running_owner(home) if res.get("running") else None
+    rows = config.report(home, owner)
+    res["settings"] = rows if full else {n: f"{config.show(r['value'])} ({r['source']})" for n, r in rows.items()}
+    not_applied = config.mismatches(owner or {})
+    if not_applied:
+        res["not_applied"] = not_applied if full else {str(i): m for i, m in enumerate(not_applied, 1)}
+    return res
 
 
 def cmd_doctor(args, _service) -> int:

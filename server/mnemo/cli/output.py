@@ -101,6 +101,15 @@ def when(ts: float | None) -> str:
 STATE_STYLE = {"high": "green", "medium": "yellow", "low": "red"}
 
 
+def flag_warning(flags: list[str] | None) -> str | None:
+    """The warning shown before a flagged note's text (reads like instructions to an agent, hidden text)."""
+    if not flags:
+        return None
+    from mnemo.core.safety import flag_warning as warning
+
+    return warning(flags)
+
+
 def _card_meta(card: dict[str, Any]) -> list[str]:
     meta = [f"{card['scope']}", card["source_kind"]]
     if card["source_kind"] == "note":
@@ -125,7 +134,9 @@ def card_panel(i: int, card: dict[str, Any], expand: bool = True):
 
     title = card["title"] if card["source_kind"] != "markdown" else " › ".join(card["heading_path"])
     head = line((f"{i}. ", "bold"), (flat(title), "bold"))
-    parts: list[Part] = [str(card["compressed_summary"]) + "\n"]
+    warning = flag_warning(card.get("flags"))
+    parts: list[Part] = [(warning + "\n", "bold red")] if warning else []
+    parts += [str(card["compressed_summary"]) + "\n"]
     parts += [(f"  • {kp}\n", "dim") for kp in card.get("key_points") or []]
     parts += [(" · ".join(_card_meta(card)), "cyan"),
               (f"\n{card['item_id']}  score {card['score']:.3f}  confidence ", "dim"),
@@ -170,8 +181,13 @@ def print_memories(memories: list[dict[str, Any]], total: int | None = None) -> 
     for col in ("id", "memory") if narrow else MEMORY_COLUMNS:
         t.add_column(col, overflow="fold" if col in ("text", "kind", "memory") else "ellipsis",
                      no_wrap=col not in ("text", "kind", "memory"))
+    flagged = []
     for m in memories:
         marks = _marks(m)
+        warning = flag_warning(m.get("flags"))
+        if warning:
+            marks = ("⚠ FLAGGED " + marks).strip()
+            flagged.append((m["id"], warning))
         text = line(m["text"], (" " + marks, "dim") if marks else "")
         meta = (m["scope"], m["type"], m["kind"], m.get("branch") or "*")
         if narrow:
@@ -180,6 +196,8 @@ def print_memories(memories: list[dict[str, Any]], total: int | None = None) -> 
         else:
             t.add_row(line(m["id"]), *(line(str(v)) for v in meta), text, line(age(m["updated_at"])))
     c.print(t, soft_wrap=False)
+    for mem_id, warning in flagged:
+        say((f"⚠ {mem_id}: {warning}", "bold red"), c=c)
     if total is not None and total > len(memories):
         say((f"showing {len(memories)} of {total}", "dim"), c=c)
 

@@ -35,12 +35,16 @@ STAMP = "%Y%m%dT%H%M%SZ"
 
 
 def interval() -> float:
-    """Seconds between backups (0: no backups)."""
-    return max(0.0, env_float("MNEMO_BACKUP_INTERVAL", 86400.0))
+    """Seconds between backups (0: no backups): `mnemo config set backup_interval`, MNEMO_BACKUP_INTERVAL."""
+    from mnemo.core import config
+
+    return float(config.value("backup_interval"))
 
 
 def keep() -> int:
-    return max(1, int(env_float("MNEMO_BACKUP_KEEP", 7)))
+    from mnemo.core import config
+
+    return int(config.value("backup_keep"))
 
 
 def backup_dir(home: Path) -> Path:
@@ -165,9 +169,8 @@ def backup_due(home: Path, now: float | None = None) -> bool:
 
 
 def backup_loop(home: Path, stopping: threading.Event) -> None:
-    """The owner's backup thread: a first backup shortly after start when one is due, then every interval."""
-    if interval() <= 0:
-        return
+    """The owner's backup thread: a first backup shortly after start when one is due, then every interval (re-read
+    each round: `mnemo config set backup_interval` applies to a running owner within a minute)."""
     if stopping.wait(max(0.0, env_float("MNEMO_BACKUP_DELAY", 60.0))):
         return
     while True:
@@ -176,7 +179,7 @@ def backup_loop(home: Path, stopping: threading.Event) -> None:
                 take_backup(home)
         except Exception as exc:  # noqa: BLE001 - a failed backup is retried next round; the owner keeps serving
             log.warning("backup failed: %s", exc)
-        if stopping.wait(min(interval(), 3600.0)):
+        if stopping.wait(min(interval() or 60.0, 60.0)):
             return
 
 

@@ -57,8 +57,9 @@ def backup_check(home: Path) -> dict[str, Any]:
     backups = backup.list_backups(home)
     every = backup.interval()
     if every <= 0:
-        return _check("backups", "warn", "rolling backups are off (MNEMO_BACKUP_INTERVAL=0)",
-                      "unset MNEMO_BACKUP_INTERVAL to keep a daily backup of the last 7 days")
+        return _check("backups", "warn", "rolling backups are off (backup_interval = 0)",
+                      "`mnemo config set backup_interval 86400` keeps a daily backup (and unset MNEMO_BACKUP_INTERVAL"
+                      " if it is set)")
     if not backups:
         return _check("backups", "warn", f"no backup yet in {backup.backup_dir(home)}",
                       "the owner takes one within a minute of starting, then daily")
@@ -146,8 +147,9 @@ def doctor_report(args) -> dict[str, Any]:
             checks.append(backup_check(home))
             return {"ok": False, "home": str(home), "checks": checks, "repair": repaired}
     ctx = detect_context(getattr(args, "project_root", None)).to_dict()
+    svc = None
     try:
-        svc = DaemonService(home, client_name="doctor")
+        svc = DaemonService(home, client_name="doctor", on_warning=lambda _m: None)  # the settings check says it
         try:
             res = svc.doctor(ctx)
         finally:
@@ -156,5 +158,8 @@ def doctor_report(args) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - report, do not crash the doctor
         hint = getattr(exc, "hint", None)
         checks.append(_check("owner", "fail", f"could not reach or start the owner: {exc}", hint))
+    from mnemo.core.config import settings_check
+
+    checks.append(settings_check(home, svc.owner if svc is not None else None))
     return {"ok": all(c["status"] != "fail" for c in checks), "home": str(home), "checks": checks,
             "repair": repaired}

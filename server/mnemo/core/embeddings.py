@@ -95,7 +95,9 @@ def _offline_env() -> None:
 def _threads() -> int:
     raw = os.environ.get("MNEMO_EMBED_THREADS", "").strip()
     if not raw:
-        return 1
+        from mnemo.core import config  # store-wide: `mnemo config set embed_threads N`
+
+        return int(config.value("embed_threads"))
     try:
         n = int(raw)
     except ValueError:
@@ -581,7 +583,12 @@ _registry_lock = threading.Lock()
 
 
 def _configured_kind() -> str:
-    return (os.environ.get("MNEMO_EMBEDDER", "").strip().lower() or DEFAULT_KIND)
+    raw = os.environ.get("MNEMO_EMBEDDER", "").strip().lower()
+    if raw:
+        return raw  # a bad value is refused by get_embedder, naming the variable
+    from mnemo.core import config  # store-wide: `mnemo config set embedder KIND`
+
+    return str(config.value("embedder"))
 
 
 def _build(kind: str) -> Embedder:
@@ -672,7 +679,10 @@ def model_status() -> dict:
         if manifest:
             st["exported_at"] = manifest.get("created")
             st["int8_min_cosine"] = manifest.get("int8_min_cosine")    # the int8 copy skill activation uses
-        st["skill_embedder"] = os.environ.get("MNEMO_SKILL_EMBEDDER", "").strip().lower() or "auto (onnx-int8)"
+        from mnemo.core import config
+
+        skill = str(config.value("skill_embedder"))
+        st["skill_embedder"] = "auto (onnx-int8)" if skill == "auto" else skill
         pk = {m: iu.find_spec(m) is not None for m in
               ("numpy", "onnxruntime", "tokenizers", "torch", "onnx", "transformers", "sentence_transformers",
                "filelock")}

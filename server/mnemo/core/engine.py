@@ -50,7 +50,9 @@ ProgressFn = Callable[[dict[str, Any]], None]
 
 
 def default_home() -> Path:
-    return Path(os.environ.get("MNEMO_HOME") or Path.home() / ".mnemo")
+    from mnemo.core.config import default_home as home
+
+    return home()
 
 
 def clean_text(text: str) -> tuple[str, list[str]]:
@@ -101,7 +103,11 @@ class Engine:
         if lock:
             self._owner_lock = OwnerLock(self.home)
             self._owner_lock.acquire()
+        from mnemo.core import config
+
+        config.bind(self.home)  # store-wide settings of this process: `<home>/config.json`
         self.store = Store(self.home / "mnemo.db")
+        self._reflag()
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
         self._embedder_ready = threading.Event()
@@ -123,6 +129,24 @@ class Engine:
             t = threading.Thread(target=self._background, name="mnemo-indexer", daemon=True)
             t.start()
             self._threads.append(t)
+
+    def _reflag(self) -> None:
+        """Give every stored note its injection flags, once per version of the patterns (a store written before
+        they existed, or with older ones): flags are shown on every surface, whoever wrote the note."""
+        from mnemo.core import safety
+
+        if self.store.get_meta("injection_flags_version") == safety.INJECTION_FLAGS_VERSION:
+            return
+        changed = 0
+        with self.store.write() as c:
+            for m in self.store.query_memories():
+                flags = safety.reflag(m.text, m.flags)
+                if flags != m.flags:
+                    self.store.update_memory(c, m.id, flags=flags)
+                    changed += 1
+            self.store.set_meta(c, "injection_flags_version", safety.INJECTION_FLAGS_VERSION)
+        if changed:
+            log.info("injection flags added to %d stored notes", changed)
 
     # -- embedder --------------------------------------------------------------------------------------------
     @property
@@ -292,7 +316,8 @@ class Engine:
                  on_conflict: str | None = None) -> dict[str, Any]:
         from mnemo.core import lifecycle  # conflicts, overrides, review queue (SPEC §4)
 
-        on_conflict = lifecycle.check_on_conflict(on_conflict)
+        # the caller's own resolution: an explicit argument, else its Context's (MNEMO_ON_CONFLICT of the client)
+        on_conflict = lifecycle.check_on_conflict(on_conflict if on_conflict is not None else ctx.on_conflict)
         text, flags = self._validate_text(text)
         check_type(type)
         check_write_scope(scope)
@@ -313,7 +338,8 @@ class Engine:
         from mnemo.core import safety
 
         fields, redacted = safety.screen_secrets(
-            {"text": text, "kind": kind, "tags": tags, "anchors": anchors, "provenance": provenance}, "remember")
+            {"text": text, "kind": kind, "tags": tags, "anchors": anchors, "provenance": provenance}, "remember",
+            mode=ctx.secrets)  # the caller's MNEMO_SECRETS, carried by its Context
         if redacted:
             text, kind, tags = fields["text"], fields["kind"], fields["tags"]
             anchors, provenance = fields["anchors"], fields["provenance"]

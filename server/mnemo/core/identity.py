@@ -133,6 +133,16 @@ def read_default_branch(root: Path, current: str | None) -> str | None:
     return current
 
 
+REQUEST_ENV = {"write_policy": "MNEMO_WRITE_POLICY", "on_conflict": "MNEMO_ON_CONFLICT", "secrets": "MNEMO_SECRETS"}
+
+
+def request_settings() -> dict[str, str | None]:
+    """This process's request-shaped settings, sent with every request in its Context (docs/reliability.md, "The
+    settings model"); None when unset (the default applies). Validated where they are applied: a bad value is
+    refused with the variable's name, never ignored."""
+    return {field: (os.environ.get(env) or "").strip().lower() or None for field, env in REQUEST_ENV.items()}
+
+
 def _user() -> str:
     env = os.environ.get("MNEMO_USER")
     if env:
@@ -184,4 +194,5 @@ def detect_context(start: Path | str | None = None) -> Context:
         default_branch=default,
         user=_user(),
         origin=ident.origin,
+        **request_settings(),
     )

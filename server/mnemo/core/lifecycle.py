@@ -34,13 +34,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from mnemo.core.env import env_float
 from mnemo.core.errors import InvalidInput, NotFound
 from mnemo.core.models import Context, Memory
 from mnemo.core.recall import key_points, memory_visible, summarize
 from mnemo.core.text import content_hash
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from mnemo.core.engine import Engine
 
 ON_CONFLICT = ("review", "supersede", "keep_both", "keep_existing")
@@ -83,30 +84,27 @@ class Settings:
     restore_importance: float = 0.5
 
 
-def settings() -> Settings:
-    """Typed defaults, overridable by environment (`MNEMO_CONFLICT_THRESHOLD`, `MNEMO_HALF_LIFE_HOURS`, ...)."""
-    d = Settings()
-    return Settings(
-        conflict_threshold=env_float("MNEMO_CONFLICT_THRESHOLD", d.conflict_threshold),
-        half_life_hours=max(1e-6, env_float("MNEMO_HALF_LIFE_HOURS", d.half_life_hours)),
-        tombstone_threshold=env_float("MNEMO_TOMBSTONE_THRESHOLD", d.tombstone_threshold),
-        hot_max=int(env_float("MNEMO_HOT_MAX", d.hot_max)),
-        hot_min_importance=env_float("MNEMO_HOT_MIN_IMPORTANCE", d.hot_min_importance),
-        compact_dup_threshold=env_float("MNEMO_COMPACT_DUP_THRESHOLD", d.compact_dup_threshold),
-        verbose_chars=int(env_float("MNEMO_VERBOSE_CHARS", d.verbose_chars)),
-    )
+def settings(home: Path | None = None) -> Settings:
+    """The store-wide values (`<home>/config.json`, `mnemo config set`; `MNEMO_CONFLICT_THRESHOLD`,
+    `MNEMO_HALF_LIFE_HOURS`, ... override them for this process), re-read when the file changes."""
+    from mnemo.core import config
+
+    names = ("conflict_threshold", "half_life_hours", "tombstone_threshold", "hot_max", "hot_min_importance",
+             "compact_dup_threshold", "verbose_chars")
+    return Settings(**{n: config.value(n, home) for n in names})
 
 
 def default_on_conflict() -> str:
-    v = os.environ.get("MNEMO_ON_CONFLICT", "review")
-    return v if v in ON_CONFLICT else "review"
+    """This process's MNEMO_ON_CONFLICT (a client's own value travels in its Context: `Context.on_conflict`)."""
+    return os.environ.get("MNEMO_ON_CONFLICT", "").strip().lower() or "review"
 
 
 def check_on_conflict(value: str | None) -> str:
     if value is None:
-        return default_on_conflict()
+        value = default_on_conflict()
     if value not in ON_CONFLICT:
-        raise InvalidInput(f"unknown conflict resolution {value!r}", hint=f"use one of: {', '.join(ON_CONFLICT)}")
+        raise InvalidInput(f"unknown conflict resolution {value!r}; nothing was stored",
+                           hint=f"use one of: {', '.join(ON_CONFLICT)} (MNEMO_ON_CONFLICT or on_conflict)")
     return value
 
 

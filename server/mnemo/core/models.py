@@ -56,7 +56,11 @@ def check_write_scope(value: str) -> str:
 
 @dataclass(frozen=True)
 class Context:
-    """Who is asking and where: derived from the workspace, never from an agent-supplied argument."""
+    """Who is asking and where: derived from the workspace, never from an agent-supplied argument.
+
+    It also carries the caller's request-shaped settings (its write policy, conflict resolution and secrets mode,
+    like its `user`), so an owner serving many clients applies each client's own value to that client's writes.
+    None means "not said" (a context built by hand): the serving process's environment, then the default."""
 
     project_id: str
     project_name: str
@@ -65,6 +69,9 @@ class Context:
     default_branch: str | None = None
     user: str = "local"
     origin: str | None = None
+    write_policy: str | None = None
+    on_conflict: str | None = None
+    secrets: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -24,7 +24,7 @@ def _item(m: Memory) -> dict[str, Any]:
     return {"id": m.id, "scope": m.scope, "type": m.type, "kind": m.kind, "branch": m.branch,
             "summary": summarize(m.text, 300), "updated_at": m.updated_at, "created_at": m.created_at,
             "author": m.author, "source": m.source, "confirmations": m.confirmations, "status": m.status,
-            "trust": m.trust, "project_name": m.project_name,
+            "trust": m.trust, "flags": m.flags, "project_name": m.project_name,
             "source_path": m.anchors[0].get("path") if m.anchors else None}
 
 

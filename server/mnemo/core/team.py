@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from mnemo.core.env import env_float
 from mnemo.core.errors import InvalidInput, MnemoError, NotFound, SecretDetected, TeamUnavailable
 from mnemo.core.models import Context, Memory
 
@@ -55,11 +54,15 @@ CREATE TABLE IF NOT EXISTS team_outbox (
 
 
 def connect_timeout() -> float:
-    return env_float("MNEMO_TEAM_TIMEOUT", 1.5)
+    from mnemo.core import config  # store-wide: `mnemo config set team_timeout`, MNEMO_TEAM_TIMEOUT
+
+    return float(config.value("team_timeout"))
 
 
 def retry_interval() -> float:
-    return env_float("MNEMO_TEAM_RETRY", 30.0)
+    from mnemo.core import config
+
+    return float(config.value("team_retry"))
 
 
 # -- settings ----------------------------------------------------------------------------------------------------
@@ -234,6 +237,8 @@ def build_record(ctx: Context, m: Memory, vec, model_id: str, namespace: str) ->
 
 def record_to_memory(record_id: str, document: str, meta: dict[str, Any]) -> Memory:
     """A team record as a read-only `Memory` in the team scope, so recall ranks and renders it like any note."""
+    from mnemo.core.safety import injection_flags
+
     try:
         tags = json.loads(meta.get("tags") or "[]")
     except ValueError:
@@ -253,7 +258,8 @@ def record_to_memory(record_id: str, document: str, meta: dict[str, Any]) -> Mem
         provenance={"promoted_from": promoted_from, "team": {"author": meta.get("author")}},
         anchors=[{"path": source_path}] if source_path else [], deprecated=bool(meta.get("deprecated")),
         deprecated_reason=meta.get("deprecated_reason"), tier="warm", tags=tags if isinstance(tags, list) else [],
-        trust=meta.get("trust") or "trusted", status="active", author=meta.get("author") or "unknown")
+        trust=meta.get("trust") or "trusted", status="active", author=meta.get("author") or "unknown",
+        flags=injection_flags(document or ""))  # computed on read: a teammate's note is flagged like any other
 
 
 @dataclass

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,8 @@ from mnemo.daemon.paths import log_path, socket_path
 from mnemo.service import SERVICE_METHODS
 
 log = logging.getLogger("mnemo.client")
+REQUEST_SHAPED_ENV = ("MNEMO_PROJECT_ROOT", "MNEMO_PROJECT_ID", "MNEMO_PROJECT_NAME", "MNEMO_DEFAULT_BRANCH",
+                      "MNEMO_USER", "MNEMO_WRITE_POLICY", "MNEMO_ON_CONFLICT", "MNEMO_SECRETS")
 START_TIMEOUT = float(os.environ.get("MNEMO_START_TIMEOUT", "30"))
 
 
@@ -32,7 +35,10 @@ def spawn_owner(home: Path) -> subprocess.Popen:
     lp = log_path(home)
     lp.parent.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
-    env.pop("MNEMO_PROJECT_ROOT", None)  # the owner serves every project; context comes with each call
+    # The owner serves every project and every client: who and where, and the request-shaped settings (write
+    # policy, conflict resolution, secrets mode), come with each call; one client's must not become everyone's.
+    for name in REQUEST_SHAPED_ENV:
+        env.pop(name, None)
     with open(lp, "ab") as logf:
         return subprocess.Popen(
             [sys.executable, "-m", "mnemo", "daemon", "run", "--home", str(home)],
@@ -62,10 +68,13 @@ def owner_lock_free(home: Path) -> bool:
 class DaemonService:
     """A thin client: one connection, calls serialized by a lock (open several clients for parallelism)."""
 
-    def __init__(self, home: Path, *, autostart: bool = True, client_name: str = "cli"):
+    def __init__(self, home: Path, *, autostart: bool = True, client_name: str = "cli",
+                 on_warning: Callable[[str], None] | None = None):
         self.home = Path(home)
         self.autostart = autostart
         self.client_name = client_name
+        self.on_warning = on_warning
+        self.warnings: list[str] = []
         self._sock: socket.socket | None = None
         self._rfile = None
         self._lock = threading.RLock()
@@ -92,7 +101,20 @@ class DaemonService:
         except MnemoError:
             self.close()
             raise
+        self._check_settings()
         return True
+
+    def _check_settings(self) -> None:
+        """Say (once per connection) which store-wide settings of this process's environment the running owner does
+        not apply: a client's environment cannot reach an owner it did not start."""
+        from mnemo.core.config import mismatches
+
+        self.warnings = mismatches(self.owner)
+        for msg in self.warnings:
+            if self.on_warning is not None:
+                self.on_warning(msg)
+            else:
+                log.warning("%s", msg)
 
     def connect(self) -> None:
         """Connect to the owner, starting one if none answers. Survives races: an owner dying while we connect,

@@ -110,10 +110,10 @@ class OwnerServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, home: Path, service: LocalService, idle_timeout: float):
+    def __init__(self, home: Path, service: LocalService, idle_timeout: float | None):
         self.home = home
         self.service = service
-        self.idle_timeout = idle_timeout
+        self.fixed_idle_timeout = idle_timeout  # None: the store's `idle_timeout`, re-read every second
         self._lock = threading.Lock()
         self._connections = 0
         self._active = 0
@@ -152,14 +152,23 @@ class OwnerServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             self._active -= 1
         self.touch()
 
+    @property
+    def idle_timeout(self) -> float:
+        if self.fixed_idle_timeout is not None:
+            return self.fixed_idle_timeout
+        from mnemo.core import config
+
+        return float(config.value("idle_timeout", self.home))  # `mnemo config set idle_timeout` applies live
+
     def idle_watch(self) -> None:
         while not self._stopping.wait(1.0):
-            if self.idle_timeout <= 0:
+            timeout = self.idle_timeout
+            if timeout <= 0:
                 continue
             with self._lock:
                 busy = self._connections > 0 or self._active > 0
-            if not busy and time.monotonic() - self._last > self.idle_timeout:
-                log.info("idle for %.0f s: exiting", self.idle_timeout)
+            if not busy and time.monotonic() - self._last > timeout:
+                log.info("idle for %.0f s: exiting", timeout)
                 self.stop()
                 return
 
@@ -191,8 +200,6 @@ def run_owner(home: Path, idle_timeout: float | None = None, embedder=None) -> i
     with contextlib.suppress(OSError):
         os.chmod(home, 0o700)
     _setup_logging(home)
-    if idle_timeout is None:
-        idle_timeout = float(os.environ.get("MNEMO_IDLE_TIMEOUT", "900"))
     try:
         engine = Engine(home, embedder=embedder)
     except StoreLocked:

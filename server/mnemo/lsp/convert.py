@@ -164,7 +164,23 @@ def memory_card_from_record(m: Mapping[str, Any]) -> dict[str, Any]:
             "confirmations": m.get("confirmations", 1), "source": m.get("source"), "author": m.get("author"),
             "trust": m.get("trust"), "anchors": m.get("anchors") or [], "promoted_from": prov.get("promoted_from"),
             "imported_from": prov.get("imported_from"), "confidence": None, "confidence_state": None,
-            "project_name": m.get("project_name"), "tier": m.get("tier"), "deprecated": m.get("deprecated")}
+            "project_name": m.get("project_name"), "tier": m.get("tier"), "deprecated": m.get("deprecated"),
+            "flags": m.get("flags") or []}
+
+
+def flag_warning(card: Mapping[str, Any]) -> str | None:
+    """The warning of a flagged note (reads like instructions to an agent, hidden text), whoever wrote it."""
+    flags = card.get("flags")
+    if not flags:
+        return None
+    from mnemo.core.safety import flag_warning as warning
+
+    return warning(flags)
+
+
+def auto_injectable(card: Mapping[str, Any]) -> bool:
+    """Trust decides what is injected without a person asking: untrusted or flagged notes are not."""
+    return card.get("trust") != "untrusted" and flag_warning(card) is None
 
 
 def first_line(text: str, limit: int = 90) -> str:
@@ -210,7 +226,9 @@ def card_markdown(card: Mapping[str, Any], anchored_here: bool = False, now: flo
         prov.append("**untrusted**")
     prov.append(code(card.get("item_id")))
     text = card.get("compressed_summary") or card.get("title") or ""
-    return quote(text) + "\n\n" + " · ".join(x for x in meta if x) + "  \n" + " · ".join(prov)
+    warning = flag_warning(card)
+    head = f"**⚠ {md_escape(warning)}**\n\n" if warning else ""
+    return head + quote(text) + "\n\n" + " · ".join(x for x in meta if x) + "  \n" + " · ".join(prov)
 
 
 def skills_line(activations: list[Mapping[str, Any]]) -> str:
@@ -246,7 +264,8 @@ def estimate_tokens(text: str) -> int:
 
 
 def injection_markdown(file: str | None, skills: list[Mapping[str, Any]], cards: list[Mapping[str, Any]],
-                       skill_tokens: int, memory_tokens: int) -> str:
+                       skill_tokens: int, memory_tokens: int,
+                       withheld: list[Mapping[str, Any]] | None = None) -> str:
     lines = [f"### Would be injected for {code(file or '(no file)')}", ""]
     lines.append(f"**Skills** ({len(skills)}, ≈{skill_tokens} tokens)")
     if not skills:
@@ -264,6 +283,11 @@ def injection_markdown(file: str | None, skills: list[Mapping[str, Any]], cards:
         conf_s = f"{float(conf):.2f}" if conf is not None else "anchored"
         lines.append(f"- {md_escape(first_line(c.get('compressed_summary') or c.get('title') or ''))} "
                      f"({md_escape(c.get('scope'))}, {conf_s}, {code(c.get('item_id'))})")
+    if withheld:
+        lines += ["", f"**Not injected** ({len(withheld)}: untrusted or flagged; recall shows them with a warning)"]
+        for c in withheld:
+            why = flag_warning(c) or "untrusted: a person accepts it in Review first"
+            lines.append(f"- {code(c.get('item_id'))}: {md_escape(why)}")
     lines += ["", f"**Total** ≈{skill_tokens + memory_tokens} tokens"]
     return "\n".join(lines)
 

@@ -247,7 +247,9 @@ class MnemoLanguageServer(LanguageServer):
         """The Context of the workspace holding `uri`, read live (branch from .git/HEAD) on every call."""
         from mnemo.core.identity import detect_context
 
-        return detect_context(self.root_for(uri or self.active_uri)).to_dict()
+        ctx = detect_context(self.root_for(uri or self.active_uri)).to_dict()
+        ctx["write_policy"] = self.settings.write_policy  # the editor's setting travels with each request
+        return ctx
 
     @staticmethod
     def rel_path(uri: str | None, ctx: dict[str, Any]) -> str | None:
@@ -447,8 +449,6 @@ class MnemoLanguageServer(LanguageServer):
             self.show(describe_problems(self.settings_problems), t.MessageType.Warning)
         await self.pull_configuration()
         home = resolve_home(self.settings.home)
-        if self.settings.write_policy != "auto":
-            os.environ.setdefault("MNEMO_WRITE_POLICY", self.settings.write_policy)  # an owner we start applies it
         self.owner = OwnerLink(home, autostart=self.settings.owner.autostart, on_state=self.on_owner_state)
         await self.publish_state(force=True, skills=False)
         ok = await self.run_blocking(self.owner.connect)

@@ -66,6 +66,16 @@ def quote(text: str) -> str:
     return "\n".join("> " + line if line.strip() else ">" for line in lines)
 
 
+def warning_line(flags: list[str] | None) -> str:
+    """A flagged note's warning, on its own line before its quoted text ("" when it has none)."""
+    if not flags:
+        return ""
+    from mnemo.core.safety import flag_warning
+
+    w = flag_warning(flags)
+    return f"{w}\n" if w else ""
+
+
 def format_card(i: int, card: dict[str, Any]) -> str:
     kind = card.get("source_kind", "note")
     scope = card.get("scope", "project")
@@ -105,7 +115,8 @@ def format_card(i: int, card: dict[str, Any]) -> str:
     points = [p for p in card.get("key_points") or [] if p and p not in body]
     if points:
         body += "\n" + "\n".join(f"- {p}" for p in points)
-    return " · ".join(h for h in head if h) + "\n" + "    " + " · ".join(prov) + "\n" + quote(body)
+    return (" · ".join(h for h in head if h) + "\n" + "    " + " · ".join(prov) + "\n"
+            + warning_line(card.get("flags")) + quote(body))
 
 
 def format_recall(res: dict[str, Any]) -> str:
@@ -157,7 +168,7 @@ def format_hydrate(res: dict[str, Any]) -> str:
     if prov.get("promoted_to_team"):
         meta.append(f"shared with the team ({prov['promoted_to_team'].get('status')})")
     out.append(f"{m.get('id')} · " + " · ".join(meta))
-    out.append(quote(m.get("text", "")))
+    out.append(warning_line(m.get("flags")) + quote(m.get("text", "")))
     related = res.get("related") or []
     if related:
         out.append("\nRelated:")
@@ -198,7 +209,7 @@ def format_recent(res: dict[str, Any]) -> str:
             meta.append(f"file {m['source_path']}")
         if m.get("scope") == "team":
             meta.insert(1, "team")
-        return " · ".join(meta) + "\n" + quote(m.get("summary", ""))
+        return " · ".join(meta) + "\n" + warning_line(m.get("flags")) + quote(m.get("summary", ""))
 
     sections = (("Hand-offs from earlier sessions", res.get("handoffs")), ("Recently learned", res.get("recent")),
                 ("Shared by teammates from this project", res.get("team")))

@@ -5,10 +5,11 @@
  */
 import * as vscode from "vscode";
 
-import { MCP_PROVIDER_ID } from "./constants";
+import { CONFIG_SECTION, MCP_PROVIDER_ID } from "./constants";
 import { logger } from "./logger";
 import { serverCommand } from "./python";
 import type { MnemoServer } from "./server";
+import { SettingKeys, mcpEnvironment, readSettings } from "./settings";
 
 /** The part of the `vscode.lm` namespace used here; absent or partial on older editors. */
 interface McpApi {
@@ -37,16 +38,10 @@ export function registerMcpServer(server: MnemoServer, version: string): vscode.
         return [];
       }
       const { command, args } = serverCommand(interpreter, "mcp");
-      const env: Record<string, string> = {};
-      const home = server.environment().MNEMO_HOME;
-      if (home) {
-        env.MNEMO_HOME = home;
-      }
       const folder = vscode.workspace.workspaceFolders?.[0]?.uri;
-      if (folder) {
-        // The MCP server derives the project from its workspace, never from an agent's argument.
-        env.MNEMO_PROJECT_ROOT = folder.fsPath;
-      }
+      // The store, the workspace, and the editor's write policy (read fresh: a change re-offers the definition).
+      const { settings } = readSettings(vscode.workspace.getConfiguration(CONFIG_SECTION));
+      const env = mcpEnvironment(settings, server.environment().MNEMO_HOME, folder?.fsPath);
       const definition = new Definition("Mnemo", command, args, env, version);
       if (folder) {
         definition.cwd = folder;
@@ -61,5 +56,10 @@ export function registerMcpServer(server: MnemoServer, version: string): vscode.
     changed,
     server.onDidChangeInterpreter(() => changed.fire()),
     vscode.workspace.onDidGrantWorkspaceTrust(() => changed.fire()),
+    vscode.workspace.onDidChangeConfiguration((e) => {
+      if (e.affectsConfiguration(`${CONFIG_SECTION}.${SettingKeys.writePolicy}`)) {
+        changed.fire();
+      }
+    }),
   );
 }

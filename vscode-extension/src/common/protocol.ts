@@ -191,6 +191,8 @@ export interface InjectionPreview {
   query?: string;
   skills?: Activation[];
   memories?: Card[];
+  /** Recalled but not injected: untrusted or flagged (shown with a warning, never injected unasked). */
+  withheld?: Card[];
   skillTokens?: number;
   memoryTokens?: number;
   totalTokens?: number;

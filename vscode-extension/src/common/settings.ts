@@ -12,6 +12,7 @@ export interface ConfigSource {
 }
 
 export type TraceLevel = "off" | "messages" | "verbose";
+export type WritePolicy = "auto" | "confirm";
 
 export interface ExtensionSettings {
   /** `mnemo.pythonPath`: "" means "ask the Python extension, then python3". */
@@ -22,6 +23,9 @@ export interface ExtensionSettings {
   readonly home: string;
   /** `mnemo.trace.server`. */
   readonly trace: TraceLevel;
+  /** `mnemo.writePolicy`: sent to the MCP server the extension registers (MNEMO_WRITE_POLICY); the language
+   * server reads it itself and sends it with each request. */
+  readonly writePolicy: WritePolicy;
 }
 
 /** Keys below `mnemo.` the extension reads; a change to any of them restarts the server. */
@@ -30,6 +34,7 @@ export const SettingKeys = {
   extraArgs: "server.extraArgs",
   home: "home",
   trace: "trace.server",
+  writePolicy: "writePolicy",
 } as const;
 
 export const DEFAULTS: ExtensionSettings = Object.freeze({
@@ -37,6 +42,7 @@ export const DEFAULTS: ExtensionSettings = Object.freeze({
   extraArgs: Object.freeze([]),
   home: "",
   trace: "off",
+  writePolicy: "auto",
 });
 
 /** Settings whose change needs a new server process (the rest are pulled by the running server). */
@@ -44,6 +50,7 @@ export const RESTART_KEYS: readonly string[] = [SettingKeys.pythonPath, SettingK
   .map((key) => `mnemo.${key}`);
 
 const TRACE_LEVELS: readonly TraceLevel[] = ["off", "messages", "verbose"];
+const WRITE_POLICIES: readonly WritePolicy[] = ["auto", "confirm"];
 
 /**
  * Reads the extension's settings. A value of the wrong type keeps its default and is reported in `problems`
@@ -76,11 +83,19 @@ export function readSettings(config: ConfigSource): { settings: ExtensionSetting
   } else {
     problems.push(`mnemo.${SettingKeys.trace} should be one of ${TRACE_LEVELS.join(", ")}; using "off"`);
   }
+  const policyValue = str(SettingKeys.writePolicy, DEFAULTS.writePolicy);
+  let writePolicy: WritePolicy = DEFAULTS.writePolicy;
+  if ((WRITE_POLICIES as readonly string[]).includes(policyValue)) {
+    writePolicy = policyValue as WritePolicy;
+  } else {
+    problems.push(`mnemo.${SettingKeys.writePolicy} should be one of ${WRITE_POLICIES.join(", ")}; using "auto"`);
+  }
   const settings: ExtensionSettings = Object.freeze({
     pythonPath: str(SettingKeys.pythonPath, DEFAULTS.pythonPath).trim(),
     extraArgs,
     home: str(SettingKeys.home, DEFAULTS.home).trim(),
     trace,
+    writePolicy,
   });
   return { settings, problems };
 }
@@ -100,5 +115,23 @@ export function serverEnvironment(settings: ExtensionSettings, base: NodeJS.Proc
   // The server speaks LSP on stdout: keep Python from buffering it and from writing .pyc files into the repo.
   env.PYTHONUNBUFFERED = "1";
   env.PYTHONDONTWRITEBYTECODE = "1";
+  return env;
+}
+
+/**
+ * The environment VS Code starts Mnemo's MCP server with (for chat agents): the store, the workspace (the project
+ * is never an agent's argument) and the editor's request-shaped settings. `mnemo.writePolicy` becomes
+ * MNEMO_WRITE_POLICY, which the MCP server sends with every write: an agent's note waits in Review under `confirm`
+ * whichever process started the owner.
+ */
+export function mcpEnvironment(settings: ExtensionSettings, home: string | undefined,
+                               folder: string | undefined): Record<string, string> {
+  const env: Record<string, string> = { MNEMO_WRITE_POLICY: settings.writePolicy };
+  if (home) {
+    env.MNEMO_HOME = home;
+  }
+  if (folder) {
+    env.MNEMO_PROJECT_ROOT = folder;
+  }
   return env;
 }

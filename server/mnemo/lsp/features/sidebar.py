@@ -48,13 +48,15 @@ async def injection_preview(server, p: dict) -> dict[str, Any]:
                        include_docs=True) if query and server.settings.injection.max_memories > 0
         else asyncio.sleep(0, {"cards": []}))
     activations = skills.get("activations", [])
-    cards = recalled.get("cards", [])
+    found = recalled.get("cards", [])
+    cards = [c for c in found if convert.auto_injectable(c)]  # trust decides what is injected unasked
+    withheld = [c for c in found if not convert.auto_injectable(c)]
     skill_tokens = int(skills.get("total_tokens") or sum(int(a.get("token_cost") or 0) for a in activations))
     memory_tokens = sum(convert.estimate_tokens(c.get("compressed_summary") or "") for c in cards)
     return {"file": rel, "query": query, "skills": activations, "memories": cards, "skillTokens": skill_tokens,
             "memoryTokens": memory_tokens, "totalTokens": skill_tokens + memory_tokens,
-            "skillsError": skills.get("error"),
-            "markdown": convert.injection_markdown(rel, activations, cards, skill_tokens, memory_tokens)}
+            "skillsError": skills.get("error"), "withheld": withheld,
+            "markdown": convert.injection_markdown(rel, activations, cards, skill_tokens, memory_tokens, withheld)}
 
 
 class SidebarFeature(LanguageFeature):

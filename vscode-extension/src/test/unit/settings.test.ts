@@ -4,7 +4,9 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 
 import type { ConfigSource } from "../../common/settings";
-import { DEFAULTS, RESTART_KEYS, SettingKeys, needsRestart, readSettings, serverEnvironment } from "../../common/settings";
+import {
+  DEFAULTS, RESTART_KEYS, SettingKeys, mcpEnvironment, needsRestart, readSettings, serverEnvironment,
+} from "../../common/settings";
 import { Commands, EXTENSION_HANDLED_SERVER_COMMANDS, ServerCommands } from "../../common/constants";
 
 // Compiled to out/src/test/unit: the package root is four levels up.
@@ -45,19 +47,20 @@ describe("readSettings", () => {
   test("values are read and trimmed", () => {
     const { settings } = readSettings(source({
       "pythonPath": " /venv/bin/python ", "server.extraArgs": ["--log-file", "x"], home: "~/m",
-      "trace.server": "verbose",
+      "trace.server": "verbose", writePolicy: "confirm",
     }));
     assert.deepEqual(settings, { pythonPath: "/venv/bin/python", extraArgs: ["--log-file", "x"], home: "~/m",
-                                 trace: "verbose" });
+                                 trace: "verbose", writePolicy: "confirm" });
     assert.ok(Object.isFrozen(settings));
   });
 
   test("wrong types keep the default and are reported", () => {
     const { settings, problems } = readSettings(source({
-      "pythonPath": 3, "server.extraArgs": "--x", "trace.server": "loud",
+      "pythonPath": 3, "server.extraArgs": "--x", "trace.server": "loud", writePolicy: "yolo",
     }));
     assert.deepEqual(settings, DEFAULTS);
-    assert.equal(problems.length, 3);
+    assert.equal(problems.length, 4);
+    assert.match(problems.join("\n"), /mnemo\.writePolicy should be one of auto, confirm/);
     assert.match(problems.join("\n"), /mnemo\.pythonPath should be text/);
     assert.match(problems.join("\n"), /mnemo\.server\.extraArgs should be a list of strings/);
     assert.match(problems.join("\n"), /mnemo\.trace\.server should be one of off, messages, verbose/);
@@ -88,6 +91,13 @@ describe("restart and environment", () => {
     assert.equal(env.PATH, "/bin");
     assert.equal(env.PYTHONUNBUFFERED, "1");
     assert.equal(serverEnvironment(DEFAULTS, { MNEMO_HOME: "/keep" }).MNEMO_HOME, "/keep");
+  });
+
+  test("the MCP server for chat agents gets the editor's write policy, the store and the workspace", () => {
+    assert.deepEqual(mcpEnvironment({ ...DEFAULTS, writePolicy: "confirm" }, "/h/store", "/w/repo"),
+                     { MNEMO_WRITE_POLICY: "confirm", MNEMO_HOME: "/h/store", MNEMO_PROJECT_ROOT: "/w/repo" });
+    assert.deepEqual(mcpEnvironment(DEFAULTS, undefined, undefined), { MNEMO_WRITE_POLICY: "auto" });
+    assert.equal(PROPS[`mnemo.${SettingKeys.writePolicy}`]?.default, DEFAULTS.writePolicy);
   });
 });
 
