@@ -87,7 +87,8 @@ def register(sub: argparse._SubParsersAction, common) -> None:
 
     p = sub.add_parser("doctor", help="check the model, the store, the index and the lock; say what to fix")
     p.add_argument("--repair", action="store_true",
-                   help="stop the owner and restore the newest good backup if the store is damaged")
+                   help="if the store is damaged: stop the owner, salvage every readable row, merge the newest good "
+                        "backup, keep the damaged file aside and list what could not be recovered")
     common(p)
     p.set_defaults(func=cmd_doctor, needs_service=False)
 
@@ -270,7 +271,17 @@ def cmd_doctor(args, _service) -> int:
             c.print(f"{mark[check['status']]:>18}  [bold]{check['name']}[/bold]: {check['detail']}")
             if check.get("fix"):
                 c.print(f"{'':>8}[yellow]fix:[/yellow] {check['fix']}")
+        _print_lost(c, (res.get("repair") or {}).get("restore") or {})
     return 0 if res["ok"] else 1
+
+
+def _print_lost(c, restore: dict) -> None:
+    """The ids a repair could not recover, one a line, with what named them (`--json` has the full report)."""
+    lost = restore.get("lost_memories") or []
+    if lost:
+        c.print(f"{'':>8}could not recover {len(lost)} memories:")
+    for entry in lost:
+        c.print(f"{'':>10}{entry['id']}  (named by {', '.join(entry['named_by'])})", markup=False, highlight=False)
 
 
 QUICKSTART_MEMORIES = [
