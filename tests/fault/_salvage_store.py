@@ -70,16 +70,17 @@ def rows(db: Path, table: str = "memories") -> dict[str, tuple]:
         conn.close()
 
 
-def build(home: Path, n: int, seed: int = 7) -> Truth:
-    """n memories: 80 % before the backup (1 % of them forgotten before it), 20 % after, and 2 % of the older ones
-    edited after it; the dense index replayed to the end."""
+def build(home: Path, n: int, seed: int = 7, backup_at: float = 0.3) -> Truth:
+    """n memories: `backup_at` of them before the backup (1 % of those forgotten before it), the rest after it, and
+    2 % of the older ones edited after it; the dense index replayed to the end. A backup early in the history is
+    the hard case (a daily backup, a busy day): most rows exist only in the damaged file."""
     from mnemo.core.engine import Engine
 
     rng = random.Random(seed)
     emb = HashEmbedder()
     home.mkdir(parents=True, exist_ok=True)
     store = Store(home / "mnemo.db")
-    before = int(n * 0.8)
+    before = int(n * backup_at)
     now = time.time() - 3600
     ids: list[str] = []
     for start in range(0, before, 2000):

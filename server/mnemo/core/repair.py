@@ -41,6 +41,7 @@ log = logging.getLogger("mnemo.repair")
 
 ITEMS = ("memories", "blocks")  # rows with a vector: merged by id and time
 SKIP = ("changes", "vectors")  # rebuilt
+DERIVED_TABLES = frozenset({"fts_data", "fts_idx", "fts_docsize", "fts_config", "sqlite_sequence"})  # rebuilt
 UNEMBEDDED = "unembedded"  # model id of a placeholder vector: the owner re-embeds it at start (foreign model)
 
 
@@ -168,11 +169,9 @@ def merge_plain(rows: Iterable[dict[str, Any]], pk: list[str]) -> list[dict[str,
 def _norm(blob: bytes) -> float:
     import numpy as np
 
-    v = np.frombuffer(blob, dtype=np.float32).astype(np.float64)
-    if not np.isfinite(v).all():
-        return math.nan
-    with np.errstate(over="ignore"):
-        return float(np.sqrt(np.dot(v, v)))
+    with np.errstate(all="ignore"):  # a damaged blob holds any bit pattern
+        v = np.frombuffer(blob, dtype=np.float32).astype(np.float64)
+        return float(np.sqrt(np.dot(v, v))) if np.isfinite(v).all() else math.nan
 
 
 def _vector_ok(blob: Any, dim_bytes: int, norm: float) -> bool:
@@ -249,8 +248,8 @@ def _columns(conn: sqlite3.Connection, table: str) -> tuple[list[str], list[str]
     return [r[1] for r in info], [r[1] for r in sorted(info, key=lambda r: r[5]) if r[5]]
 
 
-def _insert(conn: sqlite3.Connection, table: str, rows: list[dict[str, Any]]) -> int:
-    cols, _pk = _columns(conn, table)
+def _insert(conn: sqlite3.Connection, table: str, rows: list[dict[str, Any]], cols: list[str] | None = None) -> int:
+    cols = cols or _columns(conn, table)[0]
     n = 0
     for r in rows:
         use = [c for c in cols if c in r]
@@ -290,8 +289,9 @@ def write_store(path: Path, schemas: list, plain: dict[str, list], chosen: dict[
             c.execute("DELETE FROM sqlite_sequence WHERE name='changes'")
             c.execute("INSERT INTO sqlite_sequence(name, seq) VALUES('changes', ?)", (last_seq,))
             order = sorted(chosen.items(), key=lambda kv: (kv[1][1].get("updated_at") or 0, kv[0]))
+            cols = {t: _columns(c, t)[0] for t in ITEMS}
             for item_id, (table, row) in order:
-                if not _insert(c, table, [row]):
+                if not _insert(c, table, [row], cols[table]):
                     continue
                 counts[table] = counts.get(table, 0) + 1
                 text = (store.memory_fts_text(Memory.from_row({k: v for k, v in row.items() if k[0] != "_"}))
@@ -367,7 +367,8 @@ def repair_store_file(home: Path) -> dict[str, Any]:
     db = home / "mnemo.db"
     good, skipped = newest_good_backup(home)
     back, back_schema = _from_backup(good["path"] if good else None)
-    s = sv.salvage(db, fallback_schema=back_schema or code_schema())
+    s = sv.salvage(db, fallback_schema=back_schema or code_schema(), skip=DERIVED_TABLES,
+                   index_keys_of=frozenset({"sqlite_autoindex_memories_1"}))
     salv = _from_salvage(s)
     deleted = deleted_ids(salv, back)
     chosen = {i: (t, r) for t in ITEMS for i, r in merge_items(t, salv, back, deleted).items()}

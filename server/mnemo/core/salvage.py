@@ -382,14 +382,17 @@ def read_schema(pages: Pages, seen: set[int], out: Salvage) -> list[tuple[str, s
     return entries
 
 
-def salvage(db: Path, fallback_schema: list[tuple[str, str, str]] | None = None) -> Salvage:
+def salvage(db: Path, fallback_schema: list[tuple[str, str, str]] | None = None,
+            skip: frozenset[str] = frozenset(), index_keys_of: frozenset[str] | None = None) -> Salvage:
     """Every row that can still be read from `db` (and its `-wal`). `fallback_schema` ((type, name, sql) from a
-    backup) names the tables when the damaged file's own schema cannot be read."""
+    backup) names the tables when the damaged file's own schema cannot be read. The rows of tables in `skip` and
+    the keys of indexes not in `index_keys_of` (None: all) are not decoded (their pages are still walked, so they
+    are not taken for orphans)."""
     out = Salvage()
     db = Path(db)
     pages = Pages(db, db.with_name(db.name + "-wal"))
     try:
-        _salvage(pages, out, fallback_schema or [])
+        _salvage(pages, out, fallback_schema or [], skip, index_keys_of)
         out.stats["pages"] = pages.count
         out.stats["wal_pages"] = len(pages.wal)
     finally:
@@ -397,7 +400,8 @@ def salvage(db: Path, fallback_schema: list[tuple[str, str, str]] | None = None)
     return out
 
 
-def _salvage(pages: Pages, out: Salvage, fallback: list[tuple[str, str, str]]) -> None:
+def _salvage(pages: Pages, out: Salvage, fallback: list[tuple[str, str, str]], skip: frozenset[str],
+             index_keys_of: frozenset[str] | None) -> None:
     seen: set[int] = set()
     schema = read_schema(pages, seen, out) if pages.header_ok else []
     if not pages.header_ok:
@@ -412,6 +416,8 @@ def _salvage(pages: Pages, out: Salvage, fallback: list[tuple[str, str, str]]) -
         if not root:
             continue
         leaves, idx_pages = walk(pages, root, seen, out)
+        if name in skip or (typ == "index" and index_keys_of is not None and name not in index_keys_of):
+            continue
         if typ == "table":
             bucket = out.rows.setdefault(name, [])
             for n in leaves:
@@ -423,7 +429,7 @@ def _salvage(pages: Pages, out: Salvage, fallback: list[tuple[str, str, str]]) -
                     keys.extend(index_keys(pages, n, out))
                 except (BadCell, IndexError):
                     out.count("bad_pages")
-    _orphans(pages, seen | freelist(pages, out), out)
+    _orphans(pages, seen | freelist(pages, out), out, skip)
 
 
 def _take(pages: Pages, n: int, table: str, reachable: bool, bucket: list[Row], out: Salvage) -> None:
@@ -440,9 +446,9 @@ def _take(pages: Pages, n: int, table: str, reachable: bool, bucket: list[Row], 
         bucket.append(Row(rowid, values, reachable, n))
 
 
-def _orphans(pages: Pages, known: set[int], out: Salvage) -> None:
+def _orphans(pages: Pages, known: set[int], out: Salvage, skip: frozenset[str]) -> None:
     """Table-leaf pages no walk reached: each row goes to the one data table whose shape it fits."""
-    candidates = [t for name, t in out.tables.items() if not name.startswith("sqlite_")]
+    candidates = [t for name, t in out.tables.items() if not name.startswith("sqlite_") and name not in skip]
     for n in range(1, pages.count + 1):
         if n in known:
             continue
