@@ -105,6 +105,8 @@ def backup_check(home: Path) -> dict[str, Any]:
 def repair_store(home: Path) -> dict[str, Any]:
     """Stop the owner, hold its lock, check the store; when it is damaged, rebuild it from every readable row and
     the newest good backup (core/repair.py)."""
+    import time
+
     from mnemo.core import backup, repair
 
     lock = _stop_owner_and_lock(home)
@@ -114,7 +116,9 @@ def repair_store(home: Path) -> dict[str, Any]:
         state = backup.check_db(home / "mnemo.db")
         if state in ("ok", "missing"):
             return {"check": _check("repair", "ok", f"the store is healthy ({state}); nothing changed")}
+        t0 = time.monotonic()
         res = repair.repair_store_file(home)
+        res["seconds"] = round(time.monotonic() - t0, 2)
         if not res["restored"]:
             return {"check": _check("repair", "fail", f"the store is damaged ({state}) and {res['message']}",
                                     res["hint"]), "restore": res}
