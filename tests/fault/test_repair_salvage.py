@@ -83,13 +83,13 @@ def test_damaged_store_doctor_and_recall_name_the_repair_then_repair_recovers(pr
         assert store and store[0]["status"] == "fail" and "damaged" in store[0]["detail"]
         assert "`mnemo doctor --repair`" in store[0]["fix"]
         assert [c["status"] for c in rep["checks"] if c["name"] == "owner"] == ["ok"], "one owner line"
-    r, took_repair = cli(home, "doctor", "--repair", "--json")
-    rep = json.loads(r.stdout)
-    report = rep["repair"]["restore"]
-    fig = check_recovered(home, truth, report)
-    assert report["restored_from"] == truth.backup_name
-    svc = DaemonService(home, client_name="salvage-check")  # the store works again, its index rebuilt
+    svc = DaemonService(home, client_name="salvage-check")
     try:
+        r, took_repair = cli(home, "doctor", "--repair", "--json")  # then starts an owner on the new store
+        report = json.loads(r.stdout)["repair"]["restore"]
+        fig = check_recovered(home, truth, report)
+        assert report["restored_from"] == truth.backup_name
+        # the store works again, its index rebuilt
         assert svc.recall(S.CTX.to_dict(), "payments API idempotency keys", include_docs=False)["cards"]
         checks = {c["name"]: c["status"] for c in svc.doctor(S.CTX.to_dict())["checks"]}
         assert checks["store"] == "ok" and checks["index"] == "ok", checks
@@ -113,7 +113,10 @@ def test_unopenable_store_gives_every_command_the_repair_command(pristine, tmp_p
         err = json.loads(r.stdout)["error"]
         assert r.returncode == 2 and err["code"] == "store_corrupt", r.stdout + r.stderr
         assert "`mnemo doctor --repair`" in err["hint"] and took < LIMIT_S * 2
-    r, _ = cli(home, "doctor", "--repair", "--json")
+    try:
+        r, _ = cli(home, "doctor", "--repair", "--json")  # then starts an owner on the repaired store
+    finally:
+        stop_owner(home)
     report = json.loads(r.stdout)["repair"]["restore"]
     assert report["restored"] and report["memories"] >= 0.95 * SIZE * 0.99  # rows found on orphan pages
 
