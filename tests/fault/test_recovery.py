@@ -2,9 +2,10 @@
 
 An owner started with a short backup delay takes a backup (SQLite online backup API) while a client keeps writing;
 more notes follow; the store file is then damaged on disk. `mnemo doctor` reports the damage and what to run;
-`mnemo doctor --repair` stops nothing that is not there, restores the newest backup that passes integrity_check,
-says what was lost (changes after the backup's time), and the store works again with its index rebuilt. Rotation
-keeps the newest 7; a backup taken during writes is consistent.
+`mnemo doctor --repair` stops nothing that is not there, salvages what the damaged file still holds, merges the newest
+backup that passes integrity_check, names the memories it could not recover, and the store works again with its
+index rebuilt. Rotation keeps the newest 7; a backup taken during writes is consistent; the owner also takes backups
+on write volume (MNEMO_BACKUP_WRITES), kept apart.
 """
 
 from __future__ import annotations
@@ -82,7 +83,6 @@ def test_backup_then_damage_then_doctor_repair(tmp_path, git_repo, monkeypatch):
     rep = json.loads(r.stdout)
     repair = rep["repair"]["restore"]
     assert repair["restored"] and repair["restored_from"] == backups[0]["name"]
-    assert backups[0]["iso"] in repair["lost"]
     assert backup.check_db(db) == "ok"
     # the store works again: everything before the backup is there, the index was rebuilt from it
     svc = DaemonService(home, client_name="recovery-check")
@@ -98,10 +98,11 @@ def test_backup_then_damage_then_doctor_repair(tmp_path, git_repo, monkeypatch):
     c.close()
     acked = before + after
     assert in_backup and in_backup <= set(acked)
+    assert all(i in in_backup for i in before[:len(in_backup)])  # the backup: a consistent prefix of the writes
     kept = len(in_backup & have)
-    lost = sum(i not in have for i in acked)
-    assert have == in_backup, "the restored store is exactly the backup"
-    assert all(i in in_backup for i in before[:len(in_backup)])  # a consistent prefix of the writes
+    lost = [i for i in acked if i not in have]
+    assert in_backup <= have <= set(acked), "everything in the backup, nothing that was never written"
+    assert sorted(repair["maybe_lost_memories"]) == sorted(lost), "what could not be recovered is named"
     assert doc["store"]["status"] == "ok" and doc["index"]["status"] == "ok"
     assert res["cards"]
     name = "test_recovery"
@@ -109,7 +110,9 @@ def test_backup_then_damage_then_doctor_repair(tmp_path, git_repo, monkeypatch):
     figure(name, "damaged store detected by `mnemo doctor`", "yes", detail=store[0]["detail"][:80])
     figure(name, "`mnemo doctor --repair`", f"{took:.1f}", unit="s", exit_code=r.returncode)
     figure(name, "memories in the backup restored", f"{kept}/{len(in_backup)}")
-    figure(name, "acknowledged after the backup: lost, and reported as such", f"{lost}/{len(acked)}",
+    figure(name, "acknowledged after the backup: recovered from the damaged file",
+           f"{sum(i in have for i in after)}/{len(after)}")
+    figure(name, "acknowledged: lost, and named in the report", f"{len(lost)}/{len(acked)}",
            report=repair["lost"][:120])
     figure(name, "index after repair", doc["index"]["detail"][:60])
 
@@ -154,3 +157,35 @@ def test_online_backup_during_writes_is_consistent_and_rotation_keeps_seven(tmp_
     figure("test_recovery[online backup]", "backups taken during writes, consistent",
            f"{len(kept)}/{len(kept)}", rotation=f"kept 7 of {len(taken)}",
            seconds=max(b["seconds"] for b in taken))
+
+
+def test_owner_takes_backups_on_write_volume(tmp_path, git_repo, monkeypatch):
+    """After every MNEMO_BACKUP_WRITES writes the owner takes a backup of its own kind, bounded by
+    MNEMO_BACKUP_KEEP_RECENT (before issue 13: one backup a day, whatever was written)."""
+    home = tmp_path / "store"
+    for k, v in {"MNEMO_HOME": str(home), "MNEMO_EMBEDDER": "hash", "MNEMO_BACKUP_DELAY": "0.2",
+                 "MNEMO_BACKUP_POLL": "0.2", "MNEMO_BACKUP_WRITES": "40", "MNEMO_BACKUP_MIN_GAP": "0",
+                 "MNEMO_BACKUP_KEEP_RECENT": "2"}.items():
+        monkeypatch.setenv(k, v)
+    ctx = detect_context(git_repo).to_dict()
+    svc = DaemonService(home, client_name="volume-backup-test")
+    seen: set[str] = set()
+    try:
+        for i in range(200):
+            svc.remember(ctx, f"write volume note {i} {os.urandom(4).hex()}")
+            seen |= {b["name"] for b in backup.list_backups(home, "writes")}
+            if i % 20 == 0:
+                time.sleep(1.1)  # backup names have a one-second resolution
+        deadline = time.time() + 20
+        while len(seen) < 3 and time.time() < deadline:
+            time.sleep(0.2)
+            seen |= {b["name"] for b in backup.list_backups(home, "writes")}
+    finally:
+        svc.close()
+        stop_owner(home)
+    kept = backup.list_backups(home, "writes")
+    assert len(seen) >= 3, f"write-volume backups taken: {sorted(seen)}"
+    assert len(kept) <= 2 and all(backup.check_db(b["path"]) == "ok" for b in kept)
+    assert backup.list_backups(home, "daily"), "the daily backup is taken as before"
+    figure("test_recovery[write volume]", "backups after every 40 writes (200 remembers)", len(seen),
+           kept=len(kept))

@@ -58,7 +58,12 @@ def make_service(args: argparse.Namespace):
         from mnemo.core.engine import Engine
         from mnemo.service import LocalService
 
-        return LocalService(Engine(home))
+        engine = Engine(home)
+        problem = engine.store_problem()  # a damaged store: say what to run before anything reads it
+        if problem is not None:
+            engine.close()
+            raise problem
+        return LocalService(engine)
     from mnemo.daemon.client import DaemonService
 
     return DaemonService(home, client_name="cli", on_warning=warn)

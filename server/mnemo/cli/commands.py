@@ -98,7 +98,8 @@ def register(sub: argparse._SubParsersAction, common) -> None:
 
     p = sub.add_parser("doctor", help="check the model, the store, the index and the lock; say what to fix")
     p.add_argument("--repair", action="store_true",
-                   help="stop the owner and restore the newest good backup if the store is damaged")
+                   help="if the store is damaged: stop the owner, salvage every readable row, merge the newest good "
+                        "backup, keep the damaged file aside and list what could not be recovered")
     common(p)
     p.set_defaults(func=cmd_doctor, needs_service=False)
 
@@ -300,4 +301,14 @@ def cmd_doctor(args, _service) -> int:
             say((f"{word:>4}", style), "  ", (str(check["name"]), "bold"), f": {check['detail']}", c=c)
             if check.get("fix"):
                 say(" " * 6, ("fix:", "yellow"), f" {check['fix']}", c=c)
+        _print_lost(c, (res.get("repair") or {}).get("restore") or {})
     return 0 if res["ok"] else 1
+
+
+def _print_lost(c, restore: dict) -> None:
+    """The ids a repair could not recover, one a line, with what named them (`--json` has the full report)."""
+    lost = restore.get("lost_memories") or []
+    if lost:
+        say(" " * 6, f"could not recover {len(lost)} memories:", c=c)
+    for entry in lost:
+        say(" " * 8, f"{entry['id']}  (named by {', '.join(entry['named_by'])})", c=c)

@@ -123,6 +123,13 @@ class Engine:
         self._warnings: list[str] = []
         self._threads: list[threading.Thread] = []
         self.skills = None  # set by the service layer (skills engine per project root)
+        self._store_checked = threading.Event()
+        if start_indexer:
+            t = threading.Thread(target=self._check_store, name="mnemo-store-check", daemon=True)
+            t.start()
+            self._threads.append(t)
+        else:
+            self._store_checked.set()
         if start_indexer:
             import numpy  # noqa: F401 - import here, not first in two threads at once (partial-import race)
 
@@ -147,6 +154,20 @@ class Engine:
             self.store.set_meta(c, "injection_flags_version", safety.INJECTION_FLAGS_VERSION)
         if changed:
             log.info("injection flags added to %d stored notes", changed)
+    # -- store damage ----------------------------------------------------------------------------------------
+    def _check_store(self) -> None:
+        try:
+            found = self.store.check_damage()
+            if found:
+                log.error("the store is damaged: %s", found)
+        finally:
+            self._store_checked.set()
+
+    def store_problem(self, wait: float = 5.0):
+        """A `StoreCorrupt` when the file is known to be damaged (the start-up `quick_check`, waited for up to `wait`
+        seconds, or a read that hit a damaged page since), else None."""
+        self._store_checked.wait(wait)
+        return self.store.damage_error()
 
     # -- embedder --------------------------------------------------------------------------------------------
     @property
@@ -194,6 +215,8 @@ class Engine:
         while not self._stop.is_set():
             self._wake.wait(timeout=1.0)
             self._wake.clear()
+            if self.store.damage:  # nothing is read or written until `mnemo doctor --repair`
+                continue
             try:
                 self.flush_access()
             except Exception as exc:  # noqa: BLE001 - the store is failing (disk full?): keep them for next time

@@ -240,6 +240,30 @@ class DenseIndex:
             out[part] = col.count() if col is not None else 0
         return out
 
+    @staticmethod
+    def stored_ids(directory: Path, page: int = 5000) -> set[str] | None:
+        """Every item id held by the index at `directory` (a witness of what a damaged store held), read through
+        chroma's API without a store; None when the directory is missing or unreadable."""
+        if not (Path(directory) / "chroma.sqlite3").exists():
+            return None
+        idx = DenseIndex(directory, None, "")  # type: ignore[arg-type] - only the client is used
+        try:
+            idx._open_client()
+            ids: set[str] = set()
+            for col in idx._client.list_collections():
+                name = col if isinstance(col, str) else col.name
+                if not name.startswith("mnemo-"):
+                    continue
+                c = idx._client.get_collection(name, embedding_function=None)
+                for off in range(0, c.count(), page):
+                    ids.update(c.get(include=[], limit=page, offset=off)["ids"])
+            return ids
+        except Exception as exc:  # noqa: BLE001 - a damaged index is no witness
+            log.warning("could not read the ids of the dense index at %s: %s", directory, exc)
+            return None
+        finally:
+            idx.close()
+
     def mark_broken(self, exc: Exception) -> None:
         self.ready = False
         self.last_error = str(exc)

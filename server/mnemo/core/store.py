@@ -118,6 +118,33 @@ MEMORY_COLUMNS = (
 JSON_COLUMNS = frozenset({"provenance", "anchors", "tags", "flags"})
 
 
+def repair_command(db_path: Path) -> str:
+    """The exact command that repairs the store holding `db_path` (with `--home` unless it is the default)."""
+    import shlex
+
+    home = Path(db_path).parent
+    default = Path(os.environ.get("MNEMO_HOME") or Path.home() / ".mnemo")
+    with contextlib.suppress(OSError):
+        if home.resolve() == default.resolve():
+            return "mnemo doctor --repair"
+    return f"mnemo doctor --repair --home {shlex.quote(str(home))}"
+
+
+def summarize_check(rows: Sequence[str]) -> str:
+    """SQLite's integrity/quick check output in one line: how many problems, and the first."""
+    msgs = [m for m in rows if m and not m.startswith("*** in database")]
+    if msgs == ["ok"] or not msgs:
+        return "ok"
+    first = " ".join(msgs[0].split())
+    more = "100+" if len(rows) >= 100 else str(len(msgs))
+    return first if len(msgs) == 1 else f"{more} problems, the first: {first}"
+
+
+def repair_hint(db_path: Path) -> str:
+    return (f"run `{repair_command(db_path)}`: it keeps the damaged file aside, salvages every row that can still be "
+            "read, merges the newest good backup and lists what could not be recovered")
+
+
 def partition_for(scope: str, project_id: str) -> str:
     """Memories and blocks of one project share a partition; global has one of its own (team lives remotely)."""
     return "g" if scope == "global" else f"p-{project_id}"
@@ -156,6 +183,7 @@ class Store:
         self._write_lock = threading.RLock()
         self._conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
+        self.damage: str | None = None  # what SQLite said when it found the file damaged (then nothing is served)
         self._check_dir()
         try:
             with self._write_lock:
@@ -165,10 +193,9 @@ class Store:
                              (str(SCHEMA_VERSION),))
         except sqlite3.DatabaseError as exc:
             if "malformed" in str(exc) or "not a database" in str(exc):
-                raise StoreCorrupt(
-                    f"the store at {self.path} is damaged: {exc}",
-                    hint="run `mnemo doctor --repair` to restore the newest good backup",
-                ) from exc
+                self.damage = str(exc)
+                raise StoreCorrupt(f"the store at {self.path} is damaged: {exc}", hint=repair_hint(self.path),
+                                   sqlite=str(exc)) from exc
             raise StoreError(f"cannot open the store at {self.path}: {exc}",
                              hint="check the disk and permissions, then run `mnemo doctor`") from exc
 
@@ -260,8 +287,9 @@ class Store:
                               hint="another program holds a long write lock on mnemo.db; close it and retry",
                               sqlite=msg)
         if "malformed" in low or "not a database" in low or "corrupt" in low:
+            self.damage = self.damage or msg
             return StoreCorrupt(f"the store at {self.path} is damaged ({msg}): could not {what}",
-                                hint="run `mnemo doctor --repair` to restore the newest good backup", sqlite=msg)
+                                hint=repair_hint(self.path), sqlite=msg)
         return StoreError(f"the store at {self.path} failed: could not {what} ({msg})",
                           hint="run `mnemo doctor`", sqlite=msg)
 
@@ -312,7 +340,7 @@ class Store:
         return vals
 
     @staticmethod
-    def _fts_text(mem: Memory) -> str:
+    def memory_fts_text(mem: Memory) -> str:
         return " ".join([mem.text, " ".join(mem.tags), mem.kind])
 
     def insert_memory(self, conn: sqlite3.Connection, mem: Memory, vec, model_id: str) -> None:
@@ -320,7 +348,7 @@ class Store:
         cols = ",".join(MEMORY_COLUMNS)
         marks = ",".join("?" * len(MEMORY_COLUMNS))
         conn.execute(f"INSERT INTO memories({cols}) VALUES({marks})", self._memory_values(mem, part))
-        conn.execute("INSERT INTO fts(text, item_id, part) VALUES(?,?,?)", (self._fts_text(mem), mem.id, part))
+        conn.execute("INSERT INTO fts(text, item_id, part) VALUES(?,?,?)", (self.memory_fts_text(mem), mem.id, part))
         conn.execute("INSERT OR REPLACE INTO vectors(item_id, part, model_id, vec) VALUES(?,?,?,?)",
                      (mem.id, part, model_id, vec_to_blob(vec)))
         self.log_change(conn, mem.id, part, "upsert")
@@ -346,7 +374,7 @@ class Store:
             if row is not None:
                 m = Memory.from_row(row)
                 conn.execute("DELETE FROM fts WHERE item_id=?", (mem_id,))
-                conn.execute("INSERT INTO fts(text, item_id, part) VALUES(?,?,?)", (self._fts_text(m), m.id, row["part"]))
+                conn.execute("INSERT INTO fts(text, item_id, part) VALUES(?,?,?)", (self.memory_fts_text(m), m.id, row["part"]))
                 reindex = True  # the keyword index replays the change log too
         if reindex:
             row = conn.execute("SELECT part FROM memories WHERE id=?", (mem_id,)).fetchone()
@@ -438,11 +466,16 @@ class Store:
              json.dumps(block["heading_path"]), block["text"], block["start_line"], block["end_line"],
              block["file_hash"], block["updated_at"], part))
         conn.execute("DELETE FROM fts WHERE item_id=?", (block["id"],))
-        fts_text = " ".join([" ".join(block["heading_path"]), block["text"], block["source_path"]])
-        conn.execute("INSERT INTO fts(text, item_id, part) VALUES(?,?,?)", (fts_text, block["id"], part))
+        conn.execute("INSERT INTO fts(text, item_id, part) VALUES(?,?,?)",
+                     (self.block_fts_text(block["heading_path"], block["text"], block["source_path"]), block["id"],
+                      part))
         conn.execute("INSERT OR REPLACE INTO vectors(item_id, part, model_id, vec) VALUES(?,?,?,?)",
                      (block["id"], part, model_id, vec_to_blob(vec)))
         self.log_change(conn, block["id"], part, "upsert")
+
+    @staticmethod
+    def block_fts_text(heading_path: Sequence[str], text: str, source_path: str) -> str:
+        return " ".join([" ".join(heading_path), text, source_path])
 
     # -- search helpers --------------------------------------------------------------------------------------
     def fts_search(self, parts: Sequence[str], query: str, limit: int) -> list[tuple[str, float]]:
@@ -497,4 +530,25 @@ class Store:
         return [r[0] for r in self.conn().execute("SELECT DISTINCT part FROM vectors ORDER BY part")]
 
     def integrity_check(self) -> str:
-        return str(self.conn().execute("PRAGMA integrity_check").fetchone()[0])
+        """`ok`, or a one-line summary of what SQLite's integrity_check found."""
+        return summarize_check([str(r[0]) for r in self.conn().execute("PRAGMA integrity_check(100)")])
+
+    # -- damage ----------------------------------------------------------------------------------------------
+    def check_damage(self) -> str | None:
+        """Run SQLite's `quick_check` (every page read once: ~0.1 s per 10,000 memories); remember and return what
+        it found wrong, None when the file is sound."""
+        try:
+            rows = [str(r[0]) for r in self.conn().execute("PRAGMA quick_check(100)")]
+            found = None if rows == ["ok"] else summarize_check(rows)
+        except sqlite3.DatabaseError as exc:
+            found = str(exc)
+        if found:
+            self.damage = self.damage or f"SQLite quick_check: {found}"
+        return found
+
+    def damage_error(self) -> StoreCorrupt | None:
+        """The error every request gets while the file is known to be damaged (writing on would spread it)."""
+        if self.damage is None:
+            return None
+        return StoreCorrupt(f"the store at {self.path} is damaged ({self.damage}); nothing can be read or written "
+                            "until it is repaired", hint=repair_hint(self.path), sqlite=self.damage)

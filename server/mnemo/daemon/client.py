@@ -22,7 +22,7 @@ from typing import Any
 
 from mnemo import PROTOCOL_VERSION, __version__
 from mnemo.core.errors import DaemonError, MnemoError, StoreLocked, VersionMismatch, error_from_dict
-from mnemo.daemon.paths import log_path, socket_path
+from mnemo.daemon.paths import failure_path, log_path, socket_path
 from mnemo.service import SERVICE_METHODS
 
 log = logging.getLogger("mnemo.client")
@@ -63,6 +63,18 @@ def owner_lock_free(home: Path) -> bool:
         return True
     finally:
         os.close(fd)
+
+
+def start_failure(home: Path, proc: subprocess.Popen) -> MnemoError:
+    """Why the owner we spawned exited: the typed error it wrote (e.g. StoreCorrupt with the repair command)."""
+    try:
+        data = json.loads(failure_path(home).read_text())
+        if data.get("pid") == proc.pid and isinstance(data.get("error"), dict):
+            return error_from_dict(data["error"])
+    except (OSError, ValueError):
+        pass
+    return DaemonError(f"the Mnemo owner process exited with code {proc.returncode}",
+                       hint=f"see {log_path(home)}; `mnemo doctor` checks the store")
 
 
 class DaemonService:
@@ -131,8 +143,7 @@ class DaemonService:
             proc: subprocess.Popen | None = None
             while time.monotonic() < deadline:
                 if proc is not None and proc.poll() not in (None, 0, 3):
-                    raise DaemonError(f"the Mnemo owner process exited with code {proc.returncode}",
-                                      hint=f"see {log_path(self.home)}; `mnemo doctor` checks the store")
+                    raise start_failure(self.home, proc)
                 # Start an owner only when none holds the lock: an owner that is starting (or dying) holds it,
                 # and then we wait for its socket instead of spawning processes that would exit at once.
                 if (proc is None or proc.poll() is not None) and owner_lock_free(self.home):

@@ -23,3 +23,8 @@ def info_path(home: Path) -> Path:
 
 def log_path(home: Path) -> Path:
     return Path(home) / "logs" / "daemon.log"
+
+
+def failure_path(home: Path) -> Path:
+    """Why the last owner could not start (written by it, read by the client that spawned it)."""
+    return Path(home) / "owner-failed.json"

@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import socketserver
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -21,11 +22,12 @@ from typing import Any
 
 from mnemo import PROTOCOL_VERSION, __version__
 from mnemo.core.errors import InvalidInput, MnemoError, StoreLocked
-from mnemo.daemon.paths import info_path, log_path, socket_path
+from mnemo.daemon.paths import failure_path, info_path, log_path, socket_path
 from mnemo.service import SERVICE_METHODS, LocalService
 
 log = logging.getLogger("mnemo.daemon")
 MAX_LINE = 32 * 1024 * 1024
+UNGUARDED = frozenset({"doctor", "health"})  # answered even when the store is damaged
 
 
 class _Handler(socketserver.StreamRequestHandler):
@@ -87,23 +89,37 @@ class _Handler(socketserver.StreamRequestHandler):
             if method not in SERVICE_METHODS or not isinstance(params, dict):
                 self._send({"id": rid, "error": InvalidInput(f"unknown method {method!r}").to_dict()})
                 continue
-            self.server.begin_request()
-            try:
-                if params.pop("_progress", False):
-                    params["progress"] = lambda p, _rid=rid: self._send({"id": _rid, "progress": p})
-                result = getattr(self.server.service, method)(**params)
-                self._send({"id": rid, "result": result})
-            except MnemoError as exc:
-                self._send({"id": rid, "error": exc.to_dict()})
-            except TypeError as exc:
-                self._send({"id": rid, "error": InvalidInput(f"bad arguments for {method}: {exc}").to_dict()})
-            except Exception as exc:  # noqa: BLE001 - report, keep serving
-                log.exception("%s failed", method)
-                self._send({"id": rid, "error": {"type": "MnemoError", "code": "internal",
-                                                 "message": f"{method} failed: {exc}",
-                                                 "hint": f"see {log_path(self.server.home)}", "details": {}}})
-            finally:
-                self.server.end_request()
+            self._call(rid, method, params)
+
+    def _call(self, rid: Any, method: str, params: dict[str, Any]) -> None:
+        self.server.begin_request()
+        try:
+            damaged = self.server.store_problem() if method not in UNGUARDED else None
+            if damaged is not None:  # a damaged store answers every request with what to run, at once
+                raise damaged
+            if params.pop("_progress", False):
+                params["progress"] = lambda p, _rid=rid: self._send({"id": _rid, "progress": p})
+            result = getattr(self.server.service, method)(**params)
+            self._send({"id": rid, "result": result})
+        except MnemoError as exc:
+            self._send({"id": rid, "error": exc.to_dict()})
+        except sqlite3.DatabaseError as exc:  # a read that hit a damaged page, a full disk, a busy file ...
+            if isinstance(exc, sqlite3.IntegrityError | sqlite3.ProgrammingError):
+                self._internal(rid, method, exc)
+            else:
+                log.warning("%s failed: %s", method, exc)
+                self._send({"id": rid, "error": self.server.service.engine.store.store_error(exc, method).to_dict()})
+        except TypeError as exc:
+            self._send({"id": rid, "error": InvalidInput(f"bad arguments for {method}: {exc}").to_dict()})
+        except Exception as exc:  # noqa: BLE001 - report, keep serving
+            self._internal(rid, method, exc)
+        finally:
+            self.server.end_request()
+
+    def _internal(self, rid: Any, method: str, exc: Exception) -> None:
+        log.error("%s failed", method, exc_info=exc)
+        self._send({"id": rid, "error": {"type": "MnemoError", "code": "internal", "message": f"{method} failed: {exc}",
+                                         "hint": f"see {log_path(self.server.home)}", "details": {}}})
 
 
 class OwnerServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -129,6 +145,10 @@ class OwnerServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             os.umask(old)
         os.chmod(path, 0o600)
         self.path = path
+
+    def store_problem(self) -> MnemoError | None:
+        engine = getattr(self.service, "engine", None)
+        return engine.store_problem() if engine is not None else None
 
     def touch(self) -> None:
         self._last = time.monotonic()
@@ -200,11 +220,19 @@ def run_owner(home: Path, idle_timeout: float | None = None, embedder=None) -> i
     with contextlib.suppress(OSError):
         os.chmod(home, 0o700)
     _setup_logging(home)
+    failure = failure_path(home)
     try:
         engine = Engine(home, embedder=embedder)
     except StoreLocked:
         log.info("another process owns %s; not starting", home)
         return 3
+    except MnemoError as exc:  # e.g. a store too damaged to open: the client that spawned us reads why
+        log.error("cannot start: %s", exc)
+        tmp = failure.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"pid": os.getpid(), "at": time.time(), "error": exc.to_dict()}))
+        os.replace(tmp, failure)
+        return 4
+    failure.unlink(missing_ok=True)
     service = LocalService(engine)
     server = OwnerServer(home, service, idle_timeout)
     info = {"pid": os.getpid(), "version": __version__, "protocol": PROTOCOL_VERSION, "socket": str(server.path),
