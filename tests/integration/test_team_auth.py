@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import ssl
 import stat
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -133,8 +135,12 @@ def test_auth_generates_a_token_once_and_stops_cleanly(tmp_path):
         assert info["token"] == "saved" and "new_token" not in info and token not in again.stderr()
         assert http_status(again.url + HEARTBEAT, {"X-Chroma-Token": token}) == 200
         assert http_status(again.url + HEARTBEAT) == 401
+        children = again.children()
+        assert len(children) == 2, children
     finally:
-        assert again.stop() == 0
+        again.stop(signal.SIGKILL)  # no chance to clean up: the children still go with it (PR_SET_PDEATHSIG)
+    assert _wait(lambda: not any(_alive(pid) for pid in children), 20), children
+    assert http_status(again.url + HEARTBEAT) == 0
 
 
 def test_tls_with_a_ca_certificate(tmp_path):
@@ -187,3 +193,12 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
 
+
+
+def _wait(pred, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.1)
+    return pred()
