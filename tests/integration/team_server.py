@@ -187,7 +187,7 @@ class TeamServe:
         return json.loads(self.out.read_text())
 
     def stderr(self) -> str:
-        return self.err.read_text(errors="replace")[-3000:] if self.err.exists() else ""
+        return self.err.read_text(errors="replace") if self.err.exists() else ""
 
     def children(self) -> list[int]:
         assert self.proc is not None

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from team_server import (  # noqa: F401 - fixture
@@ -141,6 +142,22 @@ def test_auth_generates_a_token_once_and_stops_cleanly(tmp_path):
         again.stop(signal.SIGKILL)  # no chance to clean up: the children still go with it (PR_SET_PDEATHSIG)
     assert _wait(lambda: not any(_alive(pid) for pid in children), 20), children
     assert http_status(again.url + HEARTBEAT) == 0
+
+
+def test_a_child_that_dies_takes_the_server_down(tmp_path):
+    require_nginx()
+    server = TeamServe(tmp_path / "srv", "--token", TEAM_TOKEN).start()
+    children = server.children()
+    chroma = [p for p in children if "chroma" in Path(f"/proc/{p}/cmdline").read_text()]
+    assert len(chroma) == 1 and len(children) == 2, children
+    os.kill(chroma[0], signal.SIGKILL)  # Chroma dies: nginx alone would answer 502 forever
+    assert server.proc.wait(timeout=30) != 0
+    err, out = server.stderr(), server.out.read_text()
+    error = json.loads(out[out.index('{\n  "error"'):])["error"]  # --json: the announcement, then the error
+    assert "chroma stopped unexpectedly" in error["message"] and "chroma.log" in error["hint"], out
+    assert "Saving data to" in err and "\x1b" not in err  # chroma's log tail, coloured lines as plain text
+    assert _wait(lambda: not any(_alive(pid) for pid in children), 20), children
+    assert http_status(server.url + HEARTBEAT) == 0
 
 
 def test_tls_with_a_ca_certificate(tmp_path):

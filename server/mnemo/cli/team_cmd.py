@@ -1,4 +1,5 @@
-"""`mnemo team ...`: run a team server (a Chroma server), connect this store to one, see its state."""
+"""`mnemo team ...`: run a team server (Chroma; behind a token-checking nginx beyond loopback, see
+core/team_server.py), connect this store to one, see its state."""
 
 from __future__ import annotations
 
@@ -90,15 +91,21 @@ def cmd_serve(args, _service) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        server.start()
+        server.start(stop=stop)
     except MnemoError as exc:
         _print_log_tail(exc)
         raise
-    _announce(args, plan)
+    if not stop.is_set():
+        _announce(args, plan)
     died = server.wait(stop)
     server.stop()
     if died is not None:
-        raise MnemoError(f"{died} stopped unexpectedly; the team server is down", hint=f"see {server.logs[died]}")
+        from mnemo.core.team_server import ServeFailed, log_tail
+
+        exc = ServeFailed(f"{died} stopped unexpectedly, so the team server stopped", hint=f"see {server.logs[died]}",
+                          log_tail=log_tail(server.logs[died]))
+        _print_log_tail(exc)
+        raise exc
     console(stderr=True).print("team server stopped")
     return 0
 

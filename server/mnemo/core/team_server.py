@@ -276,11 +276,16 @@ def _die_with_parent_hook():
     return (lambda: libc.prctl(1, signal.SIGTERM)) if libc is not None else None
 
 
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?|[\x00-\x08\x0b-\x1f\x7f]")
+
+
 def log_tail(path: Path, lines: int = 15) -> str:
+    """The end of a child's log as plain text: its colours and any other terminal control sequence removed."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        text = path.read_text(errors="replace")
     except OSError:
         return ""
+    return "\n".join(_ESCAPES.sub("", text).splitlines()[-lines:])
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -303,7 +308,8 @@ class TeamServer:
         self.procs: dict[str, subprocess.Popen] = {}
         self.logs = {"chroma": plan.serve_dir / "chroma.log", "nginx": plan.serve_dir / "nginx-error.log"}
 
-    def start(self, timeout: float = 60.0) -> None:
+    def start(self, timeout: float = 60.0, stop: threading.Event | None = None) -> None:
+        """Start Chroma, then nginx, each once the previous answers; returns early when `stop` is set."""
         plan = self.plan
         plan.serve_dir.mkdir(parents=True, exist_ok=True)
         check_port_free(plan.host, plan.port)
@@ -315,10 +321,11 @@ class TeamServer:
         try:
             self._spawn("chroma", [self.exe["chroma"], "run", "--path", str(plan.data), "--host", host,
                                    "--port", str(port)])
-            self._wait_ready("chroma", f"http://{_bracket(host)}:{port}/api/v2/heartbeat", None, timeout)
-            if conf is not None:
+            self._wait_ready("chroma", f"http://{_bracket(host)}:{port}/api/v2/heartbeat", None, timeout, stop)
+            if conf is not None and not (stop and stop.is_set()):
                 self._spawn("nginx", nginx_argv(str(self.exe["nginx"]), plan, conf))
-                self._wait_ready("nginx", plan.probe_url(), {"Authorization": f"Bearer {plan.token}"}, timeout)
+                self._wait_ready("nginx", plan.probe_url(), {"Authorization": f"Bearer {plan.token}"}, timeout,
+                                 stop)
         except BaseException:
             self.stop()
             raise
@@ -339,13 +346,14 @@ class TeamServer:
             self.procs[name] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=env,
                                                 start_new_session=True, preexec_fn=_die_with_parent_hook())
 
-    def _wait_ready(self, name: str, url: str, headers: dict | None, timeout: float) -> None:
+    def _wait_ready(self, name: str, url: str, headers: dict | None, timeout: float,
+                    stop: threading.Event | None) -> None:
         import httpx
 
         proc = self.procs[name]
         deadline = time.monotonic() + timeout
         status = None
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (stop and stop.is_set()):
             if proc.poll() is not None:
                 raise ServeFailed(f"{name} exited with code {proc.returncode} while starting",
                                   hint=f"see {self.logs[name]}", log_tail=log_tail(self.logs[name]))
@@ -356,6 +364,8 @@ class TeamServer:
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
+        if stop and stop.is_set():
+            return
         raise ServeFailed(f"{name} did not answer on {url} within {timeout:.0f} s (last status {status})",
                           hint=f"see {self.logs[name]}", log_tail=log_tail(self.logs[name]))
 
