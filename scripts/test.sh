@@ -6,14 +6,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
 
-# System packages the tests use: neovim (a second real LSP client), git.
+# System packages the tests use: neovim (a second real LSP client), git, nginx (the token-checking proxy that
+# `mnemo team serve` runs in front of Chroma; only its binary is used, the system service may stay stopped).
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   need=()
   command -v nvim >/dev/null 2>&1 || need+=(neovim)
   command -v git >/dev/null 2>&1 || need+=(git)
+  command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)
   if [ ${#need[@]} -gt 0 ]; then
     echo "==> apt-get install ${need[*]}"
-    apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   fi
 fi
 

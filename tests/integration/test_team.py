@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from team_server import ChromaServer, chroma_server  # noqa: F401 - fixture
+from team_server import ChromaServer, chroma_server, proxied_team_server  # noqa: F401 - fixtures
 
 from conftest import git
 from mnemo.core.errors import NotFound, SecretDetected
@@ -45,9 +45,9 @@ def owners(tmp_path, monkeypatch):
         monkeypatch.delenv(var, raising=False)
     started: list[DaemonService] = []
 
-    def make(name: str, url: str, namespace: str) -> DaemonService:
+    def make(name: str, url: str, namespace: str, token: str | None = None) -> DaemonService:
         home = tmp_path / f"store-{name}"
-        save_settings(home, url, None, namespace)
+        save_settings(home, url, token, namespace)
         svc = DaemonService(home, client_name="test")
         started.append(svc)
         return svc
@@ -90,10 +90,20 @@ def team_cards(res: dict) -> list[dict]:
     return [c for c in res["cards"] if c["scope"] == "team"]
 
 
-def test_two_stores_share_a_promoted_memory(tmp_path, owners, chroma_server):  # noqa: F811
+@pytest.fixture(params=["chroma", "behind-nginx"])
+def team_endpoint(request) -> tuple[str, str | None]:
+    """(url, token): Chroma alone (loopback, tokenless), and `mnemo team serve --token` (nginx checks it)."""
+    if request.param == "chroma":
+        return request.getfixturevalue("chroma_server").url, None
+    server = request.getfixturevalue("proxied_team_server")
+    return server.url, server.token
+
+
+def test_two_stores_share_a_promoted_memory(tmp_path, owners, team_endpoint):
     ns = "t" + uuid.uuid4().hex[:8]
-    alice_svc = owners("alice", chroma_server.url, ns)
-    bob_svc = owners("bob", chroma_server.url, ns)
+    url, token = team_endpoint
+    alice_svc = owners("alice", url, ns, token)
+    bob_svc = owners("bob", url, ns, token)
     alice = person(clone(tmp_path, "alice-clone"), "alice")
     bob = person(clone(tmp_path, "bob-clone"), "bob")
     assert alice["project_id"] == bob["project_id"]

@@ -2,7 +2,9 @@
 a circuit breaker so an unreachable server costs recall one short timeout, then nothing until the retry interval.
 
 Settings: `MNEMO_TEAM_URL` (e.g. http://127.0.0.1:8765), `MNEMO_TEAM_TOKEN`, `MNEMO_TEAM_NAMESPACE` (default
-"default"), else `<store>/team.json` (written by `mnemo team connect`). The owner process is the only client of
+"default"), `MNEMO_TEAM_CA` (a CA certificate for an https URL), else `<store>/team.json` (written by `mnemo team
+connect`). The token goes as `Authorization: Bearer` and `X-Chroma-Token` to the nginx that `mnemo team serve`
+puts in front of Chroma (core/team_server.py). The owner process is the only client of
 the server for a store: it computes embeddings locally and passes them explicitly (chroma never embeds), one
 collection per (namespace, embedding model), so members on another model never mix vectors of different spaces.
 
@@ -23,6 +25,7 @@ import re
 import sqlite3
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -72,6 +75,7 @@ class TeamSettings:
     token: str | None = None
     namespace: str = DEFAULT_NAMESPACE
     source: str = "none"  # env | file | none
+    ca_cert: str | None = None  # PEM file to trust for an https URL (else the default CA bundle)
 
     @property
     def configured(self) -> bool:
@@ -95,9 +99,31 @@ class TeamSettings:
             return {}
         return {"Authorization": f"Bearer {self.token}", "X-Chroma-Token": self.token}
 
+    def validate(self) -> None:
+        """The URL parses, and a CA certificate (only for https) loads: refused now, not at the first promotion."""
+        _host, _port, ssl = self.endpoint()
+        if self.ca_cert and not ssl:
+            raise InvalidInput("a CA certificate is only used with an https:// team URL",
+                               hint="use the https URL that `mnemo team serve --tls-cert` printed, or drop"
+                                    " --ca-cert")
+        self.verify()
+
+    def verify(self):
+        """What TLS trusts: the configured CA certificate, else the default bundle."""
+        if not self.ca_cert:
+            return True
+        import ssl
+
+        try:
+            return ssl.create_default_context(cafile=self.ca_cert)
+        except (OSError, ssl.SSLError) as exc:
+            raise InvalidInput(f"cannot load the team CA certificate {self.ca_cert}: {exc}",
+                               hint="pass a PEM file with `mnemo team connect URL --ca-cert FILE` or"
+                                    " MNEMO_TEAM_CA") from exc
+
     def public(self) -> dict[str, Any]:
         return {"url": self.url, "namespace": self.namespace, "token": "set" if self.token else "not set",
-                "source": self.source}
+                "source": self.source, "ca_cert": self.ca_cert}
 
 
 def check_namespace(ns: str) -> str:
@@ -115,8 +141,9 @@ def load_settings(home: Path | None) -> TeamSettings:
     env_url = os.environ.get("MNEMO_TEAM_URL", "").strip()
     env_token = os.environ.get("MNEMO_TEAM_TOKEN") or None
     env_ns = os.environ.get("MNEMO_TEAM_NAMESPACE") or None
+    env_ca = os.environ.get("MNEMO_TEAM_CA") or None
     if env_url:
-        return TeamSettings(env_url, env_token, env_ns or DEFAULT_NAMESPACE, "env")
+        return TeamSettings(env_url, env_token, env_ns or DEFAULT_NAMESPACE, "env", env_ca)
     if home is not None:
         try:
             data = json.loads(config_path(home).read_text())
@@ -124,20 +151,22 @@ def load_settings(home: Path | None) -> TeamSettings:
             data = None
         if isinstance(data, dict) and data.get("url"):
             return TeamSettings(str(data["url"]), env_token or data.get("token") or None,
-                                env_ns or data.get("namespace") or DEFAULT_NAMESPACE, "file")
+                                env_ns or data.get("namespace") or DEFAULT_NAMESPACE, "file",
+                                env_ca or data.get("ca_cert") or None)
     return TeamSettings()
 
 
-def save_settings(home: Path, url: str, token: str | None = None, namespace: str = DEFAULT_NAMESPACE) -> Path:
-    s = TeamSettings(url, token, check_namespace(namespace), "file")
-    s.endpoint()  # validates the URL
+def save_settings(home: Path, url: str, token: str | None = None, namespace: str = DEFAULT_NAMESPACE,
+                  ca_cert: str | None = None) -> Path:
+    s = TeamSettings(url, token, check_namespace(namespace), "file", ca_cert)
+    s.validate()
     home = Path(home)
     home.mkdir(parents=True, exist_ok=True)
     path = config_path(home)
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # the token is a credential
     with os.fdopen(fd, "w") as f:
-        json.dump({"url": url, "token": token, "namespace": namespace}, f)
+        json.dump({"url": url, "token": token, "namespace": namespace, "ca_cert": ca_cert}, f)
     os.replace(tmp, path)
     return path
 
@@ -295,7 +324,7 @@ class TeamClient:
         os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
         base = self.settings.base_url()
         # A short preflight: chroma's own client has no timeout and would hang on a black-holed host.
-        resp = httpx.get(f"{base}/api/v2/heartbeat", headers=self.settings.headers(),
+        resp = httpx.get(f"{base}/api/v2/heartbeat", headers=self.settings.headers(), verify=self.settings.verify(),
                          timeout=httpx.Timeout(connect_timeout() * 2, connect=connect_timeout()))
         if resp.status_code in (401, 403):
             raise TeamUnavailable(f"the team server refused the token (HTTP {resp.status_code})",
@@ -305,8 +334,11 @@ class TeamClient:
         from chromadb.config import Settings
 
         host, port, ssl = self.settings.endpoint()
-        client = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=self.settings.headers() or None,
-                                     settings=Settings(anonymized_telemetry=False))
+        with warnings.catch_warnings():  # httpx deprecates the CA file path that chroma's settings pass on
+            warnings.simplefilter("ignore", DeprecationWarning)
+            client = chromadb.HttpClient(
+                host=host, port=port, ssl=ssl, headers=self.settings.headers() or None,
+                settings=Settings(anonymized_telemetry=False, chroma_server_ssl_verify=self.settings.ca_cert))
         session = getattr(getattr(client, "_server", None), "_session", None)
         if session is not None:  # bound every later call, so a dead server costs seconds, not forever
             session.timeout = httpx.Timeout(max(3.0, connect_timeout() * 2), connect=connect_timeout())
