@@ -1,0 +1,311 @@
+"""How a new note relates to an existing one it is close to: the same claim again, a contradiction, or another fact.
+
+No language model: the cosine of the real embedder plus text features of the two notes.
+
+- Contradiction signals (each names what changed): a number or version replaced by another (`30 s` -> `60 s`,
+  `PostgreSQL 14` -> `16`), a negation added or removed over the same statement (`run` -> `do not run`; a negation
+  inside a clause that only the new note has, "..., never the production one", is new detail, not a negation),
+  one of two alternatives swapped (tabs/spaces, sync/async, before/after, and tools for the same job: pytest/unittest,
+  yarn/pnpm, Redis/Memcached, ... in `ALTERNATIVES`), one identifier replaced by another (a command, a path, a URL, a
+  channel), a change marker ("moved to", "switched", "no longer", "replaced") or two preferred items in swapped order.
+- A signal makes a conflict only when the rest of the two notes still says the same thing: the cosine of the two
+  notes with every explained token (the numbers, the swapped words, the negations, ...) masked must stay high
+  (`mask_min`). "Retry webhooks 5 times" vs "retry emails 3 times" changes a number AND the subject: another fact.
+- Without a signal, a close pair is the same claim (a paraphrase, or a refinement that adds detail) when its cosine
+  is high, or when one note's content words are (nearly) all in the other and the cosine is moderate; anything else
+  is another fact about something nearby (stored on its own).
+
+Thresholds are fit on the tune split of `bench/data/conflict_pairs.jsonl` (`bench/conflict_decision.py`); the test
+split is reported in docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from mnemo.core.text import _stem
+
+# -- thresholds (fit on the tune split; see bench/conflict_decision.py) ----------------------------------------
+SIGNAL_MIN_COSINE = 0.34  # below this the two notes are not about the same thing, whatever the words
+MASK_MIN = 0.73  # cosine of the two notes with the explained tokens masked: "the rest says the same"
+DUP_COSINE = 0.82  # a paraphrase: no signal and at least this close
+REFINE_COSINE = 0.52  # a refinement: one note's content words nearly all in the other, and at least this close
+REFINE_CONTAIN = 0.60
+
+STOP = frozenset("""a an the and or of to in on at by for from with as is are was were be been being it its this that
+these those we our us you your they their he she i me my do does did done have has had can could would should will
+shall so than then there here also just only very all any each every some such into onto via up out about over under
+what when where which who whom why how if but yet s t""".split())
+NEGATIONS = frozenset("not no never without none nor neither cannot avoid discourage forbid disallow nothing instead "
+                      "rather".split())  # "X instead of Y", "X rather than Y" deny Y
+CHANGE_MARKERS = frozenset("moved switch switched migrated replaced deprecated gone dropped retired abandoned anymore "
+                           "longer".split())
+PREFER = frozenset(["over", "instead", "rather", "than"])
+UNITS = frozenset("ms millisecond second sec minute min hour hr day week month year time char character line "
+                  "connection replica request item row percent kb mb gb tb byte bit x".split())
+NUMBER_WORDS = {"zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
+                "seven": "7", "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12",
+                "twenty": "20", "thirty": "30", "hundred": "100", "thousand": "1000", "once": "1", "twice": "2",
+                "single": "1", "double": "2"}
+# Multi-word names and spellings folded to one token before anything else.
+PHRASES = {
+    "github actions": "github_actions", "gitlab ci": "gitlab_ci", "azure pipelines": "azure_pipelines",
+    "secrets manager": "secrets_manager", "key vault": "key_vault", "new relic": "new_relic",
+    "github pages": "github_pages", "cloudflare pages": "cloudflare_pages", "sql server": "mssql",
+    "google cloud": "gcp", "local time": "local_time", "non-blocking": "nonblocking", "kebab-case": "kebab_case",
+    "camel case": "camelcase", "snake case": "snake_case", "pascal case": "pascalcase", "pip-tools": "pip_tools",
+    "no longer": "not longer", "instead of": "instead", "rather than": "rather", "postgresql": "postgres",
+    "semantic versioning": "semver", "semantic versions": "semver", "semantic version": "semver",
+    "mongodb": "mongo", "hashicorp vault": "vault", "aws secrets manager": "secrets_manager", "golang": "go", "k8s": "kubernetes", "node.js": "node", "nodejs": "node",
+    "react testing library": "react_testing_library", "cloud run": "cloud_run", "app engine": "app_engine",
+}
+_PHRASES_LONGEST_FIRST = sorted(PHRASES.items(), key=lambda kv: -len(kv[0]))
+SYNONYMS = {"db": "database", "repo": "repository", "env": "environment", "config": "configuration",
+            "deps": "dependency", "pr": "pull_request", "prs": "pull_request", "js": "javascript",
+            "ts": "typescript", "py": "python", "k8s": "kubernetes", "msg": "message", "auth": "authentication",
+            "dir": "directory", "folder": "directory", "id": "identifier", "ids": "identifier",
+            "e2e": "end_to_end", "ci/cd": "ci", "uuidv4": "uuid", "semver": "semantic_version"}
+
+# Groups of mutually exclusive choices for one slot: saying one where the other note says another is a contradiction.
+ALTERNATIVES: tuple[frozenset[str], ...] = tuple(frozenset(g.split()) for g in (
+    # opposites
+    "tab space", "sync async synchronous asynchronous blocking nonblocking", "enable disable", "public private",
+    "ascending descending asc desc", "required optional mandatory", "before after", "single double",
+    "camelcase snake_case kebab_case pascalcase", "utc local_time", "stateless stateful", "allow deny forbid block",
+    "must may", "min max minimum maximum", "upper lower uppercase lowercase", "first last",
+    "increase decrease", "include exclude", "accept reject", "true false", "eager lazy", "mutable immutable",
+    "strict loose lenient", "allowlist denylist whitelist blacklist", "rebase merge", "http https", "tcp udp",
+    "get post put patch delete", "light dark", "monorepo polyrepo", "horizontal vertical", "inline external",
+    # tools for the same job
+    "pytest unittest nose nose2 ward", "jest mocha vitest jasmine ava",
+    "cypress playwright selenium puppeteer webdriverio testcafe", "black autopep8 yapf ruff blue",
+    "ruff flake8 pylint pyflakes", "eslint tslint biome standard rome", "prettier biome dprint",
+    "pip poetry pipenv uv conda pdm hatch pip_tools rye", "npm yarn pnpm bun",
+    "jenkins github_actions gitlab_ci circleci travis buildkite teamcity drone azure_pipelines bamboo",
+    "redis memcached valkey keydb dragonfly",
+    "postgres mysql mariadb sqlite oracle mssql cockroachdb aurora mongo dynamodb couchdb cassandra firestore",
+    "snowflake bigquery redshift databricks clickhouse synapse duckdb",
+    "kafka rabbitmq sqs nats pulsar kinesis activemq pubsub",
+    "celery rq dramatiq huey sidekiq resque bullmq arq", "webpack vite rollup parcel esbuild turbopack browserify",
+    "sentry rollbar bugsnag honeybadger airbrake", "datadog new_relic dynatrace appdynamics",
+    "elasticsearch opensearch solr algolia meilisearch typesense", "elasticsearch loki splunk papertrail cloudwatch",
+    "terraform pulumi cloudformation cdk opentofu", "vercel netlify heroku render fly cloudflare_pages",
+    "vault secrets_manager doppler sops key_vault 1password", "react vue angular svelte solid ember preact",
+    "redux zustand mobx recoil jotai pinia", "django flask fastapi starlette pyramid tornado sanic",
+    "sqlalchemy peewee tortoise sqlmodel prisma typeorm sequelize",
+    "python go rust java kotlin ruby php scala elixir", "javascript typescript",
+    "kubernetes nomad ecs swarm", "requests httpx aiohttp urllib3", "mypy pyright pyre pytype",
+    "alembic flyway liquibase", "launchdarkly unleash flagsmith growthbook configcat",
+    "sendgrid mailgun ses postmark sparkpost", "auth0 okta cognito keycloak clerk", "github gitlab bitbucket",
+    "pagerduty opsgenie", "aws gcp azure", "main master develop trunk", "grpc rest graphql thrift soap",
+    "json yaml toml xml protobuf avro msgpack", "istio linkerd consul", "jaeger zipkin tempo",
+    "crowdin lokalise transifex", "dependabot renovate", "helm kustomize jsonnet", "sphinx mkdocs docusaurus",
+    "nginx apache caddy traefik haproxy envoy", "argon2 argon2id bcrypt scrypt pbkdf2", "rs256 hs256 es256",
+    "ubuntu debian alpine centos fedora", "docker podman", "make just task",
+))
+_ALT_INDEX: dict[str, set[int]] = {}
+for _i, _g in enumerate(ALTERNATIVES):
+    for _w in _g:
+        _ALT_INDEX.setdefault(_w, set()).add(_i)
+
+_TOKEN_RE = re.compile(
+    r"`[^`]+`"  # a code span: one identifier
+    r"|https?://[^\s,;]+"  # a URL
+    r"|[#@][\w][\w./-]*"  # a channel, a scoped package
+    r"|--?[a-z][\w-]*"  # a flag
+    r"|v?\d+(?:[.:]\d+)*(?:[a-z]+)?"  # a number, a version, a time (2, 3.11, v1.4.2, 02:00, 30s)
+    r"|[\w-]*[/\\][\w./\\<>-]*"  # a path
+    r"|[a-z_][\w-]*(?:\.[a-z_]\w*)*(?:\(\))?"  # a word, a dotted name, a call
+    r"|,",  # a clause break (see _split_clauses)
+    re.I)
+
+
+@dataclass(frozen=True)
+class Token:
+    raw: str  # as written (for masking)
+    norm: str  # normalized (stemmed, synonyms folded)
+    kind: str  # word | number | ident | stop
+
+
+def _norm_word(w: str) -> str:
+    w = w.lower().strip("'’")
+    w = SYNONYMS.get(w, w)
+    if w in NUMBER_WORDS:
+        return NUMBER_WORDS[w]
+    if w in _ALT_INDEX or "_" in w:
+        return w
+    s = _stem(w)
+    return s if s in _ALT_INDEX or s not in _STEM_FIX else _STEM_FIX[s]
+
+
+# Stems whose alternative-group spelling differs from the word (enabled -> enabl -> enable).
+_STEM_FIX = {"enabl": "enable", "disabl": "disable", "synchron": "synchronous", "asynchron": "asynchronous",
+             "ascend": "ascending", "descend": "descending", "requir": "required", "option": "optional",
+             "mandatori": "mandatory", "stateless": "stateless", "immut": "immutable", "mutabl": "mutable",
+             "uppercas": "uppercase", "lowercas": "lowercase", "increas": "increase", "decreas": "decrease",
+             "includ": "include", "exclud": "exclude", "privat": "private", "singl": "single", "doubl": "double",
+             "discourag": "discourage", "forbidden": "forbid", "disallow": "disallow", "minimum": "minimum",
+             "maximum": "maximum", "rebas": "rebase", "lazili": "lazy", "eager": "eager"}
+
+
+def tokens(text: str) -> list[Token]:
+    t = re.sub(r"(\w)n['’]t\b", r"\1 not", text)  # don't -> do not, isn't -> is not
+    t = re.sub(r"\bcan ?not\b", "can not", t, flags=re.I)
+    low = t.lower()
+    for phrase, rep in _PHRASES_LONGEST_FIRST:
+        low = re.sub(rf"(?<![\w-]){re.escape(phrase)}(?![\w-])", rep, low)
+    out: list[Token] = []
+    for m in _TOKEN_RE.finditer(low):
+        raw = m.group(0)
+        if raw == ",":
+            out.append(Token(",", ",", "stop"))
+        elif raw.startswith("`") or raw.startswith(("http://", "https://", "#", "@", "-")) or "/" in raw \
+                or "\\" in raw or re.search(r"\w\.\w", raw) and not re.fullmatch(r"v?\d+(?:[.:]\d+)*", raw) \
+                or raw.endswith("()"):
+            out.append(Token(raw, raw.strip("`").rstrip(".,;:"), "ident"))
+        elif re.fullmatch(r"v?\d+(?:[.:]\d+)*[a-z]*", raw):
+            num = re.match(r"v?(\d+(?:[.:]\d+)*)", raw).group(1)
+            out.append(Token(raw, num, "number"))
+        elif raw in STOP:
+            out.append(Token(raw, raw, "stop"))
+        else:
+            n = _norm_word(raw.replace("-", "_") if raw.replace("-", "_") in _ALT_INDEX else raw)
+            kind = "number" if n.isdigit() else "word"
+            out.append(Token(raw, n, kind))
+    return out
+
+
+@dataclass
+class Features:
+    cosine: float
+    signals: list[str] = field(default_factory=list)  # what changed, e.g. "number 30 -> 60"
+    explained: set[str] = field(default_factory=set)  # normalized tokens the signals account for
+    contain: float = 0.0  # share of the shorter note's content words found in the other
+    added: int = 0  # content words only the new note has
+    removed: int = 0  # content words only the old note has
+
+
+def _content(toks: Sequence[Token]) -> list[Token]:
+    return [t for t in toks if t.kind != "stop" and t.norm not in NEGATIONS]
+
+
+def _negated(toks: Sequence[Token]) -> bool:
+    """An odd number of negations ("not ... without" says yes)."""
+    return sum(t.norm in NEGATIONS for t in toks) % 2 == 1
+
+
+def _own_clause_negations(toks: Sequence[Token], other: set[str]) -> bool:
+    """Whether every negation of the note governs words the other note does not have: a clause of its own
+    ("..., never the production one") adds detail, it does not deny what the other note says."""
+    found = False
+    for i, t in enumerate(toks):
+        if t.norm not in NEGATIONS:
+            continue
+        found = True
+        scope: list[Token] = []
+        for u in toks[i + 1:]:
+            if u.raw == "," or u.raw in ("but", "except"):
+                break
+            if u.kind != "stop" and u.norm not in NEGATIONS and u.norm not in CHANGE_MARKERS:
+                scope.append(u)
+        if not scope or sum(u.norm in other for u in scope) * 2 >= len(scope):
+            return False
+    return found
+
+
+def _split_clauses(text: str) -> str:
+    return re.sub(r"\s*[;,:—–]\s*|\s+-\s+", " , ", text)
+
+
+def features(old: str, new: str, cosine: float) -> Features:
+    ta, tb = tokens(_split_clauses(old)), tokens(_split_clauses(new))
+    ca, cb = _content(ta), _content(tb)
+    sa, sb = {t.norm for t in ca}, {t.norm for t in cb}
+    only_a, only_b = sa - sb, sb - sa
+    f = Features(cosine)
+    # numbers and versions
+    na = {t.norm for t in ca if t.kind == "number"}
+    nb = {t.norm for t in cb if t.kind == "number"}
+    if na - nb and nb - na:
+        f.signals.append(f"number {', '.join(sorted(na - nb))} -> {', '.join(sorted(nb - na))}")
+        f.explained |= (na - nb) | (nb - na)
+        f.explained |= {t.norm for t in ca + cb if t.norm in UNITS or _stem(t.norm) in UNITS}
+    # negation added or removed over the shared statement
+    neg_a, neg_b = _negated(ta), _negated(tb)
+    if neg_a != neg_b and not _own_clause_negations(ta if neg_a else tb, sb if neg_a else sa):
+        f.signals.append("negation " + ("removed" if neg_a else "added"))
+    # alternatives swapped
+    for wa in only_a:
+        for wb in only_b:
+            if _ALT_INDEX.get(wa, set()) & _ALT_INDEX.get(wb, set()):
+                f.signals.append(f"{wa} -> {wb}")
+                f.explained |= {wa, wb}
+    # identifiers replaced
+    ia = {t.norm for t in ca if t.kind == "ident"} - sb
+    ib = {t.norm for t in cb if t.kind == "ident"} - sa
+    if ia and ib:
+        f.signals.append(f"{', '.join(sorted(ia))} -> {', '.join(sorted(ib))}")
+        f.explained |= ia | ib
+    # a change announced by the new note
+    if {t.norm for t in tb} & CHANGE_MARKERS and not {t.norm for t in ta} & CHANGE_MARKERS and sa & sb:
+        f.signals.append("change: " + ", ".join(sorted({t.raw for t in tb if t.norm in CHANGE_MARKERS})))
+        # "moved CI to GitHub Actions; Jenkins is gone": the old choice and the new one are both explained
+        f.explained |= {w for w in sb if any(_ALT_INDEX.get(w, set()) & _ALT_INDEX.get(v, set())
+                                             for v in sa if v != w)}
+    # two preferred things in swapped order ("prefer X over Y" / "prefer Y over X")
+    if sa == sb and {t.norm for t in ta} & PREFER:
+        seq_a, seq_b = [t.norm for t in ca], [t.norm for t in cb]
+        if seq_a != seq_b:
+            f.signals.append("order swapped")
+            f.explained |= {x for x, y in zip(seq_a, seq_b, strict=False) if x != y}
+    shorter = min(len(sa), len(sb)) or 1
+    f.contain = len(sa & sb) / shorter
+    f.added, f.removed = len(only_b), len(only_a)
+    return f
+
+
+def masked(text: str, explained: set[str]) -> str:
+    """The note without the tokens a signal explains (and without negations): what the rest of it says."""
+    toks = tokens(_split_clauses(text))
+    keep = [t.raw.strip("`") for t in toks
+            if t.norm not in explained and t.norm not in NEGATIONS and t.norm not in CHANGE_MARKERS and t.raw != ","]
+    return " ".join(keep) or "-"
+
+
+@dataclass
+class Decision:
+    relation: str  # duplicate | conflict | distinct
+    refines: bool  # duplicate whose new note adds detail the old one lacks
+    reasons: list[str]
+    masked_cosine: float | None = None
+
+    def to_dict(self) -> dict:
+        return {"relation": self.relation, "refines": self.refines, "reasons": self.reasons,
+                "masked_cosine": None if self.masked_cosine is None else round(self.masked_cosine, 4)}
+
+
+Embed = Callable[[list[str]], Sequence]
+
+
+def decide(old: str, new: str, cosine: float, embed: Embed) -> Decision:
+    """The relation of `new` to `old` (cosine = of their real vectors); `embed` embeds the masked notes."""
+    f = features(old, new, cosine)
+    if f.signals and cosine >= SIGNAL_MIN_COSINE:
+        va, vb = embed([masked(old, f.explained), masked(new, f.explained)])
+        mc = float(sum(float(x) * float(y) for x, y in zip(va, vb, strict=True)))
+        if mc >= MASK_MIN:
+            return Decision("conflict", False, f.signals, mc)
+        return Decision("distinct", False, [f"{'; '.join(f.signals)}, but about something else "
+                                            f"(masked cosine {mc:.2f})"], mc)
+    if f.signals:
+        return Decision("distinct", False, [f"not about the same thing (cosine {cosine:.2f})"])
+    if cosine >= DUP_COSINE or (cosine >= REFINE_COSINE and f.contain >= REFINE_CONTAIN):
+        refines = f.added >= 2 and f.removed <= 1 and len(new) > len(old)
+        return Decision("duplicate", refines, [f"same claim (cosine {cosine:.2f}, {f.contain:.0%} shared words)"])
+    return Decision("distinct", False, [f"another fact (cosine {cosine:.2f}, {f.contain:.0%} shared words)"])
+
+
+__all__ = ["Decision", "Features", "decide", "features", "masked", "tokens"]
