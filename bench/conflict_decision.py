@@ -34,16 +34,18 @@ def prepare(rows: list[dict], embedder) -> list[dict]:
     """Cosines of the pairs and of their masked forms (threshold-free), once."""
     from mnemo.core import relation
 
+    vocab = embedder.vocabulary() if hasattr(embedder, "vocabulary") else frozenset()
     vo = embedder.embed([r["old"] for r in rows])
     vn = embedder.embed([r["new"] for r in rows])
     out = []
     for r, a, b in zip(rows, vo, vn, strict=True):
-        f = relation.features(r["old"], r["new"], float(a @ b))
+        f = relation.features(r["old"], r["new"], float(a @ b), vocab)
         mc = None
         if f.signals:
             ma, mb = embedder.embed([relation.masked(r["old"], f.explained), relation.masked(r["new"], f.explained)])
             mc = float(ma @ mb)
-        out.append({**r, "cos": float(a @ b), "signals": f.signals, "contain": f.contain, "masked": mc})
+        out.append({**r, "cos": float(a @ b), "signals": f.signals, "contain": f.contain, "masked": mc,
+                    "one_slot": f.one_slot})
     return out
 
 
@@ -52,6 +54,8 @@ def decide(p: dict, t: dict) -> str:
     if p["signals"]:
         if p["cos"] >= t["SIGNAL_MIN_COSINE"] and p["masked"] >= t["MASK_MIN"]:
             return "conflict"
+        return "distinct"
+    if p["one_slot"]:
         return "distinct"
     if p["cos"] >= t["DUP_COSINE"] or (p["cos"] >= t["REFINE_COSINE"] and p["contain"] >= t["REFINE_CONTAIN"]):
         return "duplicate"

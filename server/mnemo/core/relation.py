@@ -30,10 +30,10 @@ from mnemo.core.text import _stem
 
 # -- thresholds (fit on the tune split; see bench/conflict_decision.py) ----------------------------------------
 SIGNAL_MIN_COSINE = 0.34  # below this the two notes are not about the same thing, whatever the words
-MASK_MIN = 0.73  # cosine of the two notes with the explained tokens masked: "the rest says the same"
+MASK_MIN = 0.64  # cosine of the two notes with the explained tokens masked: "the rest says the same"
 DUP_COSINE = 0.82  # a paraphrase: no signal and at least this close
 REFINE_COSINE = 0.52  # a refinement: one note's content words nearly all in the other, and at least this close
-REFINE_CONTAIN = 0.60
+REFINE_CONTAIN = 0.70
 
 STOP = frozenset("""a an the and or of to in on at by for from with as is are was were be been being it its this that
 these those we our us you your they their he she i me my do does did done have has had can could would should will
@@ -43,9 +43,7 @@ NEGATIONS = frozenset("not no never without none nor neither cannot avoid discou
                       "rather".split())  # "X instead of Y", "X rather than Y" deny Y
 CHANGE_MARKERS = frozenset("moved switch switched migrated replaced deprecated gone dropped retired abandoned anymore "
                            "longer".split())
-PREFER = frozenset(["over", "instead", "rather", "than"])
-UNITS = frozenset("ms millisecond second sec minute min hour hr day week month year time char character line "
-                  "connection replica request item row percent kb mb gb tb byte bit x".split())
+PREFER_VERBS = frozenset(["prefer", "favor", "favour", "choose", "pick"])
 NUMBER_WORDS = {"zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
                 "seven": "7", "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12",
                 "twenty": "20", "thirty": "30", "hundred": "100", "thousand": "1000", "once": "1", "twice": "2",
@@ -104,7 +102,8 @@ ALTERNATIVES: tuple[frozenset[str], ...] = tuple(frozenset(g.split()) for g in (
     "json yaml toml xml protobuf avro msgpack", "istio linkerd consul", "jaeger zipkin tempo",
     "crowdin lokalise transifex", "dependabot renovate", "helm kustomize jsonnet", "sphinx mkdocs docusaurus",
     "nginx apache caddy traefik haproxy envoy", "argon2 argon2id bcrypt scrypt pbkdf2", "rs256 hs256 es256",
-    "ubuntu debian alpine centos fedora", "docker podman", "make just task",
+    "ubuntu debian alpine centos fedora", "docker podman", "make just task", "zod yup joi ajv valibot superstruct",
+    "pydantic marshmallow cerberus",
 ))
 _ALT_INDEX: dict[str, set[int]] = {}
 for _i, _g in enumerate(ALTERNATIVES):
@@ -157,6 +156,7 @@ def tokens(text: str) -> list[Token]:
     low = t.lower()
     for phrase, rep in _PHRASES_LONGEST_FIRST:
         low = re.sub(rf"(?<![\w-]){re.escape(phrase)}(?![\w-])", rep, low)
+    low = re.sub(r"\b((?:prefer|favou?r|choose|pick)\b[^,;]*?)\bover\b", r"\1instead", low)
     out: list[Token] = []
     for m in _TOKEN_RE.finditer(low):
         raw = m.group(0)
@@ -184,6 +184,7 @@ class Features:
     signals: list[str] = field(default_factory=list)  # what changed, e.g. "number 30 -> 60"
     explained: set[str] = field(default_factory=set)  # normalized tokens the signals account for
     contain: float = 0.0  # share of the shorter note's content words found in the other
+    one_slot: bool = False  # the same words in the same order but one slot replaced (a value, or a synonym)
     added: int = 0  # content words only the new note has
     removed: int = 0  # content words only the old note has
 
@@ -207,7 +208,7 @@ def _own_clause_negations(toks: Sequence[Token], other: set[str]) -> bool:
         found = True
         scope: list[Token] = []
         for u in toks[i + 1:]:
-            if u.raw == "," or u.raw in ("but", "except"):
+            if u.raw in (",", "but", "except"):
                 break
             if u.kind != "stop" and u.norm not in NEGATIONS and u.norm not in CHANGE_MARKERS:
                 scope.append(u)
@@ -216,23 +217,100 @@ def _own_clause_negations(toks: Sequence[Token], other: set[str]) -> bool:
     return found
 
 
+def _preferred(toks: Sequence[Token]) -> tuple[str, str] | None:
+    """("x", "y") for "prefer x over y" / "x instead of y" / "x rather than y" (content words next to the marker)."""
+    for i, t in enumerate(toks):
+        if t.raw in ("over", "instead", "rather") and (t.raw != "over" or any(u.raw in PREFER_VERBS
+                                                                              for u in toks[:i])):
+            before = [u.norm for u in toks[:i] if u.kind != "stop" and u.norm not in NEGATIONS]
+            after = [u.norm for u in toks[i + 1:] if u.kind != "stop" and u.norm not in NEGATIONS]
+            if before and after:
+                return before[-1], after[0]
+    return None
+
+
+def _tail_swap(content: Sequence[Token], only: set[str]) -> bool:
+    """1..3 words of the note are not in the other one, and all of them sit in its second half."""
+    pos = [i for i, t in enumerate(content) if t.norm in only]
+    return 0 < len(set(only)) <= 3 and bool(pos) and min(pos) >= len(content) / 2
+
+
+def _one_slot(ca: Sequence[Token], cb: Sequence[Token]) -> bool:
+    """The two notes are one sentence with one slot of 1-2 words replaced ("uses zerolog" / "uses zap")."""
+    ops = [op for op in difflib.SequenceMatcher(a=[t.norm for t in ca], b=[t.norm for t in cb],
+                                                autojunk=False).get_opcodes() if op[0] != "equal"]
+    return len(ops) == 1 and ops[0][0] == "replace" and ops[0][2] - ops[0][1] <= 2 and ops[0][4] - ops[0][3] <= 2
+
+
+def _names(text: str, vocab: frozenset[str]) -> set[str]:
+    """Normalized words written like names: capitalized inside a sentence (Jenkins, WeasyPrint), mixed with digits
+    or inner capitals (k8s, gRPC), or not an everyday word of the embedder's vocabulary (zerolog, imgix)."""
+    out = set()
+    for m in re.finditer(r"(?<![\w.-])([A-Za-z][\w-]*)", text):
+        w = m.group(1)
+        before = text[:m.start()].rstrip()
+        inner = bool(before) and not before.endswith((".", "!", "?", ":", ";"))
+        low = w.lower()
+        rare = bool(vocab) and low.isalpha() and len(low) >= 3 and low not in vocab and low not in STOP
+        if (inner and w[0].isupper()) or re.search(r"\d", w) or re.search(r"[a-z][A-Z]", w) or rare:
+            out.add(_norm_word(low))
+    return out
+
+
 def _split_clauses(text: str) -> str:
-    return re.sub(r"\s*[;,:—–]\s*|\s+-\s+", " , ", text)
+    """Clause breaks as " , " tokens (a comma, semicolon, colon or dash; not inside 10,000 or 02:00)."""
+    return re.sub(r"\s*(?:;|,(?!\d)|:(?!\d)|—|–)\s*|\s+-\s+", " , ", text)
 
 
-def features(old: str, new: str, cosine: float) -> Features:
+SECONDS = {"ms": 0.001, "millisecond": 0.001, "second": 1, "sec": 1, "s": 1, "minut": 60, "minute": 60,
+           "min": 60, "hour": 3600, "hr": 3600, "h": 3600, "day": 86400, "d": 86400, "week": 604800,
+           "month": 2592000, "year": 31536000}
+
+
+def _quantities(content: Sequence[Token]) -> dict[str, tuple[set[str], set[str]]]:
+    """What a note counts, by what it counts: {unit: (values, tokens)}. A duration ("30 days", "a week", "25s") is
+    in seconds under "duration", so `7 days` equals `a week`; another number is keyed by the words next to it
+    ("10 connections", "port 3000", "Python 3.11")."""
+    out: dict[str, tuple[set[str], set[str]]] = {}
+
+    def add(key: str, value: str, toks: set[str]) -> None:
+        vals, used = out.setdefault(key, (set(), set()))
+        vals.add(value)
+        used |= toks
+
+    for i, t in enumerate(content):
+        nxt = content[i + 1] if i + 1 < len(content) else None
+        prev = content[i - 1] if i > 0 else None
+        if t.kind == "number":
+            suffix = re.sub(r"^v?\d+(?:[.:]\d+)*", "", t.raw) if t.raw[:1].isdigit() or re.match(r"v\d", t.raw) else ""
+            unit = suffix or (nxt.norm if nxt is not None and nxt.kind == "word" else "")
+            if unit in SECONDS and re.fullmatch(r"\d+(?:\.\d+)?", t.norm):
+                add("duration", f"{float(t.norm) * SECONDS[unit]:g}s", {t.norm, unit})
+            else:  # keyed by both neighbours: "4.2 LTS" / "Django 5.0" still share "django"
+                before = prev.norm if prev is not None and prev.kind == "word" else ""
+                for key in {unit, before} - {""} or {""}:
+                    add(key, t.norm, {t.norm} | ({unit} if unit and not suffix else set()))
+        elif t.raw in ("week", "day", "hour", "minute", "month", "year", "second") and \
+                (prev is None or prev.kind != "number") and (prev is None or prev.raw not in ("per", "every", "each")):
+            add("duration", f"{SECONDS[t.norm]:g}s", {t.norm})  # "a week", "an hour"
+    return out
+
+
+def features(old: str, new: str, cosine: float, vocab: frozenset[str] = frozenset()) -> Features:
     ta, tb = tokens(_split_clauses(old)), tokens(_split_clauses(new))
     ca, cb = _content(ta), _content(tb)
     sa, sb = {t.norm for t in ca}, {t.norm for t in cb}
     only_a, only_b = sa - sb, sb - sa
     f = Features(cosine)
     # numbers and versions
-    na = {t.norm for t in ca if t.kind == "number"}
-    nb = {t.norm for t in cb if t.kind == "number"}
-    if na - nb and nb - na:
-        f.signals.append(f"number {', '.join(sorted(na - nb))} -> {', '.join(sorted(nb - na))}")
-        f.explained |= (na - nb) | (nb - na)
-        f.explained |= {t.norm for t in ca + cb if t.norm in UNITS or _stem(t.norm) in UNITS}
+    qa, qb = _quantities(ca), _quantities(cb)
+    for key in sorted(set(qa) & set(qb)):
+        (va, ta_), (vb, tb_) = qa[key], qb[key]
+        if va - vb and vb - va:
+            change = f"{', '.join(sorted(va - vb))} -> {', '.join(sorted(vb - va))}"
+            if not any(sig.endswith(change) for sig in f.signals):
+                f.signals.append(f"{key or 'number'} {change}")
+            f.explained |= ta_ | tb_
     # negation added or removed over the shared statement
     neg_a, neg_b = _negated(ta), _negated(tb)
     if neg_a != neg_b and not _own_clause_negations(ta if neg_a else tb, sb if neg_a else sa):
@@ -256,11 +334,17 @@ def features(old: str, new: str, cosine: float) -> Features:
         f.explained |= {w for w in sb if any(_ALT_INDEX.get(w, set()) & _ALT_INDEX.get(v, set())
                                              for v in sa if v != w)}
     # two preferred things in swapped order ("prefer X over Y" / "prefer Y over X")
-    if sa == sb and {t.norm for t in ta} & PREFER:
-        seq_a, seq_b = [t.norm for t in ca], [t.norm for t in cb]
-        if seq_a != seq_b:
-            f.signals.append("order swapped")
-            f.explained |= {x for x, y in zip(seq_a, seq_b, strict=False) if x != y}
+    pa, pb = _preferred(ta), _preferred(tb)
+    if pa and pb and pa == pb[::-1]:
+        f.signals.append(f"preference swapped: {pa[0]} over {pa[1]} -> {pb[0]} over {pb[1]}")
+        f.explained |= set(pa)
+    # one value replaced at the end of otherwise similar notes ("... uses zerolog" / "... uses zap"): a tool or a
+    # name this module does not list; the masked cosine below decides whether the rest says the same thing
+    if not f.signals and _tail_swap(ca, only_a) and _tail_swap(cb, only_b) and only_a & _names(old, vocab) \
+            and only_b & _names(new, vocab):
+        f.signals.append(f"{' '.join(sorted(only_a))} -> {' '.join(sorted(only_b))}")
+        f.explained |= only_a | only_b
+    f.one_slot = _one_slot(ca, cb)
     shorter = min(len(sa), len(sb)) or 1
     f.contain = len(sa & sb) / shorter
     f.added, f.removed = len(only_b), len(only_a)
@@ -290,9 +374,9 @@ class Decision:
 Embed = Callable[[list[str]], Sequence]
 
 
-def decide(old: str, new: str, cosine: float, embed: Embed) -> Decision:
+def decide(old: str, new: str, cosine: float, embed: Embed, vocab: frozenset[str] = frozenset()) -> Decision:
     """The relation of `new` to `old` (cosine = of their real vectors); `embed` embeds the masked notes."""
-    f = features(old, new, cosine)
+    f = features(old, new, cosine, vocab)
     if f.signals and cosine >= SIGNAL_MIN_COSINE:
         va, vb = embed([masked(old, f.explained), masked(new, f.explained)])
         mc = float(sum(float(x) * float(y) for x, y in zip(va, vb, strict=True)))
@@ -302,6 +386,8 @@ def decide(old: str, new: str, cosine: float, embed: Embed) -> Decision:
                                             f"(masked cosine {mc:.2f})"], mc)
     if f.signals:
         return Decision("distinct", False, [f"not about the same thing (cosine {cosine:.2f})"])
+    if f.one_slot:  # a replaced value this module cannot name: never folded into a confirmation
+        return Decision("distinct", False, [f"one word replaced (cosine {cosine:.2f}): kept as its own note"])
     if cosine >= DUP_COSINE or (cosine >= REFINE_COSINE and f.contain >= REFINE_CONTAIN):
         refines = f.added >= 2 and f.removed <= 1 and len(new) > len(old)
         return Decision("duplicate", refines, [f"same claim (cosine {cosine:.2f}, {f.contain:.0%} shared words)"])
