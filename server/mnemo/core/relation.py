@@ -75,7 +75,7 @@ ALTERNATIVES: tuple[frozenset[str], ...] = tuple(frozenset(g.split()) for g in (
     "camelcase snake_case kebab_case pascalcase", "utc local_time", "stateless stateful", "allow deny forbid block",
     "must may", "min max minimum maximum", "upper lower uppercase lowercase", "first last",
     "increase decrease", "include exclude", "accept reject", "true false", "eager lazy", "mutable immutable",
-    "strict loose lenient", "allowlist denylist whitelist blacklist", "rebase merge", "http https", "tcp udp",
+    "strict loose lenient", "allowlist denylist whitelist blacklist", "rebase merge squash", "http https", "tcp udp",
     "get post put patch delete", "light dark", "monorepo polyrepo", "horizontal vertical", "inline external",
     # tools for the same job
     "pytest unittest nose nose2 ward", "jest mocha vitest jasmine ava",
@@ -112,6 +112,7 @@ for _i, _g in enumerate(ALTERNATIVES):
 
 _TOKEN_RE = re.compile(
     r"`[^`]+`"  # a code span: one identifier
+    r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"  # an email address
     r"|https?://[^\s,;]+"  # a URL
     r"|[#@][\w][\w./-]*"  # a channel, a scoped package
     r"|--?[a-z][\w-]*"  # a flag
@@ -163,6 +164,7 @@ def tokens(text: str) -> list[Token]:
         if raw == ",":
             out.append(Token(",", ",", "stop"))
         elif raw.startswith("`") or raw.startswith(("http://", "https://", "#", "@", "-")) or "/" in raw \
+                or re.fullmatch(r"[\w.+-]+@[\w.-]+", raw) \
                 or "\\" in raw or re.search(r"\w\.\w", raw) and not re.fullmatch(r"v?\d+(?:[.:]\d+)*", raw) \
                 or raw.endswith("()"):
             out.append(Token(raw, raw.strip("`").rstrip(".,;:"), "ident"))
@@ -327,12 +329,13 @@ def features(old: str, new: str, cosine: float, vocab: frozenset[str] = frozense
     if ia and ib:
         f.signals.append(f"{', '.join(sorted(ia))} -> {', '.join(sorted(ib))}")
         f.explained |= ia | ib
-    # a change announced by the new note
-    if {t.norm for t in tb} & CHANGE_MARKERS and not {t.norm for t in ta} & CHANGE_MARKERS and sa & sb:
-        f.signals.append("change: " + ", ".join(sorted({t.raw for t in tb if t.norm in CHANGE_MARKERS})))
-        # "moved CI to GitHub Actions; Jenkins is gone": the old choice and the new one are both explained
-        f.explained |= {w for w in sb if any(_ALT_INDEX.get(w, set()) & _ALT_INDEX.get(v, set())
-                                             for v in sa if v != w)}
+    # a change announced by one note only ("we moved CI to GitHub Actions; Jenkins is gone")
+    marks_a, marks_b = {t.norm for t in ta} & CHANGE_MARKERS, {t.norm for t in tb} & CHANGE_MARKERS
+    if bool(marks_a) != bool(marks_b) and sa & sb:
+        f.signals.append("change: " + ", ".join(sorted({t.raw for t in ta + tb if t.norm in CHANGE_MARKERS})))
+        # the old choice and the new one are both explained
+        f.explained |= {w for w in sa | sb if any(_ALT_INDEX.get(w, set()) & _ALT_INDEX.get(v, set())
+                                                  for v in sa | sb if v != w)}
     # two preferred things in swapped order ("prefer X over Y" / "prefer Y over X")
     pa, pb = _preferred(ta), _preferred(tb)
     if pa and pb and pa == pb[::-1]:
