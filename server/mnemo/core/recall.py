@@ -237,11 +237,12 @@ def recall(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", l
             visible[item_id].cosine = cos
 
     if scope in ("hybrid", "team"):  # team hits from the Chroma server (cosine only: BM25 is local)
-        from mnemo.core.team import team_candidates
+        from mnemo.core.team import drop_restated, team_candidates
 
         for c in team_candidates(engine, ctx, qvec, pool, warnings, scope):
             if (not types or c.memory.type in types) and memory_visible(c.memory, ctx, include_cold=include_cold):
                 visible.setdefault(c.item_id, c)
+        drop_restated(engine, ctx, visible)  # a team note restating a local one: the local one stands
 
     # Same fact in several scopes (e.g. imported twice): keep the most specific one.
     by_hash: dict[str, Candidate] = {}

@@ -231,6 +231,20 @@ def _preferred(toks: Sequence[Token]) -> tuple[str, str] | None:
     return None
 
 
+def _swapped_alternatives(ca: Sequence[Token], cb: Sequence[Token], shared: set[str]) -> tuple[str, str] | None:
+    """Two alternatives both notes name, in the opposite order ("spaces, never tabs" / "tabs, never spaces")."""
+    first_a, first_b = {}, {}
+    for seq, first in ((ca, first_a), (cb, first_b)):
+        for i, t in enumerate(seq):
+            first.setdefault(t.norm, i)
+    alts = sorted(w for w in shared if w in _ALT_INDEX)
+    for i, x in enumerate(alts):
+        for y in alts[i + 1:]:
+            if _ALT_INDEX[x] & _ALT_INDEX[y] and (first_a[x] < first_a[y]) != (first_b[x] < first_b[y]):
+                return x, y
+    return None
+
+
 def _tail_swap(content: Sequence[Token], only: set[str]) -> bool:
     """1..3 words of the note are not in the other one, and all of them sit in its second half."""
     pos = [i for i, t in enumerate(content) if t.norm in only]
@@ -341,6 +355,10 @@ def features(old: str, new: str, cosine: float, vocab: frozenset[str] = frozense
     if pa and pb and pa == pb[::-1]:
         f.signals.append(f"preference swapped: {pa[0]} over {pa[1]} -> {pb[0]} over {pb[1]}")
         f.explained |= set(pa)
+    swapped = _swapped_alternatives(ca, cb, sa & sb)
+    if swapped:
+        f.signals.append(f"{swapped[0]} and {swapped[1]} swapped")
+        f.explained |= set(swapped)
     # one value replaced at the end of otherwise similar notes ("... uses zerolog" / "... uses zap"): a tool or a
     # name this module does not list; the masked cosine below decides whether the rest says the same thing
     if not f.signals and _tail_swap(ca, only_a) and _tail_swap(cb, only_b) and only_a & _names(old, vocab) \
@@ -377,24 +395,63 @@ class Decision:
 Embed = Callable[[list[str]], Sequence]
 
 
-def decide(old: str, new: str, cosine: float, embed: Embed, vocab: frozenset[str] = frozenset()) -> Decision:
-    """The relation of `new` to `old` (cosine = of their real vectors); `embed` embeds the masked notes."""
-    f = features(old, new, cosine, vocab)
-    if f.signals and cosine >= SIGNAL_MIN_COSINE:
-        va, vb = embed([masked(old, f.explained), masked(new, f.explained)])
-        mc = float(sum(float(x) * float(y) for x, y in zip(va, vb, strict=True)))
-        if mc >= MASK_MIN:
-            return Decision("conflict", False, f.signals, mc)
-        return Decision("distinct", False, [f"{'; '.join(f.signals)}, but about something else "
-                                            f"(masked cosine {mc:.2f})"], mc)
-    if f.signals:
-        return Decision("distinct", False, [f"not about the same thing (cosine {cosine:.2f})"])
+def _cos(a: Sequence, b: Sequence) -> float:
+    return float(sum(float(x) * float(y) for x, y in zip(a, b, strict=True)))
+
+
+def _without_signal(f: Features, cosine: float, old: str, new: str) -> Decision:
     if f.one_slot:  # a replaced value this module cannot name: never folded into a confirmation
         return Decision("distinct", False, [f"one word replaced (cosine {cosine:.2f}): kept as its own note"])
     if cosine >= DUP_COSINE or (cosine >= REFINE_COSINE and f.contain >= REFINE_CONTAIN):
-        refines = f.added >= 2 and f.removed <= 1 and len(new) > len(old)
+        refines = f.added >= 3 * f.removed + 2  # new detail, not a rewording (fit on the tune pairs)
         return Decision("duplicate", refines, [f"same claim (cosine {cosine:.2f}, {f.contain:.0%} shared words)"])
     return Decision("distinct", False, [f"another fact (cosine {cosine:.2f}, {f.contain:.0%} shared words)"])
 
 
-__all__ = ["Decision", "Features", "decide", "features", "masked", "tokens"]
+def decide_many(pairs: Sequence[tuple[str, str, float]], embed: Embed,
+                vocab: frozenset[str] = frozenset()) -> list[Decision]:
+    """`decide` for several (old, new, cosine) pairs, with one call to `embed` for all masked notes."""
+    feats = [features(old, new, cos, vocab) for old, new, cos in pairs]
+    todo = [i for i, f in enumerate(feats) if f.signals and pairs[i][2] >= SIGNAL_MIN_COSINE]
+    texts = [masked(pairs[i][k], feats[i].explained) for i in todo for k in (0, 1)]
+    vecs = embed(texts) if texts else []
+    masked_cos = {i: _cos(vecs[2 * n], vecs[2 * n + 1]) for n, i in enumerate(todo)}
+    out = []
+    for i, ((old, new, cos), f) in enumerate(zip(pairs, feats, strict=True)):
+        if i in masked_cos:
+            mc = masked_cos[i]
+            if mc >= MASK_MIN:
+                out.append(Decision("conflict", False, f.signals, mc))
+            else:
+                out.append(Decision("distinct", False, [f"{'; '.join(f.signals)}, but about something else "
+                                                        f"(masked cosine {mc:.2f})"], mc))
+        elif f.signals:
+            out.append(Decision("distinct", False, [f"not about the same thing (cosine {cos:.2f})"]))
+        else:
+            out.append(_without_signal(f, cos, old, new))
+    return out
+
+
+def decide(old: str, new: str, cosine: float, embed: Embed, vocab: frozenset[str] = frozenset()) -> Decision:
+    """The relation of `new` to `old` (cosine = of their real vectors); `embed` embeds the masked notes."""
+    return decide_many([(old, new, cosine)], embed, vocab)[0]
+
+
+def same_claim(old: str, new: str, cosine: float, vocab: frozenset[str] = frozenset()) -> bool:
+    """Whether `new` says what `old` says (a paraphrase or refinement), without embedding anything: a pair with a
+    contradiction signal is never the same claim, whatever its masked cosine."""
+    f = features(old, new, cosine, vocab)
+    return not f.signals and _without_signal(f, cosine, old, new).relation == "duplicate"
+
+
+def vocabulary_of(embedder) -> frozenset[str]:
+    """The embedder's everyday words (MiniLM's tokenizer vocabulary), or none (the hash embedder)."""
+    fn = getattr(embedder, "vocabulary", None)
+    try:
+        return fn() if fn is not None else frozenset()
+    except Exception:  # noqa: BLE001 - names then come from capitalization alone
+        return frozenset()
+
+
+__all__ = ["Decision", "Features", "decide", "decide_many", "features", "masked", "same_claim", "tokens",
+           "vocabulary_of"]
