@@ -723,9 +723,11 @@ def restore(engine: Engine, ctx: Context, memory_id: str) -> dict[str, Any]:
 
 
 # -- compaction ------------------------------------------------------------------------------------------------
-def _keep_both_pairs(conn: sqlite3.Connection) -> set[frozenset]:
+def kept_apart_pairs(conn: sqlite3.Connection) -> set[frozenset]:
+    """Pairs a person (or a merge strategy they chose) decided to keep apart: `keep_both` on a conflict or an
+    override, on write or in Review, and the remote/local pairs of a snapshot merge with `keep_both`."""
     rows = conn.execute("SELECT item_id, other_id FROM review WHERE kind IN ('conflict','override') AND"
-                        " resolution='keep_both'").fetchall()
+                        " resolution='keep_both' AND item_id IS NOT NULL AND other_id IS NOT NULL").fetchall()
     return {frozenset((r[0], r[1])) for r in rows}
 
 
@@ -769,7 +771,10 @@ def compact(engine: Engine, ctx: Context) -> dict[str, Any]:
     for m in mems:
         groups.setdefault((m.scope, m.project_id, m.branch, m.type), []).append(m)
     with store.write() as c:
-        keep_both = _keep_both_pairs(c)
+        keep_both = kept_apart_pairs(c)
+    from mnemo.core import relation
+
+    vocab = relation.vocabulary_of(engine.embedder)
     merges: list[tuple[Memory, list[tuple[Memory, float]]]] = []
     absorbed: set[str] = set()
     for group in groups.values():
@@ -790,7 +795,11 @@ def compact(engine: Engine, ctx: Context) -> dict[str, Any]:
                 sim = float(sims[int(j)])
                 if sim < s.compact_dup_threshold:
                     break
-                if other_id in absorbed or frozenset((keeper.id, other_id)) in keep_both:
+                if other_id in absorbed or any(frozenset((x, other_id)) in keep_both
+                                               for x in [keeper.id, *(m.id for m, _ in took)]):
+                    continue
+                # close is not enough: "PostgreSQL 14" / "PostgreSQL 16" is a contradiction, never merged
+                if not relation.same_claim(keeper.text, by_id[other_id].text, sim, vocab):
                     continue
                 took.append((by_id[other_id], sim))
                 absorbed.add(other_id)
@@ -979,5 +988,6 @@ def check_anchors(engine: Engine, ctx: Context, path: str, symbols: list[dict[st
 __all__ = [
     "ON_CONFLICT", "RESOLUTIONS", "Settings", "settings", "check_conflicts", "write_new", "hidden_by_overrides",
     "decay", "retier", "tier_index", "tier_counts", "compact", "restore", "anchor", "check_anchors",
-    "review_list", "review_resolve", "add_review", "nearest_memories", "hot_memories",
+    "review_list", "review_resolve", "add_review", "nearest_memories", "hot_memories", "relate", "confirm",
+    "write_same_claim", "kept_apart_pairs", "neighbours",
 ]
