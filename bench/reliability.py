@@ -4,10 +4,12 @@
     python bench/reliability.py --full     # the full runs (MNEMO_FULL=1): 5,000 remembers with 55 kills, ...
     python bench/reliability.py -k soak    # only some tests (pytest -k)
     python bench/reliability.py --out figures.md --json figures.json
+    python bench/reliability.py --no-conflicts   # skip the conflict-decision section (real model, ~30 s)
 
 Each test reports its figures with `figure(...)` (tests/fault/_helpers.py); they are collected through the file
 named by MNEMO_FIGURES. The table lists test, figure, value, details, and the command to reproduce one test.
-Exit status: pytest's.
+A second section gives the precision and recall of the conflict decision on write (bench/conflict_decision.py,
+the labeled pairs in bench/data/conflict_pairs.jsonl). Exit status: pytest's.
 """
 
 from __future__ import annotations
@@ -36,12 +38,26 @@ def machine() -> str:
     return f"{platform.system()} {platform.release()}, {cores} cores{mem}, Python {platform.python_version()}"
 
 
+def conflict_section(rows: list[dict]) -> str:
+    """Precision/recall of the conflict decision (bench/conflict_decision.py); its figures join `rows`."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import conflict_decision
+
+    res = conflict_decision.run()
+    for split in ("tune", "test"):
+        c = res[split]["conflict"]
+        rows.append({"test": "bench/conflict_decision.py", "name": f"conflict decision ({split})",
+                     "value": f"P {c['precision']:.3f} / R {c['recall']:.3f}", "pairs": res[split]["pairs"]})
+    return conflict_decision.table(res) + "\n\nReproduce: `python bench/conflict_decision.py --errors`."
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--full", action="store_true", help="the long runs too (MNEMO_FULL=1)")
     ap.add_argument("-k", dest="keyword", help="only tests matching this pytest -k expression")
     ap.add_argument("--out", type=Path, help="also write the Markdown table here")
     ap.add_argument("--json", type=Path, help="also write the raw figures (JSON lines) here")
+    ap.add_argument("--no-conflicts", action="store_true", help="skip the conflict-decision section")
     args = ap.parse_args()
 
     with tempfile.NamedTemporaryFile("w+", suffix=".jsonl", delete=False) as tmp:
@@ -67,6 +83,8 @@ def main() -> int:
         details = ", ".join(f"{k}={v}" for k, v in extra.items())
         value = f"{r['value']}{(' ' + r['unit']) if r.get('unit') else ''}"
         lines.append(f"| {r['test']} | {r['name']} | {value} | {details.replace('|', '/')} |")
+    if not args.no_conflicts:
+        lines += ["", "## Conflict decision on write (issue 13, item 6)", "", conflict_section(rows)]
     table = "\n".join(lines)
     print(table)
     tail = [ln for ln in proc.stdout.splitlines() if "passed" in ln or "failed" in ln or "error" in ln.lower()]
