@@ -19,6 +19,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import asdict, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,22 +45,15 @@ def prepare(rows: list[dict], embedder) -> list[dict]:
         if f.signals:
             ma, mb = embedder.embed([relation.masked(r["old"], f.explained), relation.masked(r["new"], f.explained)])
             mc = float(ma @ mb)
-        out.append({**r, "cos": float(a @ b), "signals": f.signals, "contain": f.contain, "masked": mc,
-                    "one_slot": f.one_slot})
+        out.append({**r, "cos": float(a @ b), "signals": f.signals, "contain": f.contain, "masked": mc, "f": f})
     return out
 
 
-def decide(p: dict, t: dict) -> str:
-    """The decision of core/relation.decide from prepared features and thresholds `t` (same rules)."""
-    if p["signals"]:
-        if p["cos"] >= t["SIGNAL_MIN_COSINE"] and p["masked"] >= t["MASK_MIN"]:
-            return "conflict"
-        return "distinct"
-    if p["one_slot"]:
-        return "distinct"
-    if p["cos"] >= t["DUP_COSINE"] or (p["cos"] >= t["REFINE_COSINE"] and p["contain"] >= t["REFINE_CONTAIN"]):
-        return "duplicate"
-    return "distinct"
+def decide(p: dict, t) -> str:
+    """core/relation.classify on the prepared features with thresholds `t` (a relation.Thresholds)."""
+    from mnemo.core import relation
+
+    return relation.classify(p["f"], p["cos"], p["masked"], t).relation
 
 
 def scores(prepared: list[dict], t: dict, split: str) -> dict:
@@ -77,40 +71,39 @@ def scores(prepared: list[dict], t: dict, split: str) -> dict:
     return out
 
 
-def shipped() -> dict:
+def shipped():
     from mnemo.core import relation
 
-    return {k: getattr(relation, k) for k in ("SIGNAL_MIN_COSINE", "MASK_MIN", "DUP_COSINE", "REFINE_COSINE",
-                                               "REFINE_CONTAIN")}
+    return relation.DEFAULT
 
 
-def fit(prepared: list[dict]) -> dict:
+def fit(prepared: list[dict]):
     """Grid search on the tune split: the conflict thresholds by F1 of the conflict decision, then the same-claim
     thresholds by F0.5 of the duplicate decision (precision counts double: a false confirmation drops a note).
     Ties go to the thresholds farthest from any tune pair (the middle of the plateau)."""
     tune = [p for p in prepared if p["split"] == "tune"]
 
-    def f(rel: str, t: dict, beta: float) -> float:
+    def f(rel: str, t, beta: float) -> float:
         s = scores(tune, t, "tune")[rel]
         p, r = s["precision"], s["recall"]
         return round((1 + beta ** 2) * p * r / (beta ** 2 * p + r), 4) if p + r else 0.0
 
-    def margin(t: dict, keys: dict[str, str], rows: list[dict]) -> float:
-        return sum(min((abs(p[col] - t[key]) for p in rows if p[col] is not None), default=0.0)
+    def margin(t, keys: dict[str, str], rows: list[dict]) -> float:
+        return sum(min((abs(p[col] - getattr(t, key)) for p in rows if p[col] is not None), default=0.0)
                    for key, col in keys.items())
 
     signal = [p for p in tune if p["signals"]]
     plain = [p for p in tune if not p["signals"]]
     grid = [round(x * 0.01, 2) for x in range(20, 100)]
     # the cosine gate is searched in 0.30..0.60: below 0.3 two notes are not about one thing (a design floor)
-    cand = [dict(shipped(), SIGNAL_MIN_COSINE=a, MASK_MIN=b) for a in grid[10:41:2] for b in grid[40:]]
+    cand = [replace(shipped(), signal_min_cosine=a, mask_min=b) for a in grid[10:41:2] for b in grid[40:]]
     best = max(cand, key=lambda t: (f("conflict", t, 1.0),
-                                    margin(t, {"SIGNAL_MIN_COSINE": "cos", "MASK_MIN": "masked"}, signal)))
-    cand = [dict(best, DUP_COSINE=a, REFINE_COSINE=b, REFINE_CONTAIN=c) for a, b, c in
+                                    margin(t, {"signal_min_cosine": "cos", "mask_min": "masked"}, signal)))
+    cand = [replace(best, dup_cosine=a, refine_cosine=b, refine_contain=c) for a, b, c in
             itertools.product(grid[50::2], grid[20:70:2], (0.6, 0.67, 0.7, 0.75, 0.8, 0.9, 1.0))]
     return max(cand, key=lambda t: (f("duplicate", t, 0.5),
-                                    margin(t, {"DUP_COSINE": "cos", "REFINE_COSINE": "cos",
-                                               "REFINE_CONTAIN": "contain"}, plain)))
+                                    margin(t, {"dup_cosine": "cos", "refine_cosine": "cos",
+                                               "refine_contain": "contain"}, plain)))
 
 
 def run(errors: bool = False, do_fit: bool = False) -> dict:
@@ -123,7 +116,7 @@ def run(errors: bool = False, do_fit: bool = False) -> dict:
     prepared = prepare(load(), emb)
     took = time.perf_counter() - t0
     thresholds = fit(prepared) if do_fit else shipped()
-    out = {"model_id": emb.model_id, "pairs": len(prepared), "thresholds": thresholds, "fitted": do_fit,
+    out = {"model_id": emb.model_id, "pairs": len(prepared), "thresholds": asdict(thresholds), "fitted": do_fit,
            "tune": scores(prepared, thresholds, "tune"), "test": scores(prepared, thresholds, "test"),
            "seconds": round(took, 1)}
     if errors:

@@ -68,9 +68,9 @@ def main() -> int:
         for o, v in zip(obs, vecs, strict=True):
             r = engine.remember(ctx, o["text"], kind="fact", source="import", vec=v, on_conflict="keep_both")
             statuses[r["status"]] += 1
-            refined = (r.get("same_as") or {}).get("id") if r["memory"]["id"] != (r.get("same_as") or {}).get(
-                "id") else None
-            unit_dias.setdefault(r["memory"]["id"], []).extend(unit_dias.get(refined, []) + o["dia_ids"])
+            prev = (r.get("same_as") or {}).get("id")  # a refinement replaces `prev`: its evidence carries over
+            inherited = unit_dias.get(prev, []) if prev and prev != r["memory"]["id"] else []
+            unit_dias.setdefault(r["memory"]["id"], []).extend(inherited + o["dia_ids"])
     engine.wait_indexed(300)
     load_s = time.time() - t0
 

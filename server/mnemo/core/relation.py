@@ -28,12 +28,21 @@ from dataclasses import dataclass, field
 
 from mnemo.core.text import _stem
 
+
+
 # -- thresholds (fit on the tune split; see bench/conflict_decision.py) ----------------------------------------
-SIGNAL_MIN_COSINE = 0.34  # below this the two notes are not about the same thing, whatever the words
-MASK_MIN = 0.64  # cosine of the two notes with the explained tokens masked: "the rest says the same"
-DUP_COSINE = 0.82  # a paraphrase: no signal and at least this close
-REFINE_COSINE = 0.52  # a refinement: one note's content words nearly all in the other, and at least this close
-REFINE_CONTAIN = 0.70
+@dataclass(frozen=True)
+class Thresholds:
+    signal_min_cosine: float = 0.34  # below this two notes are not about the same thing, whatever the words
+    mask_min: float = 0.64  # cosine of the two notes with the explained tokens masked: "the rest says the same"
+    dup_cosine: float = 0.80  # a paraphrase: no signal and at least this close
+    refine_cosine: float = 0.52  # or: one note's content words nearly all in the other, and at least this close
+    refine_contain: float = 0.70
+    max_added: int = 2  # content words a confirmation may add (a rewording); more is new detail, never dropped
+
+
+DEFAULT = Thresholds()
+SIGNAL_MIN_COSINE = DEFAULT.signal_min_cosine
 
 STOP = frozenset("""a an the and or of to in on at by for from with as is are was were be been being it its this that
 these those we our us you your they their he she i me my do does did done have has had can could would should will
@@ -399,37 +408,38 @@ def _cos(a: Sequence, b: Sequence) -> float:
     return float(sum(float(x) * float(y) for x, y in zip(a, b, strict=True)))
 
 
-def _without_signal(f: Features, cosine: float, old: str, new: str) -> Decision:
+def classify(f: Features, cosine: float, masked_cosine: float | None, t: Thresholds = DEFAULT) -> Decision:
+    """The decision from a pair's features, its cosine and (for a pair with a signal) its masked cosine."""
+    if f.signals:
+        if cosine < t.signal_min_cosine or masked_cosine is None:
+            return Decision("distinct", False, [f"not about the same thing (cosine {cosine:.2f})"])
+        if masked_cosine >= t.mask_min:
+            return Decision("conflict", False, f.signals, masked_cosine)
+        return Decision("distinct", False, [f"{'; '.join(f.signals)}, but about something else (masked cosine "
+                                            f"{masked_cosine:.2f})"], masked_cosine)
     if f.one_slot:  # a replaced value this module cannot name: never folded into a confirmation
         return Decision("distinct", False, [f"one word replaced (cosine {cosine:.2f}): kept as its own note"])
-    if cosine >= DUP_COSINE or (cosine >= REFINE_COSINE and f.contain >= REFINE_CONTAIN):
-        refines = f.added >= 3 * f.removed + 2  # new detail, not a rewording (fit on the tune pairs)
-        return Decision("duplicate", refines, [f"same claim (cosine {cosine:.2f}, {f.contain:.0%} shared words)"])
+    if cosine >= t.dup_cosine or (cosine >= t.refine_cosine and f.contain >= t.refine_contain):
+        # Nothing the user wrote is dropped: a confirmation keeps only the old text, so the new one may add at most
+        # a rewording (max_added words); more detail makes a refinement, whose text keeps the old one's words.
+        if f.added <= t.max_added or f.removed <= 1:
+            refines = f.added > t.max_added and f.added >= 3 * f.removed + 2
+            return Decision("duplicate", refines, [f"same claim (cosine {cosine:.2f}, {f.contain:.0%} shared "
+                                                   f"words)"])
+        return Decision("distinct", False, [f"close (cosine {cosine:.2f}), but each note says something the "
+                                            f"other does not"])
     return Decision("distinct", False, [f"another fact (cosine {cosine:.2f}, {f.contain:.0%} shared words)"])
 
 
-def decide_many(pairs: Sequence[tuple[str, str, float]], embed: Embed,
-                vocab: frozenset[str] = frozenset()) -> list[Decision]:
+def decide_many(pairs: Sequence[tuple[str, str, float]], embed: Embed, vocab: frozenset[str] = frozenset(),
+                t: Thresholds = DEFAULT) -> list[Decision]:
     """`decide` for several (old, new, cosine) pairs, with one call to `embed` for all masked notes."""
     feats = [features(old, new, cos, vocab) for old, new, cos in pairs]
-    todo = [i for i, f in enumerate(feats) if f.signals and pairs[i][2] >= SIGNAL_MIN_COSINE]
+    todo = [i for i, f in enumerate(feats) if f.signals and pairs[i][2] >= t.signal_min_cosine]
     texts = [masked(pairs[i][k], feats[i].explained) for i in todo for k in (0, 1)]
     vecs = embed(texts) if texts else []
     masked_cos = {i: _cos(vecs[2 * n], vecs[2 * n + 1]) for n, i in enumerate(todo)}
-    out = []
-    for i, ((old, new, cos), f) in enumerate(zip(pairs, feats, strict=True)):
-        if i in masked_cos:
-            mc = masked_cos[i]
-            if mc >= MASK_MIN:
-                out.append(Decision("conflict", False, f.signals, mc))
-            else:
-                out.append(Decision("distinct", False, [f"{'; '.join(f.signals)}, but about something else "
-                                                        f"(masked cosine {mc:.2f})"], mc))
-        elif f.signals:
-            out.append(Decision("distinct", False, [f"not about the same thing (cosine {cos:.2f})"]))
-        else:
-            out.append(_without_signal(f, cos, old, new))
-    return out
+    return [classify(f, pair[2], masked_cos.get(i), t) for i, (pair, f) in enumerate(zip(pairs, feats, strict=True))]
 
 
 def decide(old: str, new: str, cosine: float, embed: Embed, vocab: frozenset[str] = frozenset()) -> Decision:
@@ -441,7 +451,7 @@ def same_claim(old: str, new: str, cosine: float, vocab: frozenset[str] = frozen
     """Whether `new` says what `old` says (a paraphrase or refinement), without embedding anything: a pair with a
     contradiction signal is never the same claim, whatever its masked cosine."""
     f = features(old, new, cosine, vocab)
-    return not f.signals and _without_signal(f, cosine, old, new).relation == "duplicate"
+    return not f.signals and classify(f, cosine, None).relation == "duplicate"
 
 
 def vocabulary_of(embedder) -> frozenset[str]:
@@ -453,5 +463,5 @@ def vocabulary_of(embedder) -> frozenset[str]:
         return frozenset()
 
 
-__all__ = ["Decision", "Features", "decide", "decide_many", "features", "masked", "same_claim", "tokens",
+__all__ = ["DEFAULT", "Decision", "Features", "Thresholds", "classify", "decide", "decide_many", "features", "masked", "same_claim", "tokens",
            "vocabulary_of"]
