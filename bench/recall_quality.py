@@ -18,7 +18,6 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-
 SWEEP = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3)
 
 

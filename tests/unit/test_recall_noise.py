@@ -41,7 +41,7 @@ def test_near_zero_hits_are_hidden_by_default_and_shown_on_request(real_engine, 
     for n in NOTES:
         real_engine.remember(ctx, n)
     res = real_engine.recall(ctx, QUERY, include_docs=False)
-    assert all(c["confidence"] >= recall_mod.MIN_CONFIDENCE for c in res["cards"]), res["cards"]
+    assert all(c["confidence"] >= 0.15 for c in res["cards"]), [c["confidence"] for c in res["cards"]]
     assert res["min_confidence"] == recall_mod.MIN_CONFIDENCE and res["hidden_low_confidence"] >= 1
     everything = real_engine.recall(ctx, QUERY, include_docs=False, min_confidence=0)
     assert len(everything["cards"]) == 5 and min(c["confidence"] for c in everything["cards"]) < 0.15

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from mnemo.core.text import _stem
 
 
-
 # -- thresholds (fit on the tune split; see bench/conflict_decision.py) ----------------------------------------
 @dataclass(frozen=True)
 class Thresholds:
