@@ -18,6 +18,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+SWEEP = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3)
+
 
 def recall_at(ranked_units: list[list[str]], evidence: list[str], k: int) -> float:
     covered = set()
@@ -32,6 +34,10 @@ def main() -> int:
     ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1].parent / "shared/data/locomo")
     ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     ap.add_argument("--embedder", default=None, help="onnx (default) | torch")
+    ap.add_argument("--min-confidence", type=float, default=None,
+                    help="recall's minimum confidence (default: the shipped default, MIN_CONFIDENCE)")
+    ap.add_argument("--sweep", action="store_true",
+                    help="also print Mnemo's R@5/R@10 and the hidden hits for a range of minimum confidences")
     args = ap.parse_args()
     obs_path = args.data / "locomo_observations.jsonl"
     if not obs_path.exists():
@@ -54,16 +60,21 @@ def main() -> int:
     for o in observations:
         by_sample[o["sample_id"]].append(o)
     unit_dias: dict[str, list[str]] = {}
+    statuses: dict[str, int] = defaultdict(int)
     for sample, obs in by_sample.items():
         ctx = Context(project_id=f"locomo-{sample}", project_name=sample, branch="main", default_branch="main")
         vecs = embedder.embed([o["text"] for o in obs])
         for o, v in zip(obs, vecs, strict=True):
             r = engine.remember(ctx, o["text"], kind="fact", source="import", vec=v, on_conflict="keep_both")
-            unit_dias.setdefault(r["memory"]["id"], []).extend(o["dia_ids"])
+            statuses[r["status"]] += 1
+            prev = (r.get("same_as") or {}).get("id")  # a refinement replaces `prev`: its evidence carries over
+            inherited = unit_dias.get(prev, []) if prev and prev != r["memory"]["id"] else []
+            unit_dias.setdefault(r["memory"]["id"], []).extend(inherited + o["dia_ids"])
     engine.wait_indexed(300)
     load_s = time.time() - t0
 
     systems = ("bm25", "dense", "mnemo")
+    sweep = {t: {5: [], 10: [], "hidden": []} for t in SWEEP}
     scores = {s: {5: [], 10: []} for s in systems}
     per_cat = {s: defaultdict(list) for s in systems}
     t1 = time.time()
@@ -74,8 +85,17 @@ def main() -> int:
         qvec = embedder.embed([q["question"]])[0]
         bm25 = [i for i, _ in engine.keywords.search([part], q["question"], 10)]
         dense = [i for i, _ in sorted(exact_scores(engine.store, [part], qvec), key=lambda kv: -kv[1])[:10]]
-        res = engine.recall(ctx, q["question"], limit=10, include_docs=False, scope="project", qvec=qvec)
+        res = engine.recall(ctx, q["question"], limit=10, include_docs=False, scope="project", qvec=qvec,
+                            min_confidence=args.min_confidence)
         mnemo = [c["item_id"] for c in res["cards"]]
+        if args.sweep:
+            for t in SWEEP:
+                cards = engine.recall(ctx, q["question"], limit=10, include_docs=False, scope="project", qvec=qvec,
+                                      min_confidence=t)
+                units = [unit_dias.get(c["item_id"], []) for c in cards["cards"]]
+                for k in (5, 10):
+                    sweep[t][k].append(recall_at(units, q["evidence"], k))
+                sweep[t]["hidden"].append(cards["hidden_low_confidence"] if len(cards["cards"]) < 10 else 0)
         for name, ranked in (("bm25", bm25), ("dense", dense), ("mnemo", mnemo)):
             units = [unit_dias.get(i, []) for i in ranked]
             for k in (5, 10):
@@ -85,9 +105,14 @@ def main() -> int:
     out = {s: {"r5": round(sum(scores[s][5]) / len(queries), 4), "r10": round(sum(scores[s][10]) / len(queries), 4)}
            for s in systems}
     detail = {"questions": len(queries), "observations": len(observations), "model_id": embedder.model_id,
-              "load_s": round(load_s, 1), "eval_s": round(time.time() - t1, 1),
+              "load_s": round(load_s, 1), "eval_s": round(time.time() - t1, 1), "write_statuses": dict(statuses),
+              "min_confidence": args.min_confidence,
               "r10_by_category": {s: {str(c): round(sum(v) / len(v), 4) for c, v in sorted(per_cat[s].items())}
                                   for s in systems}}
+    if args.sweep:
+        detail["sweep"] = {str(t): {"r5": round(sum(v[5]) / len(v[5]), 4), "r10": round(sum(v[10]) / len(v[10]), 4),
+                                    "questions_with_fewer_cards": sum(1 for h in v["hidden"] if h)}
+                           for t, v in sweep.items()}
     print(json.dumps(detail), file=sys.stderr)
     if not args.json:
         for s in systems:

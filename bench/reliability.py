@@ -5,6 +5,7 @@
     python bench/reliability.py -k soak    # only some tests (pytest -k)
     python bench/reliability.py --out figures.md --json figures.json
     python bench/reliability.py -k salvage  # only the repair-salvage section (10,000 memories, three offsets)
+    python bench/reliability.py --no-conflicts   # skip the conflict-decision section (real model, ~30 s)
 
 The repair-salvage section (tests/fault/test_repair_salvage.py) damages 64 KiB of a store of --salvage-size
 memories (default 10,000; the test alone defaults to 1,500) at three offsets, repairs it, and prints recovered/total
@@ -12,7 +13,8 @@ per offset and how many ids the report listed as lost (it must list exactly the 
 
 Each test reports its figures with `figure(...)` (tests/fault/_helpers.py); they are collected through the file
 named by MNEMO_FIGURES. The table lists test, figure, value, details, and the command to reproduce one test.
-Exit status: pytest's.
+A second section gives the precision and recall of the conflict decision on write (bench/conflict_decision.py,
+the labeled pairs in bench/data/conflict_pairs.jsonl). Exit status: pytest's.
 """
 
 from __future__ import annotations
@@ -55,6 +57,17 @@ def salvage_section(rows: list[dict]) -> list[str]:
         out.append(f"| {where} | {r['value']} ({100 * got / total:.2f} %) | {r['listed_lost']} | "
                    f"{r['from_damaged_file']} / {r['from_backup_only']} | {r['reembedded']} | {r['seconds']} s |")
     return out
+def conflict_section(rows: list[dict]) -> str:
+    """Precision/recall of the conflict decision (bench/conflict_decision.py); its figures join `rows`."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import conflict_decision
+
+    res = conflict_decision.run()
+    for split in ("tune", "test"):
+        c = res[split]["conflict"]
+        rows.append({"test": "bench/conflict_decision.py", "name": f"conflict decision ({split})",
+                     "value": f"P {c['precision']:.3f} / R {c['recall']:.3f}", "pairs": res[split]["pairs"]})
+    return conflict_decision.table(res) + "\n\nReproduce: `python bench/conflict_decision.py --errors`."
 
 
 def main() -> int:
@@ -65,6 +78,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="also write the raw figures (JSON lines) here")
     ap.add_argument("--salvage-size", type=int, default=10000,
                     help="memories in the store the repair-salvage section damages (default 10,000)")
+    ap.add_argument("--no-conflicts", action="store_true", help="skip the conflict-decision section")
     args = ap.parse_args()
 
     with tempfile.NamedTemporaryFile("w+", suffix=".jsonl", delete=False) as tmp:
@@ -92,6 +106,8 @@ def main() -> int:
         value = f"{r['value']}{(' ' + r['unit']) if r.get('unit') else ''}"
         lines.append(f"| {r['test']} | {r['name']} | {value} | {details.replace('|', '/')} |")
     lines += salvage_section(rows)
+    if not args.no_conflicts:
+        lines += ["", "## Conflict decision on write (issue 13, item 6)", "", conflict_section(rows)]
     table = "\n".join(lines)
     print(table)
     tail = [ln for ln in proc.stdout.splitlines() if "passed" in ln or "failed" in ln or "error" in ln.lower()]

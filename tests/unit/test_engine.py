@@ -180,7 +180,8 @@ def test_unwritable_store_directory_even_as_root(tmp_path, hash_embedder):
 
 
 def _fill(engine, ctx, n=30):
-    ids = [engine.remember(ctx, f"note number {i} about subsystem{i}")["memory"]["id"] for i in range(n)]
+    ids = [engine.remember(ctx, f"note number {i} about subsystem{i}", on_conflict="keep_both")["memory"]["id"]
+           for i in range(n)]
     assert engine.wait_indexed(60)
     return ids
 

@@ -284,18 +284,30 @@ def test_hot_tier_is_small_and_holds_the_most_important(engine, ctx, monkeypatch
 
 
 # -- compaction ------------------------------------------------------------------------------------------------
+def stored(engine, ctx, text, confirmations=1, created_at=None):
+    """A memory written straight to the store, as an import or an older version would have: no check on write."""
+    import uuid
+
+    from mnemo.core.models import Memory
+    from mnemo.core.text import content_hash
+
+    now = time.time() if created_at is None else created_at
+    m = Memory(id="mem-" + uuid.uuid4().hex[:20], text=text, type="project", kind="fact", scope="project",
+               project_id=ctx.project_id, project_name=ctx.project_name, branch=ctx.branch, importance=0.5,
+               confirmations=confirmations, created_at=now, updated_at=now, last_accessed=now, access_count=0,
+               content_hash=content_hash(text), source="user")
+    with engine.store.write() as c:
+        engine.store.insert_memory(c, m, engine.embed([text])[0], engine.model_id)
+    return m.to_dict()
+
+
 def test_compaction_merges_near_duplicates_and_summarizes_verbose_notes(engine, ctx, monkeypatch):
     monkeypatch.setenv("MNEMO_COMPACT_DUP_THRESHOLD", "0.9")
     monkeypatch.setenv("MNEMO_VERBOSE_CHARS", "300")
     base = "the release checklist requires a changelog entry a version bump a signed tag and green CI on main"
-    a = engine.remember(ctx, base)["memory"]
-    engine.remember(ctx, base)  # confirmation: a has 2
-    b = engine.remember(ctx, base + " always", on_conflict="keep_both")["memory"]
-    c = engine.remember(ctx, base + " first", on_conflict="supersede")["memory"]  # supersedes a and b
-    # put a and b back in play to test merging (as if imported)
-    with engine.store.write() as conn:
-        conn.execute("UPDATE memories SET superseded_by=NULL WHERE id IN (?,?)", (a["id"], b["id"]))
-        conn.execute("DELETE FROM review")
+    a = stored(engine, ctx, base, confirmations=2, created_at=time.time() - 10)
+    b = stored(engine, ctx, base + " always")
+    c = stored(engine, ctx, base + " first")
     verbose = engine.remember(ctx, "Deployment notes. " + " ".join(
         f"Step {i}: run the migration job number {i} and verify the dashboard." for i in range(12)))["memory"]
     r = lifecycle.compact(engine, ctx)

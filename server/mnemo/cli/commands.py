@@ -41,6 +41,8 @@ def register(sub: argparse._SubParsersAction, common) -> None:
                    help=f"only these memory types (repeatable): {', '.join(MEMORY_TYPES)}")
     p.add_argument("--no-docs", action="store_true", help="memories only, no Markdown blocks")
     p.add_argument("--cold", action="store_true", help="search the cold tier (archive) too")
+    p.add_argument("--min-confidence", type=float, default=None, metavar="C",
+                   help="hide hits below this confidence, 0..1 (default 0.15 or MNEMO_MIN_CONFIDENCE; 0 shows all)")
     common(p)
     p.set_defaults(func=cmd_recall)
 
@@ -132,11 +134,14 @@ def cmd_remember(args, service) -> int:
 
 def cmd_recall(args, service) -> int:
     res = service.recall(_ctx(args), args.query, scope=args.scope, limit=args.limit, types=args.types,
-                         include_docs=not args.no_docs, include_cold=args.cold)
+                         include_docs=not args.no_docs, include_cold=args.cold, min_confidence=args.min_confidence)
     if args.json:
         emit_json(res)
         return 0
     print_cards(res["cards"], res.get("warnings"), res.get("took_ms"))
+    if res.get("hidden_low_confidence"):
+        console().print(f"{res['hidden_low_confidence']} weaker hit(s) hidden (confidence below "
+                        f"{res['min_confidence']:g}); `--min-confidence 0` shows every hit", style="dim")
     return 0
 
 

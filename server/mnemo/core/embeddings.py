@@ -433,6 +433,12 @@ def _export_onnx(out_dir: Path) -> dict:
 # OnnxMiniLM
 # --------------------------------------------------------------------------------------------------------------
 
+def _whole_words(vocab: dict[str, int]) -> frozenset[str]:
+    """The tokenizer's whole-word entries (no `##` pieces): the model's everyday words, used by core/relation.py to
+    tell a name (zerolog, WeasyPrint) from a common word."""
+    return frozenset(w for w in vocab if w.isalpha() and not w.startswith("##"))
+
+
 class OnnxMiniLM:
     """all-MiniLM-L6-v2 on onnxruntime + tokenizers + numpy (never imports torch).
 
@@ -508,6 +514,11 @@ class OnnxMiniLM:
         pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
         return _l2_normalize(pooled)
 
+    def vocabulary(self) -> frozenset[str]:
+        if getattr(self, "_vocab", None) is None:
+            self._vocab = _whole_words(self._tok.get_vocab())
+        return self._vocab
+
     def __repr__(self) -> str:
         q = ", quantized=True" if self.quantized else ""
         return f"OnnxMiniLM(model_dir={str(self.model_dir)!r}, threads={self.threads}{q})"
@@ -568,6 +579,11 @@ class TorchMiniLM:
                                           convert_to_numpy=True, normalize_embeddings=True)
                 out[sel] = np.asarray(vecs, dtype=np.float32).reshape(len(sel), self.dim)
         return _l2_normalize(out)
+
+    def vocabulary(self) -> frozenset[str]:
+        if getattr(self, "_vocab", None) is None:
+            self._vocab = _whole_words(self._model.tokenizer.get_vocab())
+        return self._vocab
 
     def __repr__(self) -> str:
         return f"TorchMiniLM(model_path={str(self.model_path)!r}, threads={self.threads})"

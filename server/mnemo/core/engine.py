@@ -381,11 +381,7 @@ class Engine:
         existing = self._find_duplicate(ctx, h, type, branch)
         if existing is not None:
             with self.store.write() as c:
-                row = c.execute("SELECT confirmations, importance FROM memories WHERE id=?", (existing.id,)).fetchone()
-                self.store.update_memory(c, existing.id, confirmations=row[0] + 1, updated_at=now, last_accessed=now,
-                                         importance=min(1.0, max(row[1], importance) + 0.05),
-                                         reindex=existing.tier == "cold",  # stated again: back from the archive
-                                         tier="warm" if existing.tier == "cold" else existing.tier)
+                lifecycle.confirm(c, self.store, existing.id, importance, now)
             mem = self.store.get_memory(existing.id)
             return {"status": "confirmed", "memory": mem.to_dict(),
                     "message": f"already known: confirmed {mem.confirmations}x", "conflicts": []}
@@ -399,7 +395,14 @@ class Engine:
             source=source, provenance=provenance or {}, anchors=anchors or [], tags=tags, trust=trust,
             status=status, author=ctx.user, flags=flags, tier="warm",
         )
-        found = lifecycle.check_conflicts(self, ctx, mem, vec)
+        # The same claim on any level (a paraphrase, a refinement) confirms; a contradiction conflicts or overrides.
+        related = lifecycle.relate(self, ctx, mem, vec)
+        found = [f for f in related if f.relation != "duplicate"]
+        same = [f for f in related if f.relation == "duplicate" and not (f.refines and status == "pending")]
+        if same and not found:
+            res = lifecycle.write_same_claim(self, ctx, mem, vec, same[0])
+            self._wake.set()
+            return res
         if found or status == "pending":
             res = lifecycle.write_new(self, ctx, mem, vec, found, on_conflict)
             self._wake.set()

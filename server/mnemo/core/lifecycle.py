@@ -30,13 +30,14 @@ import re
 import sqlite3
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from mnemo.core.errors import InvalidInput, NotFound
 from mnemo.core.models import Context, Memory
 from mnemo.core.recall import key_points, memory_visible, summarize
+from mnemo.core.relation import SIGNAL_MIN_COSINE
 from mnemo.core.text import content_hash
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ DECAY_SCHEMA = ("CREATE TABLE IF NOT EXISTS decay_state (id TEXT PRIMARY KEY, de
 
 @dataclass(frozen=True)
 class Settings:
-    conflict_threshold: float = 0.80
+    conflict_threshold: float = SIGNAL_MIN_COSINE  # nearby notes from this cosine on are compared (core/relation)
     half_life_hours: float = 168.0
     tombstone_threshold: float = 0.05
     hot_max: int = 10
@@ -186,13 +187,21 @@ def _short(m: Memory | None, n: int = 60) -> str:
 
 def _review_summary(kind: str, item: Memory | None, other: Memory | None, payload: dict) -> str:
     sim = payload.get("similarity")
-    sim_s = f" (similarity {sim:.2f})" if isinstance(sim, int | float) else ""
+    why = [str(r) for r in payload.get("reasons") or []][:3]
+    if isinstance(sim, int | float):
+        why.append(f"similarity {sim:.2f}")
+    sim_s = f" ({'; '.join(why)})" if why else ""
+    # a team record lives on the server: its text travels in the payload
+    other_s = _short(other) if other or not payload.get("overridden_text") else summarize(payload["overridden_text"],
+                                                                                         60)
     if kind == "conflict":
         return f"new “{_short(item)}” conflicts with “{_short(other)}”{sim_s}"
     if kind == "override":
         where = f"on branch {item.branch}" if item and item.branch and payload.get("level") == "branch" \
             else "in this project"
-        return f"“{_short(item)}” overrides {other.scope if other else ''} “{_short(other)}” {where}{sim_s}"
+        scope = other.scope if other else payload.get("overridden_scope", "")
+        verb = "refines" if payload.get("refines") else "overrides"
+        return f"“{_short(item)}” {verb} {scope} “{other_s}” {where}{sim_s}"
     if kind == "pending":
         src = payload.get("source") or "agent"
         who = "imported" if src == "import" else f"{src} wrote"
@@ -345,14 +354,16 @@ def _get_in(conn: sqlite3.Connection, mem_id: str) -> Memory | None:
 class Found:
     memory: Memory
     similarity: float
-    relation: str  # "conflict" | "override"
+    relation: str  # "conflict" | "override" | "duplicate" (the same claim: a paraphrase or a refinement)
     level: str  # "scope" | "branch" | "same"
+    refines: bool = False  # a duplicate whose new text adds detail
+    reasons: list[str] = field(default_factory=list)  # what core/relation.py saw (e.g. "number 30 -> 60")
 
     def to_dict(self, resolution: str | None = None) -> dict[str, Any]:
         m = self.memory
         return {"id": m.id, "text": m.text, "scope": m.scope, "branch": m.branch, "type": m.type,
                 "similarity": round(self.similarity, 4), "relation": self.relation, "level": self.level,
-                "resolution": resolution}
+                "reasons": self.reasons, "resolution": resolution}
 
 
 def specificity(m: Memory, ctx: Context) -> int:
@@ -400,21 +411,94 @@ def nearest_memories(engine: Engine, ctx: Context, vec, k: int = 10) -> list[tup
     return out[:k]
 
 
-def check_conflicts(engine: Engine, ctx: Context, mem: Memory, vec, threshold: float | None = None) -> list[Found]:
-    """Visible memories that say something different about the same thing (cosine >= threshold)."""
+def neighbours(engine: Engine, ctx: Context, vec, k: int = 10) -> list[tuple[Memory, float]]:
+    """Visible memories nearest to `vec` on every level: this project (and branch), global, and the team server
+    (when one is configured and answers); the most similar first, the most specific first on ties."""
+    from mnemo.core.team import team_neighbours
+
+    out = nearest_memories(engine, ctx, vec, k) + team_neighbours(engine, ctx, vec, k)
+    out.sort(key=lambda ms: (-round(ms[1], 4), -specificity(ms[0], ctx), ms[0].id))
+    return out
+
+
+def relate(engine: Engine, ctx: Context, mem: Memory, vec, threshold: float | None = None) -> list[Found]:
+    """How the new memory relates to the visible memories near it (cosine >= threshold) on every level
+    (core/relation.py): a contradiction is a `conflict`, or an `override` of a more general memory; the same claim
+    (a paraphrase, a refinement) is a `duplicate` of a memory at its own level or a more general one. Other
+    nearby memories are other facts and are not returned."""
+    from mnemo.core import relation
+
     thr = settings().conflict_threshold if threshold is None else threshold
+    cands = [(m, sim) for m, sim in neighbours(engine, ctx, vec, k=10)
+             if sim >= thr and m.id != mem.id and not (m.scope == "project" and m.project_id != mem.project_id)]
+    if not cands:
+        return []
+    decisions = relation.decide_many([(m.text, mem.text, sim) for m, sim in cands], engine.embed,
+                                     relation.vocabulary_of(engine.embedder))
     found: list[Found] = []
-    for m, sim in nearest_memories(engine, ctx, vec, k=10):
-        if sim < thr or m.id == mem.id or m.content_hash == mem.content_hash:
-            continue
-        if m.scope == "project" and m.project_id != mem.project_id:
-            continue
-        mine, theirs = specificity(mem, ctx), specificity(m, ctx)
-        if theirs < mine:
-            found.append(Found(m, sim, "override", "scope" if theirs < 2 else "branch"))
-        else:
-            found.append(Found(m, sim, "conflict", "same"))
+    mine = specificity(mem, ctx)
+    for (m, sim), d in zip(cands, decisions, strict=True):
+        theirs = specificity(m, ctx)
+        level = "same" if theirs == mine else "scope" if theirs < 2 else "branch"
+        if d.relation == "conflict":
+            found.append(Found(m, sim, "override" if theirs < mine else "conflict", level, reasons=d.reasons))
+        elif d.relation == "duplicate" and theirs <= mine:
+            found.append(Found(m, sim, "duplicate", level, refines=d.refines, reasons=d.reasons))
     return found
+
+
+def check_conflicts(engine: Engine, ctx: Context, mem: Memory, vec, threshold: float | None = None) -> list[Found]:
+    """Visible memories that contradict the new one (conflicts, and overrides of more general memories)."""
+    return [f for f in relate(engine, ctx, mem, vec, threshold) if f.relation != "duplicate"]
+
+
+def confirm(conn: sqlite3.Connection, store, mem_id: str, importance: float, now: float) -> None:
+    """The same fact stated again: one more confirmation, importance up a little, back from the archive."""
+    row = conn.execute("SELECT confirmations, importance, tier FROM memories WHERE id=?", (mem_id,)).fetchone()
+    store.update_memory(conn, mem_id, confirmations=row[0] + 1, updated_at=now, last_accessed=now,
+                        importance=min(1.0, max(row[1], importance) + 0.05),
+                        reindex=row[2] == "cold", tier="warm" if row[2] == "cold" else row[2])
+
+
+def write_same_claim(engine: Engine, ctx: Context, mem: Memory, vec, dup: Found) -> dict[str, Any]:
+    """The new memory says what `dup.memory` says. A paraphrase confirms it (a team record: nothing is stored); a
+    refinement at the same level replaces it (the old one stays in history, its confirmations carry over); a
+    refinement of a more general memory lands and is shown instead of it here (an accepted override)."""
+    store, old, now = engine.store, dup.memory, time.time()
+    same_as = {"id": old.id, "scope": old.scope, "similarity": round(dup.similarity, 4), "refines": dup.refines,
+               "reasons": dup.reasons}
+    base = {"same_as": same_as, "conflicts": []}
+    if not dup.refines and old.scope == "team":
+        return {**base, "status": "confirmed", "memory": old.to_dict(),
+                "message": f"already known to the team as {old.id} (the same claim, cosine {dup.similarity:.2f});"
+                           " not stored again"}
+    if not dup.refines:
+        with store.write() as c:
+            confirm(c, store, old.id, mem.importance, now)
+        m = store.get_memory(old.id)
+        return {**base, "status": "confirmed", "memory": m.to_dict(),
+                "message": f"already known: confirmed {m.confirmations}x (the same claim as {old.id}, cosine "
+                           f"{dup.similarity:.2f})"}
+    if dup.level != "same":
+        with store.write() as c:
+            store.insert_memory(c, mem, vec, engine.model_id)
+            add_review(c, "override", mem.id, old.id, ctx.project_id,
+                       {"similarity": round(dup.similarity, 4), "level": dup.level, "branch": mem.branch,
+                        "overridden_scope": old.scope, "overridden_text": old.text, "refines": True},
+                       resolution="accept", now=now)
+        where = f"on branch {mem.branch}" if dup.level == "branch" else "in this project"
+        return {**base, "status": "created", "memory": store.get_memory(mem.id).to_dict(),
+                "message": f"remembered; it refines {old.scope} {old.id} and is shown instead of it {where}"}
+    new = dataclasses.replace(
+        mem, confirmations=old.confirmations + 1, importance=min(1.0, max(old.importance, mem.importance) + 0.05),
+        tags=list(dict.fromkeys(mem.tags + old.tags)), anchors=mem.anchors or old.anchors,
+        provenance={**mem.provenance, "refines": old.id})
+    with store.write() as c:
+        store.insert_memory(c, new, vec, engine.model_id)
+        store.update_memory(c, old.id, reindex=True, superseded_by=new.id, updated_at=now)
+    return {**base, "status": "confirmed", "memory": store.get_memory(new.id).to_dict(),
+            "message": f"confirmed {new.confirmations}x: it refines {old.id}, and the more detailed text replaces it"
+                       " (the old one stays in history)"}
 
 
 def write_new(engine: Engine, ctx: Context, mem: Memory, vec, found: list[Found],
@@ -423,6 +507,7 @@ def write_new(engine: Engine, ctx: Context, mem: Memory, vec, found: list[Found]
     on_conflict = check_on_conflict(on_conflict)
     store = engine.store
     now = time.time()
+    found = [f for f in found if f.relation in ("conflict", "override")]
     same = [f for f in found if f.relation == "conflict"]
     over = [f for f in found if f.relation == "override"]
     if found and on_conflict == "keep_existing":
@@ -437,7 +522,8 @@ def write_new(engine: Engine, ctx: Context, mem: Memory, vec, found: list[Found]
     with store.write() as c:
         store.insert_memory(c, mem, vec, engine.model_id)
         for f in same:
-            payload = {"similarity": round(f.similarity, 4), "new_text": mem.text, "existing_text": f.memory.text}
+            payload = {"similarity": round(f.similarity, 4), "new_text": mem.text, "existing_text": f.memory.text,
+                       "reasons": f.reasons}
             if on_conflict == "review":
                 add_review(c, "conflict", mem.id, f.memory.id, ctx.project_id, payload, now=now)
             elif on_conflict == "supersede":
@@ -450,7 +536,8 @@ def write_new(engine: Engine, ctx: Context, mem: Memory, vec, found: list[Found]
         for f in over:
             add_review(c, "override", mem.id, f.memory.id, ctx.project_id,
                        {"similarity": round(f.similarity, 4), "level": f.level, "branch": mem.branch,
-                        "overridden_scope": f.memory.scope}, now=now)
+                        "overridden_scope": f.memory.scope, "overridden_text": f.memory.text,
+                        "reasons": f.reasons}, now=now)
         if mem.status == "pending" and not same:
             add_review(c, "pending", mem.id, None, ctx.project_id,
                        {"source": mem.source, **({"flags": mem.flags} if mem.flags else {})}, now=now)
@@ -668,9 +755,11 @@ def restore(engine: Engine, ctx: Context, memory_id: str) -> dict[str, Any]:
 
 
 # -- compaction ------------------------------------------------------------------------------------------------
-def _keep_both_pairs(conn: sqlite3.Connection) -> set[frozenset]:
+def kept_apart_pairs(conn: sqlite3.Connection) -> set[frozenset]:
+    """Pairs a person (or a merge strategy they chose) decided to keep apart: `keep_both` on a conflict or an
+    override, on write or in Review, and the remote/local pairs of a snapshot merge with `keep_both`."""
     rows = conn.execute("SELECT item_id, other_id FROM review WHERE kind IN ('conflict','override') AND"
-                        " resolution='keep_both'").fetchall()
+                        " resolution='keep_both' AND item_id IS NOT NULL AND other_id IS NOT NULL").fetchall()
     return {frozenset((r[0], r[1])) for r in rows}
 
 
@@ -714,7 +803,10 @@ def compact(engine: Engine, ctx: Context) -> dict[str, Any]:
     for m in mems:
         groups.setdefault((m.scope, m.project_id, m.branch, m.type), []).append(m)
     with store.write() as c:
-        keep_both = _keep_both_pairs(c)
+        keep_both = kept_apart_pairs(c)
+    from mnemo.core import relation
+
+    vocab = relation.vocabulary_of(engine.embedder)
     merges: list[tuple[Memory, list[tuple[Memory, float]]]] = []
     absorbed: set[str] = set()
     for group in groups.values():
@@ -735,7 +827,11 @@ def compact(engine: Engine, ctx: Context) -> dict[str, Any]:
                 sim = float(sims[int(j)])
                 if sim < s.compact_dup_threshold:
                     break
-                if other_id in absorbed or frozenset((keeper.id, other_id)) in keep_both:
+                if other_id in absorbed or any(frozenset((x, other_id)) in keep_both
+                                               for x in [keeper.id, *(m.id for m, _ in took)]):
+                    continue
+                # close is not enough: "PostgreSQL 14" / "PostgreSQL 16" is a contradiction, never merged
+                if not relation.same_claim(keeper.text, by_id[other_id].text, sim, vocab):
                     continue
                 took.append((by_id[other_id], sim))
                 absorbed.add(other_id)
@@ -924,5 +1020,6 @@ def check_anchors(engine: Engine, ctx: Context, path: str, symbols: list[dict[st
 __all__ = [
     "ON_CONFLICT", "RESOLUTIONS", "Settings", "settings", "check_conflicts", "write_new", "hidden_by_overrides",
     "decay", "retier", "tier_index", "tier_counts", "compact", "restore", "anchor", "check_anchors",
-    "review_list", "review_resolve", "add_review", "nearest_memories", "hot_memories",
+    "review_list", "review_resolve", "add_review", "nearest_memories", "hot_memories", "relate", "confirm",
+    "write_same_claim", "kept_apart_pairs", "neighbours",
 ]

@@ -37,11 +37,13 @@ def split_blocks(text: str, source_path: str) -> list[Block]:
     cur: list[str] = []
     cur_start = 1
     in_fence = False
+    heading_first = False  # cur starts with its heading line
     title_default = Path(source_path).stem
 
     def flush(end_line: int) -> None:
         body = "\n".join(cur).strip()
-        if not body:
+        under = cur[1:] if heading_first else cur
+        if not any(ch.isalnum() for line in under for ch in line):  # a heading with nothing under it: noise
             return
         path = tuple(h for _, h in stack) or (title_default,)
         for chunk_start, chunk in _chunks(body):
@@ -59,6 +61,7 @@ def split_blocks(text: str, source_path: str) -> list[Block]:
             stack.append((level, title))
             cur = [line]
             cur_start = i
+            heading_first = True
         else:
             cur.append(line)
     flush(len(lines))

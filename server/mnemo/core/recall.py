@@ -22,6 +22,9 @@ SCOPE_FACTOR = {"project": 1.0, "global": 0.95, "team": 0.9}
 CONF_HIGH = 0.5
 CONF_MEDIUM = 0.25
 KEYWORD_AGREEMENT_BONUS = 0.1  # both signals found it: more likely right than the cosine alone says
+# Hits below this confidence are noise (a cosine near 0 shares nothing with the query); chosen on LoCoMo, where
+# it drops no evidence hit from the top 10 (docs/benchmarks.md). `MNEMO_MIN_CONFIDENCE` or `min_confidence` per call.
+MIN_CONFIDENCE = 0.15
 SUMMARY_CHARS = 200
 HYDRATE_BUDGET = {"default": 4000, "related": 12000}
 HYDRATE_NEIGHBOURS = {"default": 1, "related": 3}
@@ -162,8 +165,9 @@ def block_card(b: Any, project_name: str, score: float, conf: float) -> dict[str
 
 def recall(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", limit: int = 5,
            types: list[str] | None = None, include_docs: bool = True, include_cold: bool = False,
-           min_confidence: float = 0.0, qvec=None) -> dict[str, Any]:
+           min_confidence: float | None = None, qvec=None) -> dict[str, Any]:
     t0 = time.perf_counter()
+    min_confidence = check_min_confidence(min_confidence)
     store = engine.store
     parts = scope_parts(ctx, scope)
     pool = max(50, limit * 10)
@@ -237,11 +241,12 @@ def recall(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", l
             visible[item_id].cosine = cos
 
     if scope in ("hybrid", "team"):  # team hits from the Chroma server (cosine only: BM25 is local)
-        from mnemo.core.team import team_candidates
+        from mnemo.core.team import drop_restated, team_candidates
 
         for c in team_candidates(engine, ctx, qvec, pool, warnings, scope):
             if (not types or c.memory.type in types) and memory_visible(c.memory, ctx, include_cold=include_cold):
                 visible.setdefault(c.item_id, c)
+        drop_restated(engine, ctx, visible)  # a team note restating a local one: the local one stands
 
     # Same fact in several scopes (e.g. imported twice): keep the most specific one.
     by_hash: dict[str, Candidate] = {}
@@ -279,9 +284,11 @@ def recall(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", l
 
     ranked = sorted(visible.values(), key=sort_key)
     chosen: list[tuple[Candidate, float]] = []
+    hidden = 0
     for c in ranked:
         conf = max(0.0, min(1.0, (c.cosine or 0.0) + (KEYWORD_AGREEMENT_BONUS if c.bm25 else 0.0)))
         if conf < min_confidence:
+            hidden += 1
             continue
         chosen.append((c, conf))
         if len(chosen) >= limit:
@@ -303,7 +310,27 @@ def recall(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", l
         "cards": cards,
         "warnings": warnings + engine.warnings(),
         "took_ms": round((time.perf_counter() - t0) * 1000, 2),
+        "min_confidence": min_confidence, "hidden_low_confidence": hidden,
     }
+
+
+def check_min_confidence(value: Any) -> float:
+    """The minimum confidence of a recall: the call's value, else the store-wide `min_confidence` (`mnemo config
+    set min_confidence`, MNEMO_MIN_CONFIDENCE), default MIN_CONFIDENCE."""
+    import math
+
+    from mnemo.core import config
+    from mnemo.core.errors import InvalidInput
+
+    if value is None:
+        return float(config.value("min_confidence"))
+    try:
+        v = float(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"min_confidence {value!r} is not a number", hint="use a number from 0 to 1, e.g. 0.15") from exc
+    if isinstance(value, bool) or not math.isfinite(v) or not 0.0 <= v <= 1.0:
+        raise InvalidInput(f"min_confidence {value!r} is out of range", hint="use a number from 0 to 1 (0 shows every hit)")
+    return v
 
 
 def hydrate(engine: Engine, ctx: Context, item_id: str, mode: str = "default") -> dict[str, Any]:

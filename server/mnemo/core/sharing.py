@@ -620,21 +620,27 @@ def _summary(actions: list[Action], strategy: str, snap: Snapshot, detail: bool 
     return out
 
 
-def _vectors_for(engine: Engine, snap: Snapshot, mems: list[Memory]) -> dict[str, Any]:
-    """Stored vectors when the model matches; otherwise re-embed (before any transaction starts)."""
-    out, todo = {}, []
-    for m in mems:
-        orig = m.provenance.get("imported_from", {}).get("id", m.id)
-        v = snap.vectors.get(orig)
-        if v is not None and v[0] == engine.model_id:
-            out[m.id] = v[1]
-        else:
-            todo.append(m)
-    for i in range(0, len(todo), 256):
-        chunk = todo[i:i + 256]
+VECTOR_MATCH = 0.99  # a stored vector and the text's own embedding agree to ~1e-3 (onnx vs torch, same model id)
+
+
+def _vectors_for(engine: Engine, snap: Snapshot, mems: list[Memory]) -> tuple[dict[str, Any], list[str]]:
+    """Every imported text is embedded here (before any transaction starts), and that vector is the one stored: a
+    snapshot's vector is never trusted, as a forged one could hide a note from recall or pull it into every
+    answer. Returns the vectors and the ids whose stored vector (under our model id) did not match its text."""
+    import numpy as np
+
+    out: dict[str, Any] = {}
+    mismatched: list[str] = []
+    for i in range(0, len(mems), 256):
+        chunk = mems[i:i + 256]
         for m, vec in zip(chunk, engine.embed([m.text for m in chunk]), strict=True):
             out[m.id] = vec
-    return out
+            orig = m.provenance.get("imported_from", {}).get("id", m.id)
+            given = snap.vectors.get(orig)
+            if given is not None and given[0] == engine.model_id and (
+                    given[1].shape != np.shape(vec) or float(np.dot(given[1], vec)) < VECTOR_MATCH):
+                mismatched.append(m.id)
+    return out, mismatched
 
 
 def diff_snapshot(engine: Engine, ctx: Context, path: str, strategy: str = "newer_wins") -> dict[str, Any]:
@@ -655,10 +661,11 @@ def merge_snapshot(engine: Engine, ctx: Context, path: str, strategy: str = "new
     lifecycle.ensure_schema(engine.store)
     actions = plan_merge(engine, ctx, snap, strategy)
     writes = [a for a in actions if a.op in ("insert", "replace", "copy")]
-    vecs = _vectors_for(engine, snap, [a.mem for a in writes])
+    vecs, mismatched = _vectors_for(engine, snap, [a.mem for a in writes])
     store = engine.store
     model_id = engine.model_id
     summary = _summary(actions, strategy, snap)
+    summary["vectors_replaced"] = mismatched  # stored vectors that did not match their text (re-embedded)
     with store.write() as c:
         for n, a in enumerate(writes, start=1):
             m = a.mem
@@ -674,6 +681,10 @@ def merge_snapshot(engine: Engine, ctx: Context, path: str, strategy: str = "new
             if a.decayed_at is not None:
                 c.execute("INSERT INTO decay_state(id, decayed_at) VALUES(?, ?) ON CONFLICT(id) DO UPDATE SET"
                           " decayed_at=excluded.decayed_at", (m.id, a.decayed_at))
+            if a.op == "copy" and a.local is not None:  # kept apart on purpose: compaction must never merge them
+                lifecycle.add_review(c, "conflict", m.id, a.local.id, ctx.project_id,
+                                     {"source": "snapshot_merge", "file": snap.path.name,
+                                      "new_text": m.text, "existing_text": a.local.text}, resolution="keep_both")
             if m.status == "pending":  # flagged (or pending at the source): a person decides
                 lifecycle.add_review(c, "pending", m.id, None, ctx.project_id,
                                      {"source": "import", "flags": m.flags, "file": snap.path.name})
@@ -807,6 +818,11 @@ def branch_merge(engine: Engine, ctx: Context, source: str, *, _review_id: int |
             store.update_memory(c, o.id, reindex=True, superseded_by=copy_of[src_id], updated_at=now)
             c.execute("UPDATE review SET resolved_at=?, resolution='merged' WHERE id=? AND resolved_at IS NULL",
                       (now, rid))
+        for pair in lifecycle.kept_apart_pairs(c):  # a pair kept apart on the branch stays apart on the target
+            x, y = sorted(pair) if len(pair) == 2 else (None, None)
+            if x in copy_of and y in copy_of:
+                lifecycle.add_review(c, "conflict", copy_of[x], copy_of[y], ctx.project_id,
+                                     {"source": "branch_merge", "branch": source}, resolution="keep_both", now=now)
         for src_id, o, _rid in plan["carry"]:
             lifecycle.add_review(c, "override", copy_of[src_id], o.id, ctx.project_id,
                                  {"level": "scope", "branch": target, "overridden_scope": o.scope,

@@ -297,6 +297,7 @@ class TeamHit:
     cosine: float
     memory: Memory
     metadata: dict[str, Any] = field(default_factory=dict)
+    vector: list[float] | None = None
 
 
 # -- the client --------------------------------------------------------------------------------------------------
@@ -410,14 +411,17 @@ class TeamClient:
             if n == 0:
                 return []
             res = col.query(query_embeddings=[[float(x) for x in qvec]], n_results=min(k, n),
-                            include=["documents", "metadatas", "distances"])
+                            include=["documents", "metadatas", "distances", "embeddings"])
+            embs = res.get("embeddings")
+            embs = embs[0] if embs is not None and len(embs) else [None] * len(res["ids"][0])
             out = []
-            for rid, doc, meta, dist in zip(res["ids"][0], res["documents"][0], res["metadatas"][0],
-                                            res["distances"][0], strict=False):
+            for rid, doc, meta, dist, emb in zip(res["ids"][0], res["documents"][0], res["metadatas"][0],
+                                                 res["distances"][0], embs, strict=False):
                 meta = dict(meta or {})
                 if meta.get("deprecated"):
                     continue
-                out.append(TeamHit(rid, 1.0 - float(dist), record_to_memory(rid, doc, meta), meta))
+                out.append(TeamHit(rid, 1.0 - float(dist), record_to_memory(rid, doc, meta), meta,
+                                   None if emb is None else [float(x) for x in emb]))
             return out
 
         return self._call("query", run)
@@ -641,10 +645,59 @@ def team_candidates(engine: Engine, ctx: Context, qvec, k: int, warnings: list[s
     if notice:
         warnings.append(notice)
     # Another person's note is untrusted here (SPEC §7): recall shows it as such; only your own stays as you left it.
-    return [Candidate(h.id, cosine=h.cosine, scope="team",
+    return [Candidate(h.id, cosine=h.cosine, scope="team", extras={"vector": h.vector},
                       memory=h.memory if h.memory.author == ctx.user else dataclasses.replace(h.memory,
                                                                                               trust="untrusted"))
             for h in hits]
+
+
+def team_neighbours(engine: Engine, ctx: Context, vec, k: int) -> list[tuple[Memory, float]]:
+    """Team records nearest to `vec` as (memory, cosine), for the checks on write (core/lifecycle.relate): the
+    chain is branch > project > team > global on every level. [] without a server or when it does not answer
+    (the breaker keeps that to one short timeout per retry interval)."""
+    try:
+        team = team_for(engine)
+    except InvalidInput:
+        return []
+    if team is None or not team.breaker.allow():
+        return []
+    try:
+        hits = team.query(vec, engine.model_id, k)
+    except MnemoError:
+        return []
+    return [(h.memory, h.cosine) for h in hits if not h.memory.deprecated]
+
+
+def drop_restated(engine: Engine, ctx: Context, visible: dict[str, Any]) -> None:
+    """Recall: a team hit that states what a visible local note states (the same claim, core/relation.py) is
+    dropped for the more specific local note, as an identical one is (by content hash). Team records written
+    before the local note (or while the server was away) never went through the check on write."""
+    from mnemo.core import relation
+
+    team_ids = [i for i, c in visible.items() if getattr(c, "scope", None) == "team" and c.memory is not None]
+    local = [i for i, c in visible.items() if c.memory is not None and c.scope != "team"]
+    if not team_ids or not local:
+        return
+    import numpy as np
+
+    blobs = engine.store.vectors(local)
+    ids = [i for i in local if i in blobs]
+    if not ids:
+        return
+    mat = np.frombuffer(b"".join(blobs[i] for i in ids), dtype=np.float32).reshape(len(ids), -1)
+    texts = {m.id: m.text for m in engine.store.get_memories(ids).values()}
+    vocab = relation.vocabulary_of(engine._embedder)
+    for tid in team_ids:
+        c = visible[tid]
+        tvec = c.extras.get("vector")
+        if tvec is None or len(tvec) != mat.shape[1]:
+            continue
+        sims = mat @ np.asarray(tvec, dtype=np.float32)
+        for j in np.argsort(-sims)[:5]:
+            lid = ids[int(j)]
+            if lid in texts and relation.same_claim(c.memory.text, texts[lid], float(sims[int(j)]), vocab):
+                visible.pop(tid, None)
+                break
 
 
 def hydrate_team(engine: Engine, ctx: Context, item_id: str, mode: str) -> dict[str, Any]:
@@ -733,6 +786,6 @@ def team_status(engine: Engine, ctx: Context) -> dict[str, Any]:
 
 __all__ = [
     "CircuitBreaker", "TeamClient", "TeamSettings", "attach", "build_record", "clear_settings", "collection_name",
-    "deprecate_team", "hydrate_team", "load_settings", "promote_to_team", "record_id_for", "recent_team",
-    "save_settings", "team_candidates", "team_for", "team_status",
+    "deprecate_team", "drop_restated", "hydrate_team", "load_settings", "promote_to_team", "record_id_for", "recent_team",
+    "save_settings", "team_candidates", "team_for", "team_neighbours", "team_status",
 ]

@@ -508,13 +508,17 @@ def build_server(backend: Backend, workspace: Workspace) -> MCPServer:
         scope: Annotated[Literal["hybrid", "project", "global", "team"],
                          Field(description="hybrid (default) = this project + global + team")] = "hybrid",
         include_docs: Annotated[bool, Field(description="also search the repository's Markdown docs")] = True,
+        min_confidence: Annotated[float | None, Field(
+            ge=0, le=1, description="hide hits below this confidence (default 0.15, the store's "
+                                    "MNEMO_MIN_CONFIDENCE; 0 shows every hit)")] = None,
     ) -> str:
         """Search this repository's memory (earlier decisions, lessons, conventions, hand-offs) and its indexed
         Markdown docs, by meaning and keywords. Call it at the start of a task, before changing unfamiliar code,
         and whenever you wonder "did we decide this before?". Returns compact cards with provenance (scope,
         project, branch, source, updated, confidence, trust); `hydrate` an id for more."""
         ctx = await workspace.context(mcp_ctx)
-        res = await backend.call("recall", ctx, query, limit=limit, scope=scope, include_docs=include_docs)
+        res = await backend.call("recall", ctx, query, limit=limit, scope=scope, include_docs=include_docs,
+                                 min_confidence=min_confidence)
         return format_recall(res)
 
     @server.tool(annotations=READ)

@@ -1,0 +1,466 @@
+"""How a new note relates to an existing one it is close to: the same claim again, a contradiction, or another fact.
+
+No language model: the cosine of the real embedder plus text features of the two notes.
+
+- Contradiction signals (each names what changed): a number or version replaced by another (`30 s` -> `60 s`,
+  `PostgreSQL 14` -> `16`), a negation added or removed over the same statement (`run` -> `do not run`; a negation
+  inside a clause that only the new note has, "..., never the production one", is new detail, not a negation),
+  one of two alternatives swapped (tabs/spaces, sync/async, before/after, and tools for the same job: pytest/unittest,
+  yarn/pnpm, Redis/Memcached, ... in `ALTERNATIVES`), one identifier replaced by another (a command, a path, a URL, a
+  channel), a change marker ("moved to", "switched", "no longer", "replaced") or two preferred items in swapped order.
+- A signal makes a conflict only when the rest of the two notes still says the same thing: the cosine of the two
+  notes with every explained token (the numbers, the swapped words, the negations, ...) masked must stay high
+  (`mask_min`). "Retry webhooks 5 times" vs "retry emails 3 times" changes a number AND the subject: another fact.
+- Without a signal, a close pair is the same claim (a paraphrase, or a refinement that adds detail) when its cosine
+  is high, or when one note's content words are (nearly) all in the other and the cosine is moderate; anything else
+  is another fact about something nearby (stored on its own).
+
+Thresholds are fit on the tune split of `bench/data/conflict_pairs.jsonl` (`bench/conflict_decision.py`); the test
+split is reported in docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from mnemo.core.text import _stem
+
+
+# -- thresholds (fit on the tune split; see bench/conflict_decision.py) ----------------------------------------
+@dataclass(frozen=True)
+class Thresholds:
+    signal_min_cosine: float = 0.34  # below this two notes are not about the same thing, whatever the words
+    mask_min: float = 0.64  # cosine of the two notes with the explained tokens masked: "the rest says the same"
+    dup_cosine: float = 0.80  # a paraphrase: no signal and at least this close
+    refine_cosine: float = 0.52  # or: one note's content words nearly all in the other, and at least this close
+    refine_contain: float = 0.70
+    max_added: int = 2  # content words a confirmation may add (a rewording); more is new detail, never dropped
+
+
+DEFAULT = Thresholds()
+SIGNAL_MIN_COSINE = DEFAULT.signal_min_cosine
+
+STOP = frozenset("""a an the and or of to in on at by for from with as is are was were be been being it its this that
+these those we our us you your they their he she i me my do does did done have has had can could would should will
+shall so than then there here also just only very all any each every some such into onto via up out about over under
+what when where which who whom why how if but yet s t""".split())
+NEGATIONS = frozenset("not no never without none nor neither cannot avoid discourage forbid disallow nothing instead "
+                      "rather".split())  # "X instead of Y", "X rather than Y" deny Y
+CHANGE_MARKERS = frozenset("moved switch switched migrated replaced deprecated gone dropped retired abandoned anymore "
+                           "longer".split())
+PREFER_VERBS = frozenset(["prefer", "favor", "favour", "choose", "pick"])
+NUMBER_WORDS = {"zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
+                "seven": "7", "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12",
+                "twenty": "20", "thirty": "30", "hundred": "100", "thousand": "1000", "once": "1", "twice": "2",
+                "single": "1", "double": "2"}
+# Multi-word names and spellings folded to one token before anything else.
+PHRASES = {
+    "github actions": "github_actions", "gitlab ci": "gitlab_ci", "azure pipelines": "azure_pipelines",
+    "secrets manager": "secrets_manager", "key vault": "key_vault", "new relic": "new_relic",
+    "github pages": "github_pages", "cloudflare pages": "cloudflare_pages", "sql server": "mssql",
+    "google cloud": "gcp", "local time": "local_time", "non-blocking": "nonblocking", "kebab-case": "kebab_case",
+    "camel case": "camelcase", "snake case": "snake_case", "pascal case": "pascalcase", "pip-tools": "pip_tools",
+    "no longer": "not longer", "instead of": "instead", "rather than": "rather", "postgresql": "postgres",
+    "semantic versioning": "semver", "semantic versions": "semver", "semantic version": "semver",
+    "mongodb": "mongo", "hashicorp vault": "vault", "aws secrets manager": "secrets_manager", "golang": "go", "k8s": "kubernetes", "node.js": "node", "nodejs": "node",
+    "react testing library": "react_testing_library", "cloud run": "cloud_run", "app engine": "app_engine",
+}
+_PHRASES_LONGEST_FIRST = sorted(PHRASES.items(), key=lambda kv: -len(kv[0]))
+SYNONYMS = {"db": "database", "repo": "repository", "env": "environment", "config": "configuration",
+            "deps": "dependency", "pr": "pull_request", "prs": "pull_request", "js": "javascript",
+            "ts": "typescript", "py": "python", "k8s": "kubernetes", "msg": "message", "auth": "authentication",
+            "dir": "directory", "folder": "directory", "id": "identifier", "ids": "identifier",
+            "e2e": "end_to_end", "ci/cd": "ci", "uuidv4": "uuid", "semver": "semantic_version"}
+
+# Groups of mutually exclusive choices for one slot: saying one where the other note says another is a contradiction.
+ALTERNATIVES: tuple[frozenset[str], ...] = tuple(frozenset(g.split()) for g in (
+    # opposites
+    "tab space", "sync async synchronous asynchronous blocking nonblocking", "enable disable", "public private",
+    "ascending descending asc desc", "required optional mandatory", "before after", "single double",
+    "camelcase snake_case kebab_case pascalcase", "utc local_time", "stateless stateful", "allow deny forbid block",
+    "must may", "min max minimum maximum", "upper lower uppercase lowercase", "first last",
+    "increase decrease", "include exclude", "accept reject", "true false", "eager lazy", "mutable immutable",
+    "strict loose lenient", "allowlist denylist whitelist blacklist", "rebase merge squash", "http https", "tcp udp",
+    "get post put patch delete", "light dark", "monorepo polyrepo", "horizontal vertical", "inline external",
+    # tools for the same job
+    "pytest unittest nose nose2 ward", "jest mocha vitest jasmine ava",
+    "cypress playwright selenium puppeteer webdriverio testcafe", "black autopep8 yapf ruff blue",
+    "ruff flake8 pylint pyflakes", "eslint tslint biome standard rome", "prettier biome dprint",
+    "pip poetry pipenv uv conda pdm hatch pip_tools rye", "npm yarn pnpm bun",
+    "jenkins github_actions gitlab_ci circleci travis buildkite teamcity drone azure_pipelines bamboo",
+    "redis memcached valkey keydb dragonfly",
+    "postgres mysql mariadb sqlite oracle mssql cockroachdb aurora mongo dynamodb couchdb cassandra firestore",
+    "snowflake bigquery redshift databricks clickhouse synapse duckdb",
+    "kafka rabbitmq sqs nats pulsar kinesis activemq pubsub",
+    "celery rq dramatiq huey sidekiq resque bullmq arq", "webpack vite rollup parcel esbuild turbopack browserify",
+    "sentry rollbar bugsnag honeybadger airbrake", "datadog new_relic dynatrace appdynamics",
+    "elasticsearch opensearch solr algolia meilisearch typesense", "elasticsearch loki splunk papertrail cloudwatch",
+    "terraform pulumi cloudformation cdk opentofu", "vercel netlify heroku render fly cloudflare_pages",
+    "vault secrets_manager doppler sops key_vault 1password", "react vue angular svelte solid ember preact",
+    "redux zustand mobx recoil jotai pinia", "django flask fastapi starlette pyramid tornado sanic",
+    "sqlalchemy peewee tortoise sqlmodel prisma typeorm sequelize",
+    "python go rust java kotlin ruby php scala elixir", "javascript typescript",
+    "kubernetes nomad ecs swarm", "requests httpx aiohttp urllib3", "mypy pyright pyre pytype",
+    "alembic flyway liquibase", "launchdarkly unleash flagsmith growthbook configcat",
+    "sendgrid mailgun ses postmark sparkpost", "auth0 okta cognito keycloak clerk", "github gitlab bitbucket",
+    "pagerduty opsgenie", "aws gcp azure", "main master develop trunk", "grpc rest graphql thrift soap",
+    "json yaml toml xml protobuf avro msgpack", "istio linkerd consul", "jaeger zipkin tempo",
+    "crowdin lokalise transifex", "dependabot renovate", "helm kustomize jsonnet", "sphinx mkdocs docusaurus",
+    "nginx apache caddy traefik haproxy envoy", "argon2 argon2id bcrypt scrypt pbkdf2", "rs256 hs256 es256",
+    "ubuntu debian alpine centos fedora", "docker podman", "make just task", "zod yup joi ajv valibot superstruct",
+    "pydantic marshmallow cerberus",
+))
+_ALT_INDEX: dict[str, set[int]] = {}
+for _i, _g in enumerate(ALTERNATIVES):
+    for _w in _g:
+        _ALT_INDEX.setdefault(_w, set()).add(_i)
+
+_TOKEN_RE = re.compile(
+    r"`[^`]+`"  # a code span: one identifier
+    r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"  # an email address
+    r"|https?://[^\s,;]+"  # a URL
+    r"|[#@][\w][\w./-]*"  # a channel, a scoped package
+    r"|--?[a-z][\w-]*"  # a flag
+    r"|v?\d+(?:[.:]\d+)*(?:[a-z]+)?"  # a number, a version, a time (2, 3.11, v1.4.2, 02:00, 30s)
+    r"|[\w-]*[/\\][\w./\\<>-]*"  # a path
+    r"|[a-z_][\w-]*(?:\.[a-z_]\w*)*(?:\(\))?"  # a word, a dotted name, a call
+    r"|,",  # a clause break (see _split_clauses)
+    re.I)
+
+
+@dataclass(frozen=True)
+class Token:
+    raw: str  # as written (for masking)
+    norm: str  # normalized (stemmed, synonyms folded)
+    kind: str  # word | number | ident | stop
+
+
+def _norm_word(w: str) -> str:
+    w = w.lower().strip("'’")
+    w = SYNONYMS.get(w, w)
+    if w in NUMBER_WORDS:
+        return NUMBER_WORDS[w]
+    if w in _ALT_INDEX or "_" in w:
+        return w
+    s = _stem(w)
+    return s if s in _ALT_INDEX or s not in _STEM_FIX else _STEM_FIX[s]
+
+
+# Stems whose alternative-group spelling differs from the word (enabled -> enabl -> enable).
+_STEM_FIX = {"enabl": "enable", "disabl": "disable", "synchron": "synchronous", "asynchron": "asynchronous",
+             "ascend": "ascending", "descend": "descending", "requir": "required", "option": "optional",
+             "mandatori": "mandatory", "stateless": "stateless", "immut": "immutable", "mutabl": "mutable",
+             "uppercas": "uppercase", "lowercas": "lowercase", "increas": "increase", "decreas": "decrease",
+             "includ": "include", "exclud": "exclude", "privat": "private", "singl": "single", "doubl": "double",
+             "discourag": "discourage", "forbidden": "forbid", "disallow": "disallow", "minimum": "minimum",
+             "maximum": "maximum", "rebas": "rebase", "lazili": "lazy", "eager": "eager"}
+
+
+def tokens(text: str) -> list[Token]:
+    t = re.sub(r"(\w)n['’]t\b", r"\1 not", text)  # don't -> do not, isn't -> is not
+    t = re.sub(r"\bcan ?not\b", "can not", t, flags=re.I)
+    low = t.lower()
+    for phrase, rep in _PHRASES_LONGEST_FIRST:
+        low = re.sub(rf"(?<![\w-]){re.escape(phrase)}(?![\w-])", rep, low)
+    low = re.sub(r"\b((?:prefer|favou?r|choose|pick)\b[^,;]*?)\bover\b", r"\1instead", low)
+    out: list[Token] = []
+    for m in _TOKEN_RE.finditer(low):
+        raw = m.group(0)
+        if raw == ",":
+            out.append(Token(",", ",", "stop"))
+        elif raw.startswith("`") or raw.startswith(("http://", "https://", "#", "@", "-")) or "/" in raw \
+                or re.fullmatch(r"[\w.+-]+@[\w.-]+", raw) \
+                or "\\" in raw or re.search(r"\w\.\w", raw) and not re.fullmatch(r"v?\d+(?:[.:]\d+)*", raw) \
+                or raw.endswith("()"):
+            out.append(Token(raw, raw.strip("`").rstrip(".,;:"), "ident"))
+        elif re.fullmatch(r"v?\d+(?:[.:]\d+)*[a-z]*", raw):
+            num = re.match(r"v?(\d+(?:[.:]\d+)*)", raw).group(1)
+            out.append(Token(raw, num, "number"))
+        elif raw in STOP:
+            out.append(Token(raw, raw, "stop"))
+        else:
+            n = _norm_word(raw.replace("-", "_") if raw.replace("-", "_") in _ALT_INDEX else raw)
+            kind = "number" if n.isdigit() else "word"
+            out.append(Token(raw, n, kind))
+    return out
+
+
+@dataclass
+class Features:
+    cosine: float
+    signals: list[str] = field(default_factory=list)  # what changed, e.g. "number 30 -> 60"
+    explained: set[str] = field(default_factory=set)  # normalized tokens the signals account for
+    contain: float = 0.0  # share of the shorter note's content words found in the other
+    one_slot: bool = False  # the same words in the same order but one slot replaced (a value, or a synonym)
+    added: int = 0  # content words only the new note has
+    removed: int = 0  # content words only the old note has
+
+
+def _content(toks: Sequence[Token]) -> list[Token]:
+    return [t for t in toks if t.kind != "stop" and t.norm not in NEGATIONS]
+
+
+def _negated(toks: Sequence[Token]) -> bool:
+    """An odd number of negations ("not ... without" says yes)."""
+    return sum(t.norm in NEGATIONS for t in toks) % 2 == 1
+
+
+def _own_clause_negations(toks: Sequence[Token], other: set[str]) -> bool:
+    """Whether every negation of the note governs words the other note does not have: a clause of its own
+    ("..., never the production one") adds detail, it does not deny what the other note says."""
+    found = False
+    for i, t in enumerate(toks):
+        if t.norm not in NEGATIONS:
+            continue
+        found = True
+        scope: list[Token] = []
+        for u in toks[i + 1:]:
+            if u.raw in (",", "but", "except"):
+                break
+            if u.kind != "stop" and u.norm not in NEGATIONS and u.norm not in CHANGE_MARKERS:
+                scope.append(u)
+        if not scope or sum(u.norm in other for u in scope) * 2 >= len(scope):
+            return False
+    return found
+
+
+def _preferred(toks: Sequence[Token]) -> tuple[str, str] | None:
+    """("x", "y") for "prefer x over y" / "x instead of y" / "x rather than y" (content words next to the marker)."""
+    for i, t in enumerate(toks):
+        if t.raw in ("over", "instead", "rather") and (t.raw != "over" or any(u.raw in PREFER_VERBS
+                                                                              for u in toks[:i])):
+            before = [u.norm for u in toks[:i] if u.kind != "stop" and u.norm not in NEGATIONS]
+            after = [u.norm for u in toks[i + 1:] if u.kind != "stop" and u.norm not in NEGATIONS]
+            if before and after:
+                return before[-1], after[0]
+    return None
+
+
+def _swapped_alternatives(ca: Sequence[Token], cb: Sequence[Token], shared: set[str]) -> tuple[str, str] | None:
+    """Two alternatives both notes name, in the opposite order ("spaces, never tabs" / "tabs, never spaces")."""
+    first_a, first_b = {}, {}
+    for seq, first in ((ca, first_a), (cb, first_b)):
+        for i, t in enumerate(seq):
+            first.setdefault(t.norm, i)
+    alts = sorted(w for w in shared if w in _ALT_INDEX)
+    for i, x in enumerate(alts):
+        for y in alts[i + 1:]:
+            if _ALT_INDEX[x] & _ALT_INDEX[y] and (first_a[x] < first_a[y]) != (first_b[x] < first_b[y]):
+                return x, y
+    return None
+
+
+def _tail_swap(content: Sequence[Token], only: set[str]) -> bool:
+    """1..3 words of the note are not in the other one, and all of them sit in its second half."""
+    pos = [i for i, t in enumerate(content) if t.norm in only]
+    return 0 < len(set(only)) <= 3 and bool(pos) and min(pos) >= len(content) / 2
+
+
+def _one_slot(ca: Sequence[Token], cb: Sequence[Token]) -> bool:
+    """The two notes are one sentence with one slot of 1-2 words replaced ("uses zerolog" / "uses zap")."""
+    ops = [op for op in difflib.SequenceMatcher(a=[t.norm for t in ca], b=[t.norm for t in cb],
+                                                autojunk=False).get_opcodes() if op[0] != "equal"]
+    return len(ops) == 1 and ops[0][0] == "replace" and ops[0][2] - ops[0][1] <= 2 and ops[0][4] - ops[0][3] <= 2
+
+
+def _names(text: str, vocab: frozenset[str]) -> set[str]:
+    """Normalized words written like names: capitalized inside a sentence (Jenkins, WeasyPrint), mixed with digits
+    or inner capitals (k8s, gRPC), or not an everyday word of the embedder's vocabulary (zerolog, imgix)."""
+    out = set()
+    for m in re.finditer(r"(?<![\w.-])([A-Za-z][\w-]*)", text):
+        w = m.group(1)
+        before = text[:m.start()].rstrip()
+        inner = bool(before) and not before.endswith((".", "!", "?", ":", ";"))
+        low = w.lower()
+        rare = bool(vocab) and low.isalpha() and len(low) >= 3 and low not in vocab and low not in STOP
+        if (inner and w[0].isupper()) or re.search(r"\d", w) or re.search(r"[a-z][A-Z]", w) or rare:
+            out.add(_norm_word(low))
+    return out
+
+
+def _split_clauses(text: str) -> str:
+    """Clause breaks as " , " tokens (a comma, semicolon, colon or dash; not inside 10,000 or 02:00)."""
+    return re.sub(r"\s*(?:;|,(?!\d)|:(?!\d)|—|–)\s*|\s+-\s+", " , ", text)
+
+
+SECONDS = {"ms": 0.001, "millisecond": 0.001, "second": 1, "sec": 1, "s": 1, "minut": 60, "minute": 60,
+           "min": 60, "hour": 3600, "hr": 3600, "h": 3600, "day": 86400, "d": 86400, "week": 604800,
+           "month": 2592000, "year": 31536000}
+
+
+def _quantities(content: Sequence[Token]) -> dict[str, tuple[set[str], set[str]]]:
+    """What a note counts, by what it counts: {unit: (values, tokens)}. A duration ("30 days", "a week", "25s") is
+    in seconds under "duration", so `7 days` equals `a week`; another number is keyed by the words next to it
+    ("10 connections", "port 3000", "Python 3.11")."""
+    out: dict[str, tuple[set[str], set[str]]] = {}
+
+    def add(key: str, value: str, toks: set[str]) -> None:
+        vals, used = out.setdefault(key, (set(), set()))
+        vals.add(value)
+        used |= toks
+
+    for i, t in enumerate(content):
+        nxt = content[i + 1] if i + 1 < len(content) else None
+        prev = content[i - 1] if i > 0 else None
+        if t.kind == "number":
+            suffix = re.sub(r"^v?\d+(?:[.:]\d+)*", "", t.raw) if t.raw[:1].isdigit() or re.match(r"v\d", t.raw) else ""
+            unit = suffix or (nxt.norm if nxt is not None and nxt.kind == "word" else "")
+            if unit in SECONDS and re.fullmatch(r"\d+(?:\.\d+)?", t.norm):
+                add("duration", f"{float(t.norm) * SECONDS[unit]:g}s", {t.norm, unit})
+            else:  # keyed by both neighbours: "4.2 LTS" / "Django 5.0" still share "django"
+                before = prev.norm if prev is not None and prev.kind == "word" else ""
+                for key in {unit, before} - {""} or {""}:
+                    add(key, t.norm, {t.norm} | ({unit} if unit and not suffix else set()))
+        elif t.raw in ("week", "day", "hour", "minute", "month", "year", "second") and \
+                (prev is None or prev.kind != "number") and (prev is None or prev.raw not in ("per", "every", "each")):
+            add("duration", f"{SECONDS[t.norm]:g}s", {t.norm})  # "a week", "an hour"
+    return out
+
+
+def features(old: str, new: str, cosine: float, vocab: frozenset[str] = frozenset()) -> Features:
+    ta, tb = tokens(_split_clauses(old)), tokens(_split_clauses(new))
+    ca, cb = _content(ta), _content(tb)
+    sa, sb = {t.norm for t in ca}, {t.norm for t in cb}
+    only_a, only_b = sa - sb, sb - sa
+    f = Features(cosine)
+    # numbers and versions
+    qa, qb = _quantities(ca), _quantities(cb)
+    for key in sorted(set(qa) & set(qb)):
+        (va, ta_), (vb, tb_) = qa[key], qb[key]
+        if va - vb and vb - va:
+            change = f"{', '.join(sorted(va - vb))} -> {', '.join(sorted(vb - va))}"
+            if not any(sig.endswith(change) for sig in f.signals):
+                f.signals.append(f"{key or 'number'} {change}")
+            f.explained |= ta_ | tb_
+    # negation added or removed over the shared statement
+    neg_a, neg_b = _negated(ta), _negated(tb)
+    if neg_a != neg_b and not _own_clause_negations(ta if neg_a else tb, sb if neg_a else sa):
+        f.signals.append("negation " + ("removed" if neg_a else "added"))
+    # alternatives swapped
+    for wa in only_a:
+        for wb in only_b:
+            if _ALT_INDEX.get(wa, set()) & _ALT_INDEX.get(wb, set()):
+                f.signals.append(f"{wa} -> {wb}")
+                f.explained |= {wa, wb}
+    # identifiers replaced
+    ia = {t.norm for t in ca if t.kind == "ident"} - sb
+    ib = {t.norm for t in cb if t.kind == "ident"} - sa
+    if ia and ib:
+        f.signals.append(f"{', '.join(sorted(ia))} -> {', '.join(sorted(ib))}")
+        f.explained |= ia | ib
+    # a change announced by one note only ("we moved CI to GitHub Actions; Jenkins is gone")
+    marks_a, marks_b = {t.norm for t in ta} & CHANGE_MARKERS, {t.norm for t in tb} & CHANGE_MARKERS
+    if bool(marks_a) != bool(marks_b) and sa & sb:
+        f.signals.append("change: " + ", ".join(sorted({t.raw for t in ta + tb if t.norm in CHANGE_MARKERS})))
+        # the old choice and the new one are both explained
+        f.explained |= {w for w in sa | sb if any(_ALT_INDEX.get(w, set()) & _ALT_INDEX.get(v, set())
+                                                  for v in sa | sb if v != w)}
+    # two preferred things in swapped order ("prefer X over Y" / "prefer Y over X")
+    pa, pb = _preferred(ta), _preferred(tb)
+    if pa and pb and pa == pb[::-1]:
+        f.signals.append(f"preference swapped: {pa[0]} over {pa[1]} -> {pb[0]} over {pb[1]}")
+        f.explained |= set(pa)
+    swapped = _swapped_alternatives(ca, cb, sa & sb)
+    if swapped:
+        f.signals.append(f"{swapped[0]} and {swapped[1]} swapped")
+        f.explained |= set(swapped)
+    # one value replaced at the end of otherwise similar notes ("... uses zerolog" / "... uses zap"): a tool or a
+    # name this module does not list; the masked cosine below decides whether the rest says the same thing
+    if not f.signals and _tail_swap(ca, only_a) and _tail_swap(cb, only_b) and only_a & _names(old, vocab) \
+            and only_b & _names(new, vocab):
+        f.signals.append(f"{' '.join(sorted(only_a))} -> {' '.join(sorted(only_b))}")
+        f.explained |= only_a | only_b
+    f.one_slot = _one_slot(ca, cb)
+    shorter = min(len(sa), len(sb)) or 1
+    f.contain = len(sa & sb) / shorter
+    f.added, f.removed = len(only_b), len(only_a)
+    return f
+
+
+def masked(text: str, explained: set[str]) -> str:
+    """The note without the tokens a signal explains (and without negations): what the rest of it says."""
+    toks = tokens(_split_clauses(text))
+    keep = [t.raw.strip("`") for t in toks
+            if t.norm not in explained and t.norm not in NEGATIONS and t.norm not in CHANGE_MARKERS and t.raw != ","]
+    return " ".join(keep) or "-"
+
+
+@dataclass
+class Decision:
+    relation: str  # duplicate | conflict | distinct
+    refines: bool  # duplicate whose new note adds detail the old one lacks
+    reasons: list[str]
+    masked_cosine: float | None = None
+
+    def to_dict(self) -> dict:
+        return {"relation": self.relation, "refines": self.refines, "reasons": self.reasons,
+                "masked_cosine": None if self.masked_cosine is None else round(self.masked_cosine, 4)}
+
+
+Embed = Callable[[list[str]], Sequence]
+
+
+def _cos(a: Sequence, b: Sequence) -> float:
+    return float(sum(float(x) * float(y) for x, y in zip(a, b, strict=True)))
+
+
+def classify(f: Features, cosine: float, masked_cosine: float | None, t: Thresholds = DEFAULT) -> Decision:
+    """The decision from a pair's features, its cosine and (for a pair with a signal) its masked cosine."""
+    if f.signals:
+        if cosine < t.signal_min_cosine or masked_cosine is None:
+            return Decision("distinct", False, [f"not about the same thing (cosine {cosine:.2f})"])
+        if masked_cosine >= t.mask_min:
+            return Decision("conflict", False, f.signals, masked_cosine)
+        return Decision("distinct", False, [f"{'; '.join(f.signals)}, but about something else (masked cosine "
+                                            f"{masked_cosine:.2f})"], masked_cosine)
+    if f.one_slot:  # a replaced value this module cannot name: never folded into a confirmation
+        return Decision("distinct", False, [f"one word replaced (cosine {cosine:.2f}): kept as its own note"])
+    if cosine >= t.dup_cosine or (cosine >= t.refine_cosine and f.contain >= t.refine_contain):
+        # Nothing the user wrote is dropped: a confirmation keeps only the old text, so the new one may add at most
+        # a rewording (max_added words); more detail makes a refinement, whose text keeps the old one's words.
+        if f.added <= t.max_added or f.removed <= 1:
+            refines = f.added > t.max_added and f.added >= 3 * f.removed + 2
+            return Decision("duplicate", refines, [f"same claim (cosine {cosine:.2f}, {f.contain:.0%} shared "
+                                                   f"words)"])
+        return Decision("distinct", False, [f"close (cosine {cosine:.2f}), but each note says something the "
+                                            f"other does not"])
+    return Decision("distinct", False, [f"another fact (cosine {cosine:.2f}, {f.contain:.0%} shared words)"])
+
+
+def decide_many(pairs: Sequence[tuple[str, str, float]], embed: Embed, vocab: frozenset[str] = frozenset(),
+                t: Thresholds = DEFAULT) -> list[Decision]:
+    """`decide` for several (old, new, cosine) pairs, with one call to `embed` for all masked notes."""
+    feats = [features(old, new, cos, vocab) for old, new, cos in pairs]
+    todo = [i for i, f in enumerate(feats) if f.signals and pairs[i][2] >= t.signal_min_cosine]
+    texts = [masked(pairs[i][k], feats[i].explained) for i in todo for k in (0, 1)]
+    vecs = embed(texts) if texts else []
+    masked_cos = {i: _cos(vecs[2 * n], vecs[2 * n + 1]) for n, i in enumerate(todo)}
+    return [classify(f, pair[2], masked_cos.get(i), t) for i, (pair, f) in enumerate(zip(pairs, feats, strict=True))]
+
+
+def decide(old: str, new: str, cosine: float, embed: Embed, vocab: frozenset[str] = frozenset()) -> Decision:
+    """The relation of `new` to `old` (cosine = of their real vectors); `embed` embeds the masked notes."""
+    return decide_many([(old, new, cosine)], embed, vocab)[0]
+
+
+def same_claim(old: str, new: str, cosine: float, vocab: frozenset[str] = frozenset()) -> bool:
+    """Whether `new` says what `old` says (a paraphrase or refinement), without embedding anything: a pair with a
+    contradiction signal is never the same claim, whatever its masked cosine."""
+    f = features(old, new, cosine, vocab)
+    return not f.signals and classify(f, cosine, None).relation == "duplicate"
+
+
+def vocabulary_of(embedder) -> frozenset[str]:
+    """The embedder's everyday words (MiniLM's tokenizer vocabulary), or none (the hash embedder)."""
+    fn = getattr(embedder, "vocabulary", None)
+    try:
+        return fn() if fn is not None else frozenset()
+    except Exception:  # noqa: BLE001 - names then come from capitalization alone
+        return frozenset()
+
+
+__all__ = ["DEFAULT", "Decision", "Features", "Thresholds", "classify", "decide", "decide_many", "features", "masked", "same_claim", "tokens",
+           "vocabulary_of"]
