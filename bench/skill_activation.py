@@ -37,7 +37,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
 from mnemo.core.skills import ActivationConfig, SkillEngine, SkillRegistry  # noqa: E402
-from mnemo.core.skills.activation import dense_text  # noqa: E402
+from mnemo.core.skills.evidence import dense_text  # noqa: E402
 from mnemo.core.skills.model import FORMAT_CLAUDE_SKILL, FORMAT_CONTINUE, FORMAT_COPILOT, FORMAT_CURSOR  # noqa: E402
 from mnemo.core.text import tokenize  # noqa: E402
 

@@ -28,6 +28,7 @@ from .decision import FEATURES, coefficients, contributions, feature_matrix, pro
 from .evidence import (
     Evidence,
     SkillIndex,
+    clauses,
     dense_text,
     dense_views,
     glob_evidence,
@@ -49,11 +50,12 @@ MAX_MESSAGE_CHARS = 20_000
 # Logistic model over decision.FEATURES and the activation threshold, fitted on tune data only: MetaTool awareness
 # `split == "tune"` and the `tune` split of bench/data/activation_dev.jsonl (docs/benchmarks.md).
 FITTED_MODEL: dict[str, float] = {
-    "intercept": -6.0, "message": 0.0, "cos": 6.0, "cos_gap": -6.0, "cos_lead": 2.0, "dense_rr": 1.0,
-    "bm25_log": 0.3, "bm25_rr": 0.5, "fused_rr": 1.0, "keyword": 2.0, "glob": 2.0, "glob_lit": 1.0,
-    "glob_shared": -0.5, "glob_alone": 4.0, "glob_catch": 0.0, "glob_miss": -1.0, "no_globs": 0.0, "no_desc": 0.0,
+    "intercept": -5.9052, "message": -1.1083, "cos": 0.906, "cos_gap": -3.3012, "cos_lead": 11.0569,
+    "part_cos": 3.5879, "part_gap": -5.8065, "bm25_log": 1.6615, "keyword": 3.3793, "glob": 4.3164,
+    "glob_lit": 0.0, "glob_shared": -0.6018, "glob_alone": 9.2313, "glob_catch": -1.2393, "glob_miss": -0.9432,
+    "no_globs": 0.4144, "no_desc": 1.0111,
 }
-FITTED_THRESHOLD = 0.5
+FITTED_THRESHOLD = 0.14
 # --- fitted: end ---
 
 
@@ -320,18 +322,22 @@ class SkillEngine:
                 idx.glob_cache.popitem(last=False)
         return res
 
-    def _query_vector(self, idx: SkillIndex, message: str) -> np.ndarray:
+    def _query_vectors(self, idx: SkillIndex, texts: list[str]) -> list[np.ndarray]:
+        """Embeddings of the message (and its parts), cached; the ones missing are embedded in one call."""
         with idx.lock:
-            v = idx.query_cache.get(message)
-            if v is not None:
-                idx.query_cache.move_to_end(message)
-                return v
-        v = np.asarray(self.embedder.embed([message])[0], dtype=np.float32)
-        with idx.lock:
-            idx.query_cache[message] = v
-            while len(idx.query_cache) > 256:
-                idx.query_cache.popitem(last=False)
-        return v
+            have = {t: idx.query_cache[t] for t in texts if t in idx.query_cache}
+            for t in have:
+                idx.query_cache.move_to_end(t)
+        todo = [t for t in dict.fromkeys(texts) if t not in have]
+        if todo:
+            for t, v in zip(todo, self.embedder.embed(todo), strict=True):
+                have[t] = np.asarray(v, dtype=np.float32)
+            with idx.lock:
+                for t in todo:
+                    idx.query_cache[t] = have[t]
+                while len(idx.query_cache) > 256:
+                    idx.query_cache.popitem(last=False)
+        return [have[t] for t in texts]
 
     def _embedder_name(self) -> str:
         e = self._embedder
@@ -353,8 +359,8 @@ class SkillEngine:
             words = message.split()
             limit = cfg.query_words_dense
             dense_msg = " ".join(words[:limit]) if 0 < limit < len(words) else message
-            semantic_evidence(ev, idx, self._query_vector(idx, dense_msg), qtok, cfg.candidates, cfg.rrf_k,
-                              (cfg.w_dense, cfg.w_bm25))
+            vecs = self._query_vectors(idx, [dense_msg, *clauses(dense_msg)])
+            semantic_evidence(ev, idx, vecs[0], qtok, cfg.candidates, cfg.rrf_k, (cfg.w_dense, cfg.w_bm25), vecs[1:])
         return idx, ev
 
     def probabilities(self, file_path: str | None, message: str | None,
@@ -385,7 +391,7 @@ class SkillEngine:
         idx, ev, X, p = self.probabilities(file_path, message, cfg)
         held = np.asarray([self.held(s) for s in idx.skills], dtype=bool) if idx.flagged.any() else idx.flagged
         forced = ((idx.always & cfg.include_always) | ev.mentioned) & ~held
-        chosen, misses = _select(idx, p, forced, held, cfg.threshold, limit, cfg.misses)
+        chosen, misses = _select(idx, p, forced, held, cfg.threshold, limit, cfg.misses, ev.glob_lit)
         w, _b = cfg.weights()
         acts = [_activation(idx, ev, X, w, p, i, bool(forced[i])) for i in chosen]
         acts, spent = _apply_budget(acts, budget)
@@ -404,15 +410,16 @@ class SkillEngine:
 
 
 def _select(idx: SkillIndex, p: np.ndarray, forced: np.ndarray, held: np.ndarray, threshold: float, limit: int,
-            n_misses: int) -> tuple[list[int], list[dict]]:
-    """Forced skills, then every skill at or above the threshold, most likely first, up to ``limit``; and the
-    nearest misses with why each one did not activate."""
+            n_misses: int, specificity: np.ndarray) -> tuple[list[int], list[dict]]:
+    """Forced skills, then every skill at or above the threshold, most likely first (on a tie the more specific
+    glob, then the name), up to ``limit``; and the nearest misses with why each one did not activate."""
     free = ~forced & ~held
     order = np.flatnonzero(free & (p > 0))
-    order = order[np.lexsort((idx.name_rank[order], -p[order]))]
+    order = order[np.lexsort((idx.name_rank[order], -specificity[order], -np.round(p[order], 6)))]
     above = [int(i) for i in order if p[i] >= threshold]
     chosen = [int(i) for i in np.flatnonzero(forced)] + above[:limit]
-    chosen.sort(key=lambda i: (0 if forced[i] else 1, -float(p[i]), int(idx.name_rank[i])))
+    rank = {i: r for r, i in enumerate(order)}
+    chosen.sort(key=lambda i: (0 if forced[i] else 1, rank.get(i, 0), int(idx.name_rank[i])))
     misses = []
     for i in above[limit:] + [int(i) for i in order if p[i] < threshold]:
         if len(misses) >= n_misses:

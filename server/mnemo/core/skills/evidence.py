@@ -22,6 +22,8 @@ from .model import Skill
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _CLAUSE_SPLIT = re.compile(r",|;|\band/or\b|\bor\b|\band\b", re.IGNORECASE)
 _MD_NOISE = re.compile(r"```.*?```|`[^`]*`|[#>*_|\[\]()-]+", re.DOTALL)
+_CLAUSE = re.compile(r"\s*(?:;|,?\s+(?:and(?:\s+then)?|then|also|plus)\s+)\s*", re.IGNORECASE)
+MAX_CLAUSES = 3
 
 
 @lru_cache(maxsize=4096)
@@ -66,6 +68,23 @@ def bm25_tokens(skill: Skill, body_chars: int = 4000) -> list[str]:
     name_toks = tokenize(split_name(skill.name))
     return (name_toks * 2 + tokenize(skill.description) + tokenize(" ".join(skill.keywords))
             + tokenize(" ".join(skill.triggers)) + tokenize(skill.body[:body_chars]))
+
+
+def clauses(message: str, min_words: int = 3) -> list[str]:
+    """The parts of a request that may each need their own skill ("containerize the service and add a CI
+    workflow"): split on "and", "then", ";"; parts under ``min_words`` words join their neighbour. At most
+    MAX_CLAUSES; [] when the request is one part."""
+    parts = [p.strip(" ,.") for p in _CLAUSE.split(message) if p and p.strip(" ,.")]
+    merged: list[str] = []
+    for part in parts:
+        if merged and (len(part.split()) < min_words or len(merged[-1].split()) < min_words):
+            merged[-1] = f"{merged[-1]} and {part}"
+        else:
+            merged.append(part)
+    if len(merged) < 2:
+        return []
+    return merged[: MAX_CLAUSES - 1] + [" and ".join(merged[MAX_CLAUSES - 1:])] if len(merged) > MAX_CLAUSES \
+        else merged
 
 
 @dataclass
@@ -217,6 +236,8 @@ class Evidence:
     kw_hits: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
     mentioned: np.ndarray = None  # type: ignore[assignment]  # "@name", or a manual rule named
     cos: np.ndarray = None  # type: ignore[assignment]
+    part_cos: np.ndarray = None  # type: ignore[assignment]  # best cosine to one part of the request
+    part_gap: np.ndarray = None  # type: ignore[assignment]  # how far behind that part's best skill
     bm25: np.ndarray = None  # type: ignore[assignment]
     dense_rank: np.ndarray = None  # type: ignore[assignment]
     bm25_rank: np.ndarray = None  # type: ignore[assignment]
@@ -224,7 +245,7 @@ class Evidence:
 
     def __post_init__(self) -> None:
         n = self.n
-        for name in ("glob", "glob_lit", "glob_catch", "kw", "cos", "bm25"):
+        for name in ("glob", "glob_lit", "glob_catch", "kw", "cos", "part_cos", "part_gap", "bm25"):
             if getattr(self, name) is None:
                 setattr(self, name, np.zeros(n, dtype=np.float32))
         for name in ("dense_rank", "bm25_rank", "fused_rank"):
@@ -272,10 +293,17 @@ def keyword_evidence(ev: Evidence, idx: SkillIndex, message: str, qtok: Sequence
 
 
 def semantic_evidence(ev: Evidence, idx: SkillIndex, qv: np.ndarray, qtok: Sequence[str], candidates: int,
-                      rrf_k: int, weights: tuple[float, float]) -> None:
-    """Dense cosine and BM25 for every skill, their top-``candidates`` ranks and the ranks of their RRF fusion."""
+                      rrf_k: int, weights: tuple[float, float], part_vectors: Sequence[np.ndarray] = ()) -> None:
+    """Dense cosine and BM25 for every skill, their top-``candidates`` ranks and the ranks of their RRF fusion;
+    with ``part_vectors`` (one per part of a request that asks for several things) the best cosine to one part
+    and how far behind that part's best skill it is."""
     n = ev.n
     ev.cos = (idx.vectors @ qv).astype(np.float32)
+    ev.part_cos, ev.part_gap = ev.cos.copy(), (ev.cos.max() - ev.cos).astype(np.float32)
+    for pv in part_vectors:
+        c = (idx.vectors @ pv).astype(np.float32)
+        ev.part_cos = np.maximum(ev.part_cos, c)
+        ev.part_gap = np.minimum(ev.part_gap, c.max() - c)
     k = min(candidates, n)
     top_dense = np.argpartition(-ev.cos, k - 1)[:k] if k < n else np.arange(n)
     top_dense = top_dense[np.lexsort((top_dense, -ev.cos[top_dense]))]
