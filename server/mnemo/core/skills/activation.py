@@ -28,7 +28,7 @@ from .decision import FEATURES, coefficients, contributions, feature_matrix, pro
 from .evidence import (
     Evidence,
     SkillIndex,
-    clauses,
+    clause_spans,
     dense_text,
     dense_views,
     glob_evidence,
@@ -50,10 +50,10 @@ MAX_MESSAGE_CHARS = 20_000
 # Logistic model over decision.FEATURES and the activation threshold, fitted on tune data only: MetaTool awareness
 # `split == "tune"` and the `tune` split of bench/data/activation_dev.jsonl (docs/benchmarks.md).
 FITTED_MODEL: dict[str, float] = {
-    "intercept": -5.9052, "message": -1.1083, "cos": 0.906, "cos_gap": -3.3012, "cos_lead": 11.0569,
-    "part_cos": 3.5879, "part_gap": -5.8065, "bm25_log": 1.6615, "keyword": 3.3793, "glob": 4.3164,
-    "glob_lit": 0.0, "glob_shared": -0.6018, "glob_alone": 9.2313, "glob_catch": -1.2393, "glob_miss": -0.9432,
-    "no_globs": 0.4144, "no_desc": 1.0111,
+    "intercept": -5.9229, "message": -1.1654, "cos": 0.0, "cos_gap": -2.2073, "cos_lead": 11.3917,
+    "part_cos": 4.4613, "part_gap": -6.0337, "bm25_log": 1.6782, "keyword": 3.4395, "glob": 4.2495,
+    "glob_lit": 0.0, "glob_shared": -0.5949, "glob_alone": 9.2884, "glob_catch": -1.2304, "glob_miss": -0.9348,
+    "no_globs": 0.4188, "no_desc": 0.9296,
 }
 FITTED_THRESHOLD = 0.14
 # --- fitted: end ---
@@ -141,6 +141,7 @@ class Activation:
     always: bool
     reason: str
     tools_allowed: list[str] = field(default_factory=list)
+    injected: bool = True  # False: active, but left out of the injected block by the token budget
     body: str = field(default="", repr=False)  # the skill text, for the prompt block (not in to_dict)
 
     def to_dict(self, body: bool = False) -> dict:
@@ -162,11 +163,15 @@ class ActivationResult:
     embedder: str
     threshold: float = FITTED_THRESHOLD
     held: list[dict] = field(default_factory=list)  # skills held for review (never injected until accepted)
-    budget: dict = field(default_factory=dict)  # {tokens, used, dropped: [...]} when the budget removed skills
+    budget: dict = field(default_factory=dict)  # {tokens, used, dropped: [...]} when the budget left skills out
 
     @property
     def total_tokens(self) -> int:
-        return sum(a.token_cost for a in self.activations)
+        """Tokens of the injected block's skills (the ones the token budget kept)."""
+        return sum(a.token_cost for a in self.activations if a.injected)
+
+    def injected(self) -> list[Activation]:
+        return [a for a in self.activations if a.injected]
 
     def names(self) -> list[str]:
         return [a.name for a in self.activations]
@@ -322,22 +327,25 @@ class SkillEngine:
                 idx.glob_cache.popitem(last=False)
         return res
 
-    def _query_vectors(self, idx: SkillIndex, texts: list[str]) -> list[np.ndarray]:
-        """Embeddings of the message (and its parts), cached; the ones missing are embedded in one call."""
+    def _query_vectors(self, idx: SkillIndex, message: str) -> np.ndarray:
+        """The message's embedding (row 0) and one per part of it when it asks for several things (rows 1..),
+        cached. An embedder that can pool parts from one forward pass (ONNX) does; others embed each part."""
         with idx.lock:
-            have = {t: idx.query_cache[t] for t in texts if t in idx.query_cache}
-            for t in have:
-                idx.query_cache.move_to_end(t)
-        todo = [t for t in dict.fromkeys(texts) if t not in have]
-        if todo:
-            for t, v in zip(todo, self.embedder.embed(todo), strict=True):
-                have[t] = np.asarray(v, dtype=np.float32)
-            with idx.lock:
-                for t in todo:
-                    idx.query_cache[t] = have[t]
-                while len(idx.query_cache) > 256:
-                    idx.query_cache.popitem(last=False)
-        return [have[t] for t in texts]
+            v = idx.query_cache.get(message)
+            if v is not None:
+                idx.query_cache.move_to_end(message)
+                return v
+        spans = clause_spans(message)
+        emb = self.embedder
+        if spans and hasattr(emb, "embed_parts"):
+            v = np.asarray(emb.embed_parts(message, spans), dtype=np.float32)
+        else:
+            v = np.asarray(emb.embed([message, *(message[a:b] for a, b in spans)]), dtype=np.float32)
+        with idx.lock:
+            idx.query_cache[message] = v
+            while len(idx.query_cache) > 256:
+                idx.query_cache.popitem(last=False)
+        return v
 
     def _embedder_name(self) -> str:
         e = self._embedder
@@ -359,7 +367,7 @@ class SkillEngine:
             words = message.split()
             limit = cfg.query_words_dense
             dense_msg = " ".join(words[:limit]) if 0 < limit < len(words) else message
-            vecs = self._query_vectors(idx, [dense_msg, *clauses(dense_msg)])
+            vecs = self._query_vectors(idx, dense_msg)
             semantic_evidence(ev, idx, vecs[0], qtok, cfg.candidates, cfg.rrf_k, (cfg.w_dense, cfg.w_bm25), vecs[1:])
         return idx, ev
 
@@ -389,12 +397,14 @@ class SkillEngine:
             raise InvalidInput("token_budget must be >= 0 (0: no budget)")
         self._maybe_refresh()
         idx, ev, X, p = self.probabilities(file_path, message, cfg)
-        held = np.asarray([self.held(s) for s in idx.skills], dtype=bool) if idx.flagged.any() else idx.flagged
+        held = idx.flagged.copy()
+        for i in np.flatnonzero(idx.flagged):
+            held[i] = self.held(idx.skills[i])
         forced = ((idx.always & cfg.include_always) | ev.mentioned) & ~held
         chosen, misses = _select(idx, p, forced, held, cfg.threshold, limit, cfg.misses, ev.glob_lit)
         w, _b = cfg.weights()
         acts = [_activation(idx, ev, X, w, p, i, bool(forced[i])) for i in chosen]
-        acts, spent = _apply_budget(acts, budget)
+        spent = _apply_budget(acts, budget)
         return ActivationResult(
             acts, file_path, message, len(idx.skills), misses, (time.perf_counter() - t0) * 1000, idx.version,
             self._embedder_name(), cfg.threshold, [_held_entry(idx.skills[i]) for i in np.flatnonzero(held)],
@@ -413,18 +423,20 @@ def _select(idx: SkillIndex, p: np.ndarray, forced: np.ndarray, held: np.ndarray
             n_misses: int, specificity: np.ndarray) -> tuple[list[int], list[dict]]:
     """Forced skills, then every skill at or above the threshold, most likely first (on a tie the more specific
     glob, then the name), up to ``limit``; and the nearest misses with why each one did not activate."""
-    free = ~forced & ~held
-    order = np.flatnonzero(free & (p > 0))
-    order = order[np.lexsort((idx.name_rank[order], -specificity[order], -np.round(p[order], 6)))]
-    above = [int(i) for i in order if p[i] >= threshold]
-    chosen = [int(i) for i in np.flatnonzero(forced)] + above[:limit]
-    rank = {i: r for r, i in enumerate(order)}
-    chosen.sort(key=lambda i: (0 if forced[i] else 1, rank.get(i, 0), int(idx.name_rank[i])))
+    free = np.flatnonzero(~forced & ~held)
+    above = free[p[free] >= threshold]
+    above = above[np.lexsort((idx.name_rank[above], -specificity[above], -np.round(p[above], 6)))]
+    below = free[p[free] < threshold]
+    k = min(n_misses, below.size)
+    if k:
+        below = below[np.argpartition(-p[below], k - 1)[:k]] if below.size > k else below
+        below = below[np.lexsort((idx.name_rank[below], -p[below]))]
+    forced_i = np.flatnonzero(forced)
+    forced_i = forced_i[np.argsort(idx.name_rank[forced_i])]
+    chosen = [int(i) for i in forced_i] + [int(i) for i in above[:limit]]
     misses = []
-    for i in above[limit:] + [int(i) for i in order if p[i] < threshold]:
-        if len(misses) >= n_misses:
-            break
-        s = idx.skills[i]
+    for i in [*above[limit:limit + n_misses], *below[:k]][:n_misses]:
+        s = idx.skills[int(i)]
         why = (f"max_skills {limit} reached" if p[i] >= threshold
                else f"probability {p[i]:.2f} < threshold {threshold:.2f}")
         misses.append({"skill_id": s.id, "name": s.name, "score": round(float(p[i]), 4),
@@ -432,21 +444,20 @@ def _select(idx: SkillIndex, p: np.ndarray, forced: np.ndarray, held: np.ndarray
     return chosen, misses
 
 
-def _apply_budget(acts: list[Activation], budget: int) -> tuple[list[Activation], dict]:
-    """Keep the injected skills within ``budget`` tokens, dropping the least likely first (0: no budget)."""
-    if budget <= 0 or sum(a.token_cost for a in acts) <= budget:
-        return acts, {}
-    keep = list(acts)
+def _apply_budget(acts: list[Activation], budget: int) -> dict:
+    """Keep the injected block within ``budget`` tokens: the least likely skills are left out first (their
+    ``injected`` turns False; they stay active and listed). Returns what was left out ({} when nothing)."""
+    total = sum(a.token_cost for a in acts if a.injected)
+    if budget <= 0 or total <= budget:
+        return {}
     dropped: list[Activation] = []
-    by_likelihood = sorted(range(len(acts)), key=lambda j: (acts[j].score, -j))  # least likely first
-    total = sum(a.token_cost for a in acts)
-    for j in by_likelihood:
+    for a in sorted((a for a in acts if a.injected), key=lambda a: a.score):  # least likely first (stable)
         if total <= budget:
             break
-        dropped.append(acts[j])
-        total -= acts[j].token_cost
-        keep.remove(acts[j])
-    return keep, {"tokens": budget, "used": total, "dropped": [
+        a.injected = False
+        dropped.append(a)
+        total -= a.token_cost
+    return {"tokens": budget, "used": total, "dropped": [
         {"skill_id": a.skill_id, "name": a.name, "score": a.score, "token_cost": a.token_cost,
          "source_path": a.source_path, "why": f"token budget {budget}: ~{a.token_cost} tokens, less likely"}
         for a in dropped]}
@@ -487,7 +498,8 @@ def _activation(idx: SkillIndex, ev: Evidence, X: np.ndarray, w: np.ndarray, p: 
         for key, arr in (("dense_rank", ev.dense_rank), ("bm25_rank", ev.bm25_rank), ("fused_rank", ev.fused_rank)):
             if arr[i] > 0:
                 matched[key] = int(arr[i])
-    matched["contributions"] = contributions(X[i], w)
+    if not forced:
+        matched["contributions"] = contributions(X[i], w)  # each feature's share of the log-odds
     reason = ("mentioned by name; " if ev.mentioned[i] else "") + _reason(s, by, signals, matched,
                                                                         ev.rel or ev.abs_path, forced)
     return Activation(

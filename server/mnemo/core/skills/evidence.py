@@ -70,21 +70,35 @@ def bm25_tokens(skill: Skill, body_chars: int = 4000) -> list[str]:
             + tokenize(" ".join(skill.triggers)) + tokenize(skill.body[:body_chars]))
 
 
-def clauses(message: str, min_words: int = 3) -> list[str]:
-    """The parts of a request that may each need their own skill ("containerize the service and add a CI
-    workflow"): split on "and", "then", ";"; parts under ``min_words`` words join their neighbour. At most
-    MAX_CLAUSES; [] when the request is one part."""
-    parts = [p.strip(" ,.") for p in _CLAUSE.split(message) if p and p.strip(" ,.")]
-    merged: list[str] = []
-    for part in parts:
-        if merged and (len(part.split()) < min_words or len(merged[-1].split()) < min_words):
-            merged[-1] = f"{merged[-1]} and {part}"
+def clause_spans(message: str, min_words: int = 3) -> list[tuple[int, int]]:
+    """Character spans of the parts of a request that may each need their own skill ("containerize the service
+    and add a CI workflow"): split on "and", "then", ";"; a part under ``min_words`` words joins its neighbour;
+    at most MAX_CLAUSES (the last one takes the rest). [] when the request is one part."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for m in [*_CLAUSE.finditer(message), None]:
+        a, b = pos, (m.start() if m else len(message))
+        pos = m.end() if m else pos
+        while a < b and message[a] in " ,.":
+            a += 1
+        while b > a and message[b - 1] in " ,.":
+            b -= 1
+        if a >= b:
+            continue
+        if spans and (len(message[a:b].split()) < min_words
+                      or len(message[spans[-1][0]:spans[-1][1]].split()) < min_words):
+            spans[-1] = (spans[-1][0], b)
         else:
-            merged.append(part)
-    if len(merged) < 2:
+            spans.append((a, b))
+    if len(spans) < 2:
         return []
-    return merged[: MAX_CLAUSES - 1] + [" and ".join(merged[MAX_CLAUSES - 1:])] if len(merged) > MAX_CLAUSES \
-        else merged
+    if len(spans) > MAX_CLAUSES:
+        spans = spans[: MAX_CLAUSES - 1] + [(spans[MAX_CLAUSES - 1][0], spans[-1][1])]
+    return spans
+
+
+def clauses(message: str) -> list[str]:
+    return [message[a:b] for a, b in clause_spans(message)]
 
 
 @dataclass

@@ -23,14 +23,16 @@ def _fence(body: str) -> str:
 
 def render_prompt_block(result: ActivationResult, token_budget: int | None = None, include_body: bool = True,
                         heading: str = "## Active skills") -> str:
-    """Markdown for the agent: each active skill with its source, why and probability, and its text. The result
-    is already within its token budget (the least likely skills dropped first); ``token_budget`` re-applies a
-    smaller one. What the budget dropped and what is held for review are listed by path, never inlined."""
-    acts, spent = result.activations, result.budget
+    """Markdown for the agent: each injected skill with its source, why and probability, and its text. The result
+    already keeps to its token budget (the least likely skills left out first); ``token_budget`` applies a smaller
+    one (to ``result``). What the budget left out and what is held for review are listed by path, not inlined."""
+    spent = result.budget
     if token_budget is not None:
-        acts, extra = _apply_budget(acts, token_budget)
+        extra = _apply_budget(result.activations, token_budget)
         if extra:
             spent = {**extra, "dropped": [*(spent.get("dropped") or []), *extra["dropped"]]}
+            result.budget = spent
+    acts = result.injected()
     lines = [heading, ""]
     if not acts:
         lines.append("No skills apply to this file and request.")
