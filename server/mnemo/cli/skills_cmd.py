@@ -32,6 +32,8 @@ def register(sub: argparse._SubParsersAction, common) -> None:
     q.add_argument("--file", default=None, help="the active file (relative to the current directory or absolute)")
     q.add_argument("--message", "-m", default=None, help="the user's request")
     q.add_argument("--max", type=int, default=None, dest="max_skills", help="at most N skills (besides always-apply)")
+    q.add_argument("--budget", type=int, default=None, dest="token_budget",
+                   help="tokens the injected block may take (least likely skills left out first; 0: no limit)")
     q.add_argument("--prompt", action="store_true", help="print the 'Active skills' block an agent receives")
     common(q)
     q.set_defaults(func=run_activate)
@@ -105,6 +107,14 @@ def run_check(args, service) -> int:
         c.print(f"[yellow]warning[/yellow] {p['path']}:{p['line']}: {p['reason']}")
     for s in res.get("shadowed", []):
         c.print(f"[dim]shadowed[/dim] {s['path']} (same name as {s['by']})")
+    from rich.markup import escape
+
+    for h in res.get("held", []):
+        if h.get("state") == "accepted":
+            c.print(f"[green]accepted[/green] {escape(h['path'])}: reads like a prompt injection, accepted in review")
+        else:
+            c.print(f"[red]held[/red] {escape(h['path'])}: reads like a prompt injection; not activated until you "
+                    "accept it (`mnemo review`, kind skill_held)")
     return code
 
 
@@ -113,6 +123,8 @@ def run_activate(args, service) -> int:
     kw: dict[str, Any] = {}
     if args.max_skills is not None:
         kw["max_skills"] = args.max_skills
+    if args.token_budget is not None:
+        kw["token_budget"] = args.token_budget
     res = service.activate_skills(_ctx(args), file=file, message=args.message, **kw)
     if args.json:
         emit_json(res)
@@ -125,18 +137,34 @@ def run_activate(args, service) -> int:
     if not acts:
         c.print("[dim]no skill applies to this file and request[/dim]")
     else:
-        from rich.markup import escape
-
-        c.print(f"[bold]Active skills[/bold] ({len(acts)}, ~{res.get('total_tokens', 0)} tokens, "
-                f"{res.get('elapsed_ms', 0):.0f} ms)")
+        c.print(f"[bold]Active skills[/bold] ({len(acts)}, ~{res.get('total_tokens', 0)} tokens injected, "
+                f"threshold {res.get('threshold', 0):.2f}, {res.get('elapsed_ms', 0):.0f} ms)")
         for i, a in enumerate(acts, start=1):
-            sig = a.get("signals", {})
-            c.print(f"[bold]{i}. {escape(a['name'])}[/bold]  score [bold]{a['score']:.2f}[/bold]  "
-                    f"activated by [cyan]{' + '.join(a['activated_by']) or '-'}[/cyan]  ~{a['token_cost']} tokens")
-            c.print(f"   glob {sig.get('glob', 0):.2f} · keyword {sig.get('keyword', 0):.2f} · "
-                    f"semantic {sig.get('semantic', 0):.2f} · {a['source_format']} · {escape(a['source_path'])}",
-                    style="dim")
-            c.print(f"   why: {escape(a['reason'])}")
-    for d in res.get("dropped", [])[:3]:
-        c.print(f"[dim]not active: {d['name']} ({d['score']:.2f}, {d['why']})[/dim]")
+            _print_activation(c, i, a)
+    _print_why_not(c, res)
     return 0
+
+
+def _print_activation(c, i: int, a: dict[str, Any]) -> None:
+    from rich.markup import escape
+
+    sig = a.get("signals", {})
+    left_out = "" if a.get("injected", True) else "  [yellow]left out of the block (token budget)[/yellow]"
+    c.print(f"[bold]{i}. {escape(a['name'])}[/bold]  probability [bold]{a['score']:.2f}[/bold]  "
+            f"activated by [cyan]{' + '.join(a['activated_by']) or '-'}[/cyan]  ~{a['token_cost']} tokens{left_out}")
+    details = [f"{k} {float(sig[k]):.2f}" for k in ("glob", "keyword", "cosine") if k in sig]
+    c.print(f"   {' · '.join(details)} · {a['source_format']} · {escape(a['source_path'])}", style="dim")
+    c.print(f"   why: {escape(a['reason'])}")
+
+
+def _print_why_not(c, res: dict[str, Any]) -> None:
+    """The nearest misses with their probability and the threshold they missed; held and budget-dropped skills."""
+    from rich.markup import escape
+
+    for d in res.get("dropped", [])[:5]:
+        c.print(f"[dim]not active: {escape(str(d['name']))} — {escape(d['why'])}[/dim]")
+    for d in (res.get("budget") or {}).get("dropped", []):
+        c.print(f"[yellow]left out by the token budget[/yellow]: {escape(str(d['name']))} (~{d['token_cost']} tokens, "
+                f"probability {d['score']:.2f})")
+    for h in res.get("held", []):
+        c.print(f"[red]held[/red] {escape(str(h['name']))} ({escape(h['source_path'])}): {escape(h['why'])}")

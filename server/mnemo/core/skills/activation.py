@@ -240,7 +240,7 @@ class SkillEngine:
     def held(self, skill: Skill) -> bool:
         return bool(skill.flags) and not (self.accepted is not None and self.accepted(skill))
 
-    def _maybe_refresh(self) -> None:
+    def maybe_refresh(self) -> None:
         if not self.auto_refresh:
             return
         now = time.monotonic()
@@ -395,7 +395,7 @@ class SkillEngine:
             raise InvalidInput("max_skills must be >= 0")
         if budget < 0:
             raise InvalidInput("token_budget must be >= 0 (0: no budget)")
-        self._maybe_refresh()
+        self.maybe_refresh()
         idx, ev, X, p = self.probabilities(file_path, message, cfg)
         held = idx.flagged.copy()
         for i in np.flatnonzero(idx.flagged):
