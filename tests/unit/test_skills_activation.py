@@ -106,8 +106,8 @@ def test_manual_rule_only_by_name(engine):
 def test_result_is_json_and_prompt_block(engine):
     res = engine.activate("a/Dockerfile", "deploy")
     d = json.loads(json.dumps(res.to_dict()))
-    # always-apply rules first (probability 1), then the others, most likely first
-    assert [a["name"] for a in d["activations"]] == ["AGENTS.md", "docker"]
+    # what this file and request call for first, most likely first; the always-apply rules after
+    assert [a["name"] for a in d["activations"]] == ["docker", "AGENTS.md"]
     assert all("body" not in a for a in d["activations"])
     block = render_prompt_block(res)
     assert block.startswith("## Active skills")

@@ -211,7 +211,7 @@ def skills_line(activations: list[Mapping[str, Any]], misses: list[Mapping[str, 
     out = ""
     if activations:
         names = ", ".join(code(str(a.get('name'))) for a in activations)
-        tokens = sum(int(a.get("token_cost") or 0) for a in activations)
+        tokens = sum(int(a.get("token_cost") or 0) for a in activations if a.get("injected", True))
         label = "skill" if len(activations) == 1 else "skills"
         out = f"**Active {label}**: {names} (≈{tokens} tokens)"
     near = [m for m in misses or [] if m.get("threshold") is not None][:3]

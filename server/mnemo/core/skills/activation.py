@@ -401,7 +401,7 @@ class SkillEngine:
         for i in np.flatnonzero(idx.flagged):
             held[i] = self.held(idx.skills[i])
         forced = ((idx.always & cfg.include_always) | ev.mentioned) & ~held
-        chosen, misses = _select(idx, p, forced, held, cfg.threshold, limit, cfg.misses, ev.glob_lit)
+        chosen, misses = _select(idx, p, forced, held, cfg.threshold, limit, cfg.misses, ev.glob_lit, ev.mentioned)
         w, _b = cfg.weights()
         acts = [_activation(idx, ev, X, w, p, i, bool(forced[i])) for i in chosen]
         spent = _apply_budget(acts, budget)
@@ -420,9 +420,10 @@ class SkillEngine:
 
 
 def _select(idx: SkillIndex, p: np.ndarray, forced: np.ndarray, held: np.ndarray, threshold: float, limit: int,
-            n_misses: int, specificity: np.ndarray) -> tuple[list[int], list[dict]]:
-    """Forced skills, then every skill at or above the threshold, most likely first (on a tie the more specific
-    glob, then the name), up to ``limit``; and the nearest misses with why each one did not activate."""
+            n_misses: int, specificity: np.ndarray, mentioned: np.ndarray) -> tuple[list[int], list[dict]]:
+    """Skills named in the message; then every skill at or above the threshold, most likely first (on a tie the
+    more specific glob, then the name), up to ``limit``; then the always-apply rules (the general context, after
+    what is specific to this file and request); and the nearest misses with why each one did not activate."""
     free = np.flatnonzero(~forced & ~held)
     above = free[p[free] >= threshold]
     above = above[np.lexsort((idx.name_rank[above], -specificity[above], -np.round(p[above], 6)))]
@@ -432,8 +433,9 @@ def _select(idx: SkillIndex, p: np.ndarray, forced: np.ndarray, held: np.ndarray
         below = below[np.argpartition(-p[below], k - 1)[:k]] if below.size > k else below
         below = below[np.lexsort((idx.name_rank[below], -p[below]))]
     forced_i = np.flatnonzero(forced)
-    forced_i = forced_i[np.argsort(idx.name_rank[forced_i])]
-    chosen = [int(i) for i in forced_i] + [int(i) for i in above[:limit]]
+    forced_i = forced_i[np.lexsort((idx.name_rank[forced_i], ~mentioned[forced_i]))]
+    named = [int(i) for i in forced_i if mentioned[i]]
+    chosen = named + [int(i) for i in above[:limit]] + [int(i) for i in forced_i if not mentioned[i]]
     misses = []
     for i in [*above[limit:limit + n_misses], *below[:k]][:n_misses]:
         s = idx.skills[int(i)]
