@@ -29,6 +29,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mnemo.core.skills.activation import ActivationConfig  # noqa: E402
+from mnemo.core.skills.decision import FEATURES  # noqa: E402
 from skill_data import (  # noqa: E402
     Case,
     build_universes,
@@ -38,9 +40,6 @@ from skill_data import (  # noqa: E402
     metatool_cases,
     metatool_universe,
 )
-
-from mnemo.core.skills.activation import ActivationConfig  # noqa: E402
-from mnemo.core.skills.decision import FEATURES  # noqa: E402
 
 ACTIVATION_PY = Path(__file__).resolve().parents[1] / "server" / "mnemo" / "core" / "skills" / "activation.py"
 CANDIDATE_DEPTH = 30
