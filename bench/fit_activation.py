@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 from mnemo.core.skills.activation import ActivationConfig  # noqa: E402
 from mnemo.core.skills.decision import FEATURES  # noqa: E402
 from skill_data import (  # noqa: E402
