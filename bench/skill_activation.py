@@ -4,7 +4,7 @@ Protocol
 - MetaTool's 199 tools (``plugin_des.json``) are written as Mnemo skills (name + description, nothing else) into a
   temporary folder and loaded through the normal registry; a fixed random sample of 3,000 single-tool queries
   (``all_clean_data.csv``, ``random.Random(0).sample``) is activated with no file; a query is a top-k hit when its
-  gold tool is among the first k skills. The engine's own score order is used with no min-score / gap filter
+  gold tool is among the first k skills. The engine's own order (probability) is used with no threshold
   (so top-3 always has 3 candidates when 3 skills score above 0).
 - Baselines in the same run, over the same skills and texts: BM25 alone (same tokens), dense alone (the same
   multi-view MiniLM vectors the engine uses, cosine), and plain dense (one embedding of name + description).
@@ -37,7 +37,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
 from mnemo.core.skills import ActivationConfig, SkillEngine, SkillRegistry  # noqa: E402
-from mnemo.core.skills.activation import dense_text  # noqa: E402
+from mnemo.core.skills.evidence import dense_text  # noqa: E402
 from mnemo.core.skills.model import FORMAT_CLAUDE_SKILL, FORMAT_CONTINUE, FORMAT_COPILOT, FORMAT_CURSOR  # noqa: E402
 from mnemo.core.text import tokenize  # noqa: E402
 

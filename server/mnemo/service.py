@@ -183,18 +183,37 @@ class LocalService:
             log.warning("int8 skill embedder unavailable (%s); skills use the memory embedder", e)
             return base
 
+    def _holds(self, c: Context, eng) -> list[dict[str, Any]]:
+        """Skill files that read like a prompt injection stay held until a person accepts them in Review
+        (`skill_held` items, keyed by path and content): queue the new ones, let the accepted ones activate."""
+        from mnemo.core import lifecycle
+        from mnemo.core.skills import hold_key
+
+        flagged = [{"key": hold_key(s), "path": s.source_path, "name": s.name, "flags": list(s.flags)}
+                   for s in eng.skills() if s.flags]
+        accepted = frozenset(lifecycle.skill_holds(self.engine, c, flagged))
+        eng.accepted = lambda skill: hold_key(skill) in accepted
+        return [{**f, "state": "accepted" if f["key"] in accepted else "held"} for f in flagged]
+
     def skills_list(self, ctx: dict) -> dict[str, Any]:
         eng = self._skills(_ctx(ctx))
         return {"skills": [s.to_dict() for s in eng.skills()]}
 
     def skills_check(self, ctx: dict) -> dict[str, Any]:
-        return self._skills(_ctx(ctx)).check().to_dict()
+        c = _ctx(ctx)
+        eng = self._skills(c)
+        out = eng.check().to_dict()
+        out["held"] = self._holds(c, eng)
+        return out
 
     def activate_skills(self, ctx: dict, file: str | None = None, message: str | None = None,
                         **kw: Any) -> dict[str, Any]:
         from mnemo.core.skills import render_prompt_block
 
-        eng = self._skills(_ctx(ctx))
+        c = _ctx(ctx)
+        eng = self._skills(c)
+        eng.maybe_refresh()  # an edited skill file gets its new content's hold state at once
+        self._holds(c, eng)
         result = eng.activate(file, message, **kw)
         out = result.to_dict()
         out["prompt_block"] = render_prompt_block(result)

@@ -74,6 +74,9 @@ class SkillsSettings:
     enabled: bool = _s(True, "Activate skills for the active file (hover, code lens, status, injection preview).")
     max_active: int = _s(5, "Most skills active at once (not counting always-apply skills).",
                          minimum=0, maximum=50)
+    token_budget: int = _s(6000, "Tokens the injected skills block may take; over it the least likely skills "
+                                 "are left out first, and the block says which (0: no limit).",
+                           minimum=0, maximum=200000)
 
 
 @dataclass(frozen=True)

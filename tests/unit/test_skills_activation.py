@@ -72,15 +72,28 @@ def test_absolute_and_relative_paths_agree(engine, project):
     assert "python" in names(r1) and names(r1) == names(r2)
 
 
-def test_filters_min_score_gap_and_max(engine):
-    cfg = ActivationConfig(min_score=0.0, gap_ratio=0.0, max_skills=1, include_always=False)
+def test_threshold_and_max_skills(engine):
+    cfg = ActivationConfig(threshold=0.0, max_skills=1, include_always=False)
     res = engine.activate("a/Dockerfile", "deploy containers", config=cfg)
     assert names(res) == ["docker"]
     assert any("max_skills" in d["why"] for d in res.dropped)
-    cfg = ActivationConfig(min_score=0.99)
-    res = engine.activate("a/Dockerfile", None, config=cfg)
-    assert names(res) == ["AGENTS.md"]
+    res = engine.activate("a/Dockerfile", None, config=ActivationConfig(threshold=1.0))
+    assert names(res) == ["AGENTS.md"]  # always-apply rules do not need the threshold
+    miss = next(d for d in res.dropped if d["name"] == "docker")  # why not: its probability and the threshold
+    assert miss["threshold"] == 1.0 and 0.5 < miss["score"] < 1.0 and "< threshold 1.00" in miss["why"]
     assert engine.activate("a/Dockerfile", None, max_skills=0).names() == ["AGENTS.md"]
+    assert res.to_dict()["threshold"] == 1.0
+
+
+def test_one_probability_whatever_the_evidence(engine):
+    """Glob, keyword and meaning land on one scale: the score is the model's probability, the same threshold
+    applies to all of them, and the explanation lists each feature's share of the log-odds."""
+    by_file = {a.name: a for a in engine.activate("a/Dockerfile", None).activations}["docker"]
+    by_words = {a.name: a for a in engine.activate(None, "please deploy the containers").activations}["docker"]
+    for a in (by_file, by_words):
+        assert a.score == a.signals["probability"] >= engine.config.threshold
+        assert a.matched["contributions"]
+    assert "glob" in by_file.matched["contributions"] and "keyword" in by_words.matched["contributions"]
 
 
 def test_manual_rule_only_by_name(engine):
@@ -93,12 +106,15 @@ def test_manual_rule_only_by_name(engine):
 def test_result_is_json_and_prompt_block(engine):
     res = engine.activate("a/Dockerfile", "deploy")
     d = json.loads(json.dumps(res.to_dict()))
-    assert d["activations"][0]["name"] == "docker" and "body" not in d["activations"][0]
+    # what this file and request call for first, most likely first; the always-apply rules after
+    assert [a["name"] for a in d["activations"]] == ["docker", "AGENTS.md"]
+    assert all("body" not in a for a in d["activations"])
     block = render_prompt_block(res)
     assert block.startswith("## Active skills")
     assert "Use multi-stage builds." in block and "skills/docker.md" in block and "why:" in block
-    small = render_prompt_block(res, token_budget=60)
-    assert "not inlined" in small and "Use multi-stage builds." not in small
+    small = render_prompt_block(res, token_budget=60)  # the least likely skill is left out first, and named
+    assert "Dropped for the token budget" in small and "Use multi-stage builds." not in small
+    assert "Keep answers short." in small and "skills/docker.md" in small
     empty = engine.activate(None, None, config=ActivationConfig(include_always=False))
     assert "No skills apply" in render_prompt_block(empty)
 
@@ -127,7 +143,15 @@ def test_invalid_inputs(engine):
         engine.activate(None, "x", max_skills=-1)
     with pytest.raises(InvalidInput):
         ActivationConfig.from_dict({"nope": 1})
-    assert ActivationConfig.from_dict({"min_score": "0.5"}).min_score == 0.5
+    assert ActivationConfig.from_dict({"threshold": "0.5"}).threshold == 0.5
+    with pytest.raises(InvalidInput, match="between 0 and 1"):
+        ActivationConfig.from_dict({"threshold": 1.5})
+    with pytest.raises(InvalidInput, match="unknown activation model feature"):
+        ActivationConfig.from_dict({"model": {"gloob": 1.0}})
+    tuned = ActivationConfig.from_dict({"model": {"keyword": 0.0}})  # one coefficient changed, the rest kept
+    assert tuned.model["keyword"] == 0.0 and tuned.model["cos_gap"] == ActivationConfig().model["cos_gap"]
+    with pytest.raises(InvalidInput):
+        engine.activate(None, "x", token_budget=-1)
 
 
 def test_empty_registry(tmp_path):
@@ -190,7 +214,7 @@ def test_unrelated_message_activates_nothing(real_engine):
 def test_more_specific_glob_wins(real_engine):
     res = real_engine.activate(str(REPO / "tests" / "unit" / "test_api.py"), None)
     assert res.names()[:2] == ["testing", "python"]
-    assert res.activations[0].signals["glob"] > res.activations[1].signals["glob"]
+    assert res.activations[0].signals["glob_specificity"] > res.activations[1].signals["glob_specificity"]
 
 
 def test_request_decides_among_many_same_glob_rules(tmp_path):
@@ -231,3 +255,54 @@ def test_service_uses_the_int8_model_for_skills_and_keeps_others(home, ctx, real
     finally:
         real.close()
         fake.close()
+
+
+# -- one decision: multi-skill requests, meaning alone, the token budget, the editor's mirror --------------------
+
+def test_request_that_needs_two_skills_activates_both(real_engine):
+    res = real_engine.activate(None, "containerize the app and add a github actions workflow that builds the image")
+    assert {"docker", "github-actions"} <= set(res.names()[:3]), res.to_dict()["activations"]
+
+
+def test_description_only_skill_fires_from_meaning(real_engine, tmp_path):
+    """A Claude skill (name and description, no globs, no keywords) activates from a request in other words
+    next to the Dockerfile rule: the retired gap filter dropped it (0.425 < 0.5 x best)."""
+    root = tmp_path / "p"
+    write(root / ".claude" / "skills" / "deploy-k8s" / "SKILL.md",
+          "---\nname: deploy-k8s\ndescription: Deploy services to Kubernetes with Helm. Use when deploying "
+          "containers to staging or production clusters.\n---\nOne chart per service.")
+    for f in (REPO / "skills").glob("*.md"):
+        write(root / "skills" / f.name, f.read_text(encoding="utf-8"))
+    eng = SkillEngine(SkillRegistry(root, use_user_dir=False), real_engine.embedder)
+    res = eng.activate(str(root / "src" / "app" / "Dockerfile"), "deploy the containers to staging")
+    assert res.names()[:2] == ["docker", "deploy-k8s"]
+    k8s = res.activations[1]
+    assert "glob" not in k8s.activated_by and k8s.score >= res.threshold
+    quiet = eng.activate(None, "roll out the new version to the staging cluster")
+    assert "deploy-k8s" in quiet.names()
+
+
+def test_token_budget_drops_the_least_likely_first(tmp_path):
+    root = tmp_path / "p"
+    write(root / "skills" / "a.md", "---\nname: alpha\nglobs: '**/*.x'\nkeywords: [alpha, beta]\n---\n" + "a " * 800)
+    write(root / "skills" / "b.md", "---\nname: bravo\nglobs: '**/*.x'\n---\n" + "b " * 800)
+    write(root / "skills" / "c.md", "---\nname: charlie\nglobs: '**/*.x'\n---\nshort")
+    eng = SkillEngine(SkillRegistry(root, use_user_dir=False), HashEmbedder())
+    every = ActivationConfig(threshold=0.0)  # all three activate, with different probabilities
+    res = eng.activate("f.x", "alpha beta", token_budget=500, config=every)
+    by = {a.name: a for a in res.activations}
+    assert set(by) == {"alpha", "bravo", "charlie"}
+    assert by["alpha"].score > by["bravo"].score
+    assert by["alpha"].injected and not by["bravo"].injected  # ... the less likely big one is left out
+    assert [d["name"] for d in res.budget["dropped"]] == ["bravo"] and res.budget["used"] <= 500
+    assert res.total_tokens == res.budget["used"]
+    block = render_prompt_block(res)
+    assert "Dropped for the token budget (500 tokens" in block and "- bravo" in block and "b b b" not in block
+    assert eng.activate("f.x", "alpha beta", token_budget=0, config=every).budget == {}  # 0: no budget
+
+
+def test_editor_settings_mirror_the_core_defaults():
+    from mnemo.settings import Settings
+
+    core, editor = ActivationConfig(), Settings().skills
+    assert (editor.max_active, editor.token_budget) == (core.max_skills, core.token_budget)

@@ -74,3 +74,26 @@ def test_list_and_check(monkeypatch, capsys, tmp_path):
     res = json.loads(capsys.readouterr().out)
     assert res["files_seen"] == 2 and res["loaded"] == 1 and res["skipped"] == 1
     assert res["problems"][0]["path"].endswith("broken.mdc")
+
+
+def test_activate_says_why_not(monkeypatch, capsys):
+    """The dry run lists the nearest misses with their probability and the threshold they missed."""
+    svc = StubService(REPO)
+    assert run(["skills", "activate", "--file", str(REPO / "src/app/Dockerfile"), "--json"], svc, monkeypatch) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["dropped"] and all(d["threshold"] == out["threshold"] for d in out["dropped"])
+    assert run(["skills", "activate", "-m", "write a haiku about autumn"], svc, monkeypatch) == 0
+    text = capsys.readouterr().out
+    assert "no skill applies" in text and "not active:" in text and "< threshold" in text
+
+
+def test_check_lists_held_skills(monkeypatch, capsys):
+    class Held(StubService):
+        def skills_check(self, ctx):
+            return {**super().skills_check(ctx), "held": [
+                {"key": "k", "path": "/p/.cursor/rules/[evil].mdc", "name": "evil", "flags": ["injection:x"],
+                 "state": "held"}]}
+
+    assert run(["skills", "check"], Held(REPO), monkeypatch) == 0
+    text = capsys.readouterr().out
+    assert "held" in text and "[evil].mdc" in text and "mnemo review" in text

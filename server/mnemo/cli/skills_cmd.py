@@ -32,6 +32,8 @@ def register(sub: argparse._SubParsersAction, common) -> None:
     q.add_argument("--file", default=None, help="the active file (relative to the current directory or absolute)")
     q.add_argument("--message", "-m", default=None, help="the user's request")
     q.add_argument("--max", type=int, default=None, dest="max_skills", help="at most N skills (besides always-apply)")
+    q.add_argument("--budget", type=int, default=None, dest="token_budget",
+                   help="tokens the injected block may take (least likely skills left out first; 0: no limit)")
     q.add_argument("--prompt", action="store_true", help="print the 'Active skills' block an agent receives")
     common(q)
     q.set_defaults(func=run_activate)
@@ -112,6 +114,12 @@ def run_check(args, service) -> int:
         say(("warning", "yellow"), f" {p['path']}:{p['line']}: {p['reason']}", c=c)
     for s in res.get("shadowed", []):
         say(("shadowed", "dim"), f" {s['path']} (same name as {s['by']})", c=c)
+    for h in res.get("held", []):
+        if h.get("state") == "accepted":
+            say(("accepted", "green"), f" {h['path']}: reads like a prompt injection, accepted in review", c=c)
+        else:
+            say(("held", "red"), f" {h['path']}: reads like a prompt injection; not activated until you accept it "
+                "(`mnemo review`, kind skill_held)", c=c)
     return code
 
 
@@ -120,6 +128,8 @@ def run_activate(args, service) -> int:
     kw: dict[str, Any] = {}
     if args.max_skills is not None:
         kw["max_skills"] = args.max_skills
+    if args.token_budget is not None:
+        kw["token_budget"] = args.token_budget
     res = service.activate_skills(_ctx(args), file=file, message=args.message, **kw)
     if args.json:
         emit_json(res)
@@ -130,17 +140,32 @@ def run_activate(args, service) -> int:
         return 0
     acts = res.get("activations", [])
     if not acts:
-        c.print("[dim]no skill applies to this file and request[/dim]")
+        say(("no skill applies to this file and request", "dim"), c=c)
     else:
-        say(("Active skills", "bold"), f" ({len(acts)}, ~{res.get('total_tokens', 0)} tokens, "
-            f"{res.get('elapsed_ms', 0):.0f} ms)", c=c)
+        say(("Active skills", "bold"), f" ({len(acts)}, ~{res.get('total_tokens', 0)} tokens injected, "
+            f"threshold {res.get('threshold', 0):.2f}, {res.get('elapsed_ms', 0):.0f} ms)", c=c)
         for i, a in enumerate(acts, start=1):
-            sig = a.get("signals", {})
-            say((f"{i}. {a['name']}", "bold"), "  score ", (f"{a['score']:.2f}", "bold"), "  activated by ",
-                (" + ".join(a["activated_by"]) or "-", "cyan"), f"  ~{a['token_cost']} tokens", c=c)
-            say((f"   glob {sig.get('glob', 0):.2f} · keyword {sig.get('keyword', 0):.2f} · "
-                 f"semantic {sig.get('semantic', 0):.2f} · {a['source_format']} · {a['source_path']}", "dim"), c=c)
-            say(f"   why: {a['reason']}", c=c)
-    for d in res.get("dropped", [])[:3]:
-        say((f"not active: {d['name']} ({d['score']:.2f}, {d['why']})", "dim"), c=c)
+            _print_activation(c, i, a)
+    _print_why_not(c, res)
     return 0
+
+
+def _print_activation(c, i: int, a: dict[str, Any]) -> None:
+    sig = a.get("signals", {})
+    left_out = [] if a.get("injected", True) else [("  left out of the block (token budget)", "yellow")]
+    say((f"{i}. {a['name']}", "bold"), "  probability ", (f"{a['score']:.2f}", "bold"), "  activated by ",
+        (" + ".join(a["activated_by"]) or "-", "cyan"), f"  ~{a['token_cost']} tokens", *left_out, c=c)
+    details = [f"{k} {float(sig[k]):.2f}" for k in ("glob", "keyword", "cosine") if k in sig]
+    say((f"   {' · '.join(details)} · {a['source_format']} · {a['source_path']}", "dim"), c=c)
+    say(f"   why: {a['reason']}", c=c)
+
+
+def _print_why_not(c, res: dict[str, Any]) -> None:
+    """The nearest misses with their probability and the threshold they missed; held and budget-dropped skills."""
+    for d in res.get("dropped", [])[:5]:
+        say((f"not active: {d['name']} — {d['why']}", "dim"), c=c)
+    for d in (res.get("budget") or {}).get("dropped", []):
+        say(("left out by the token budget", "yellow"), f": {d['name']} (~{d['token_cost']} tokens, "
+            f"probability {d['score']:.2f})", c=c)
+    for h in res.get("held", []):
+        say(("held", "red"), f" {h['name']} ({h['source_path']}): {h['why']}", c=c)

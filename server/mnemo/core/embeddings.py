@@ -500,6 +500,32 @@ class OnnxMiniLM:
                 out[[start + i for i in sel]] = self._run([ids[i] for i in sel])
         return out
 
+    def embed_parts(self, text: str, spans: Sequence[tuple[int, int]]) -> numpy.ndarray:
+        """The text's embedding (row 0) and one per character span of it (rows 1..), from ONE forward pass: each
+        span mean-pools its own tokens' hidden states (in the context of the whole text). Skill activation uses it
+        for the parts of a request that asks for several things, at the cost of one embedding."""
+        import numpy as np
+        enc = self._tok.encode(_check_texts([text])[0])
+        hidden = self._hidden([enc.ids])[0]                        # (tokens, dim)
+        offsets = np.asarray(enc.offsets, dtype=np.int64)
+        special = np.asarray(enc.special_tokens_mask, dtype=bool)
+        rows = [hidden.mean(axis=0)]
+        for a, b in spans:
+            sel = ~special & (offsets[:, 0] >= a) & (offsets[:, 1] <= b) & (offsets[:, 1] > offsets[:, 0])
+            rows.append(hidden[sel].mean(axis=0) if sel.any() else hidden.mean(axis=0))
+        return _l2_normalize(np.stack(rows).astype(np.float32))
+
+    def _hidden(self, batch: list[list[int]]):
+        import numpy as np
+        width = max(len(x) for x in batch)
+        input_ids = np.zeros((len(batch), width), dtype=np.int64)
+        mask = np.zeros((len(batch), width), dtype=np.int64)
+        for r, row in enumerate(batch):
+            input_ids[r, :len(row)] = row
+            mask[r, :len(row)] = 1
+        feeds = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
+        return self._sess.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
+
     def _run(self, batch: list[list[int]]):
         import numpy as np
         width = max(len(x) for x in batch)

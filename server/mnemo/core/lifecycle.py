@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from mnemo.core.engine import Engine
 
 ON_CONFLICT = ("review", "supersede", "keep_both", "keep_existing")
-REVIEW_KINDS = ("conflict", "override", "pending", "stale_anchor", "branch_merge", "snapshot_merge")
+REVIEW_KINDS = ("conflict", "override", "pending", "stale_anchor", "branch_merge", "snapshot_merge", "skill_held")
 # What a person can answer for each kind of review item.
 RESOLUTIONS: dict[str, tuple[str, ...]] = {
     "conflict": ("supersede", "keep_both", "keep_existing"),
@@ -55,6 +55,7 @@ RESOLUTIONS: dict[str, tuple[str, ...]] = {
     "stale_anchor": ("update", "deprecate", "dismiss"),
     "branch_merge": ("merge", "dismiss"),
     "snapshot_merge": ("accept",),
+    "skill_held": ("accept", "reject"),
 }
 REVIEW_HELP = {
     "conflict": "supersede: the new memory replaces the old one (kept in history); keep_both; keep_existing: "
@@ -65,6 +66,7 @@ REVIEW_HELP = {
     "stale_anchor": "update: re-anchor to the current code (or drop a vanished anchor); deprecate; dismiss",
     "branch_merge": "merge: copy the branch's memories into the default branch; dismiss",
     "snapshot_merge": "accept: acknowledge the import",
+    "skill_held": "accept: the skill file may activate (until it changes); reject: it stays held, never injected",
 }
 
 # base_importance: the importance before the first decay, given back by `restore`
@@ -215,6 +217,10 @@ def _review_summary(kind: str, item: Memory | None, other: Memory | None, payloa
     if kind == "branch_merge":
         return (f"branch {payload.get('source')} was merged into {payload.get('target')} in git: merge its "
                 f"{payload.get('unmerged', '?')} memories too?")
+    if kind == "skill_held":
+        flags = ", ".join(str(f).split(":", 1)[-1] for f in payload.get("flags") or [])
+        return (f"skill {payload.get('name')} ({payload.get('path')}) reads like a prompt injection ({flags}): "
+                "held, not injected, until accepted")
     if kind == "snapshot_merge":
         s = payload.get("summary") or {}
         return (f"imported {s.get('imported', 0)} from {payload.get('file', 'a snapshot')} "
@@ -286,7 +292,9 @@ def review_resolve(engine: Engine, ctx: Context, review_id: int | str, resolutio
         return {"id": rid, "kind": kind, "resolution": resolution, **extra}
 
     with store.write() as c:
-        if kind == "conflict":
+        if kind == "skill_held":  # the answer is the record: skills.holds reads it on the next activation
+            _resolve_rows(c, [rid], resolution, now)
+        elif kind == "conflict":
             new_id = row["item_id"]
             group = c.execute("SELECT id, other_id FROM review WHERE kind='conflict' AND item_id=? AND"
                               " resolved_at IS NULL", (new_id,)).fetchall()
@@ -342,6 +350,28 @@ def review_resolve(engine: Engine, ctx: Context, review_id: int | str, resolutio
             _resolve_rows(c, [rid], resolution, now)
     engine._wake.set()
     return {"id": rid, "kind": kind, "resolution": resolution, "changed": [i for i in changed if i], **extra}
+
+
+def skill_holds(engine: Engine, ctx: Context, flagged: list[dict[str, Any]]) -> set[str]:
+    """The review queue's side of held skills. ``flagged``: ``{key, path, name, flags}`` for each skill file that
+    reads like a prompt injection, ``key`` naming the file and its content (an edit is a new key). Adds a
+    ``skill_held`` item for each key never queued in this project; returns the keys a person accepted."""
+    if not flagged:
+        return set()
+    rows = engine.store.conn().execute(
+        "SELECT json_extract(payload, '$.key') AS key, resolution FROM review WHERE kind='skill_held' AND "
+        "(project_id=? OR project_id IS NULL)", (ctx.project_id,)).fetchall()
+    known = {r["key"] for r in rows}
+    new = [f for f in flagged if f["key"] not in known]
+    if new:
+        with engine.store.write() as c:
+            for f in new:  # checked again inside the transaction: another window may have queued it meanwhile
+                if c.execute("SELECT 1 FROM review WHERE kind='skill_held' AND json_extract(payload, '$.key')=? "
+                             "AND (project_id=? OR project_id IS NULL)", (f["key"], ctx.project_id)).fetchone():
+                    continue
+                add_review(c, "skill_held", None, None, ctx.project_id, dict(f))
+        engine._wake.set()
+    return {r["key"] for r in rows if r["resolution"] == "accept"}
 
 
 def _get_in(conn: sqlite3.Connection, mem_id: str) -> Memory | None:

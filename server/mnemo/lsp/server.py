@@ -280,7 +280,8 @@ class MnemoLanguageServer(LanguageServer):
             return hit[1]
         try:
             result = await self.service("activate_skills", ctx, rel, message,
-                                        max_skills=self.settings.skills.max_active)
+                                        max_skills=self.settings.skills.max_active,
+                                        token_budget=self.settings.skills.token_budget)
         except Unavailable:
             raise
         except MnemoError as exc:  # e.g. the skills engine is not installed on the owner yet

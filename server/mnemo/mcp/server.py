@@ -191,6 +191,10 @@ def format_activation(res: dict[str, Any]) -> str:
     if dropped:
         out.append("Near misses: " + "; ".join(
             f"{d.get('name')} ({d.get('score', 0):.2f}: {d.get('why', '')})" for d in dropped[:5]))
+    held = res.get("held") or []
+    if held:
+        out.append("Held for review (not injected): " + "; ".join(f"{h.get('name')} ({h.get('source_path')})"
+                                                                  for h in held))
     out.append(f"{len(acts)} active of {res.get('considered', 0)} skills, ~{res.get('total_tokens', 0)} tokens.")
     return "\n".join(out).rstrip() + "\n"
 

@@ -114,7 +114,12 @@ export interface ActiveSkillsResult {
   activations: Activation[];
   total_tokens?: number;
   considered?: number;
-  dropped?: { skill_id?: string; name?: string; score?: number; why?: string }[];
+  /** The activation threshold (a probability). */
+  threshold?: number;
+  /** The nearest misses: probability (`score`) and the threshold they missed, or why else they are not active. */
+  dropped?: { skill_id?: string; name?: string; score?: number; threshold?: number; why?: string; source_path?: string }[];
+  /** Skill files that read like a prompt injection: held until accepted in Review. */
+  held?: { skill_id?: string; name?: string; source_path?: string; why?: string }[];
   error?: string;
 }
 

@@ -468,6 +468,19 @@ export function buildSkillsTree(active: ActiveSkillsResult | undefined, all: Ski
     children: activeChildren,
     expanded: true,
   });
+  const misses = missNodes(active);
+  if (misses.length) {
+    groups.push({
+      type: "group",
+      id: "skills:misses",
+      label: "Not active (nearest misses)",
+      description: active?.threshold !== undefined ? `threshold ${active.threshold.toFixed(2)}` : "",
+      icon: { id: "circle-slash" },
+      contextValue: "skillGroup.misses",
+      children: misses,
+      expanded: false,
+    });
+  }
   const problems = all?.check?.problems ?? [];
   if (problems.length) {
     groups.push({
@@ -508,6 +521,32 @@ export function buildSkillsTree(active: ActiveSkillsResult | undefined, all: Ski
   return groups;
 }
 
+/** Why a skill did not activate: its probability and the threshold it missed (or held / max reached). */
+function missNodes(active: ActiveSkillsResult | undefined): SkillNode[] {
+  const held = (active?.held ?? []).map((h, i): SkillNode => ({
+    type: "skill",
+    id: `held:${h.skill_id ?? h.name ?? i}`,
+    label: h.name ?? "skill",
+    description: "held for review",
+    tooltip: escapeMarkdown(h.why ?? "reads like a prompt injection; accept it in Review to activate it"),
+    icon: { id: "shield", color: "charts.red" },
+    contextValue: "skill.held",
+    ...(h.source_path ? { path: h.source_path } : {}),
+  }));
+  const dropped = (active?.dropped ?? []).map((d, i): SkillNode => ({
+    type: "skill",
+    id: `miss:${d.skill_id ?? d.name ?? i}`,
+    label: d.name ?? "skill",
+    description: d.threshold !== undefined && (d.score ?? 0) < d.threshold
+      ? `${(d.score ?? 0).toFixed(2)} < ${d.threshold.toFixed(2)}` : (d.why ?? ""),
+    tooltip: escapeMarkdown(d.why ?? ""),
+    icon: { id: "circle-slash" },
+    contextValue: "skill.miss",
+    ...(d.source_path ? { path: d.source_path } : {}),
+  }));
+  return [...held, ...dropped];
+}
+
 // -- review ----------------------------------------------------------------------------------------------------
 
 const REVIEW_GROUPS: { kind: string; label: string; icon: IconSpec }[] = [
@@ -519,6 +558,7 @@ const REVIEW_GROUPS: { kind: string; label: string; icon: IconSpec }[] = [
   { kind: "override", label: "Overrides", icon: { id: "layers", color: "charts.yellow" } },
   { kind: "pending", label: "Pending agent memories", icon: { id: "inbox", color: "charts.yellow" } },
   { kind: "promotion", label: "Promotions", icon: { id: "arrow-up", color: "charts.green" } },
+  { kind: "skill_held", label: "Held skills", icon: { id: "shield", color: "charts.red" } },
 ];
 
 /** The resolution a single click applies: the first one the item offers. */

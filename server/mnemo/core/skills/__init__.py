@@ -9,7 +9,7 @@ Public API::
     text = render_prompt_block(result, engine)   # "Active skills" Markdown block for agents
 """
 
-from .activation import Activation, ActivationConfig, ActivationResult, SkillEngine
+from .activation import Activation, ActivationConfig, ActivationResult, SkillEngine, hold_key
 from .model import FORMATS, LoadReport, Problem, Skill
 from .prompt import render_prompt_block
 from .registry import SkillRegistry, SkillSource, SkillWatcher, builtin_skills_dir, default_user_dir
@@ -29,6 +29,7 @@ __all__ = [
     "SkillWatcher",
     "builtin_skills_dir",
     "default_user_dir",
+    "hold_key",
     "detect_format",
     "read_skill_file",
     "render_prompt_block",

@@ -1,75 +1,95 @@
-"""Skill activation for (active file, user message): glob + keyword + semantic (dense + BM25, RRF), explained.
+"""Skill activation for (active file, user message): one calibrated decision, explained.
 
-Signals (each 0..1):
-
-- ``glob``: 0.85..1.0 when one of the skill's globs matches the file with the semantics of the skill's own tool
-  (:mod:`globs`), more for more specific patterns (``**/test_*.py`` over ``**/*.py``);
-  ``catch_all_glob_score`` when the match is a catch-all such as ``**/*`` (it says nothing about the file);
-  0 otherwise.
-- ``keyword``: frontmatter ``keywords``, trigger clauses from the description ("Use when ..."), and the skill's
-  name mentioned in the message; ``1 - 0.5 ** hits`` (a name mention counts half).
-- ``semantic``: dense cosine (MiniLM) and BM25 over name, description, keywords and body, fused by RRF; the fused
-  rank score is scaled by an absolute relevance gate on the dense cosine, so an unrelated message scores ~0 even
-  for the top-ranked skill.
-
-``score = (w_glob*glob + w_keyword*keyword + w_semantic*semantic) * importance_factor``; then the minimum score,
-the gap filter (``score >= gap_ratio * best``) and ``max_skills``. Always-apply skills are always included (they
-are what their tool does) and do not count against ``max_skills``.
+For every skill the evidence (:mod:`evidence`: glob match and its specificity, keyword hits, dense cosine, BM25,
+their ranks) goes through a small logistic model (:mod:`decision`) that gives the probability that the skill
+applies; a skill activates when that probability reaches ``threshold``, whatever kind of evidence it has, so a
+description-only skill fires from meaning alone and a glob-only rule from its file. Every skill above the
+threshold activates (up to ``max_skills``, most likely first): a request that needs two skills gets both.
+Always-apply rules (what their tool does) and skills named with ``@name`` are included regardless; manual rules
+only when named. A skill whose file reads like a prompt injection is held until a person accepts it in Review.
+The injected block keeps to ``token_budget`` by dropping the least likely skills first. The answer lists the
+nearest misses with their probability and the threshold they missed.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
-from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 import numpy as np
 
 from ..errors import InvalidInput
-from ..text import BM25, STOPWORDS, rrf, tokenize
-from .globs import GlobMatcher, matcher_for
+from ..text import tokenize
+from .decision import FEATURES, coefficients, contributions, feature_matrix, probabilities
+from .evidence import (
+    Evidence,
+    SkillIndex,
+    clause_spans,
+    dense_text,
+    dense_views,
+    glob_evidence,
+    glob_specificity,
+    keyword_evidence,
+    semantic_evidence,
+    split_name,
+)
 from .model import LoadReport, Skill
 from .registry import SkillRegistry
 from .vectors import VectorCache
 
+__all__ = ["FEATURES", "FITTED_MODEL", "FITTED_THRESHOLD", "Activation", "ActivationConfig", "ActivationResult",
+           "SkillEngine", "dense_text", "dense_views", "glob_specificity", "hold_key", "split_name"]
+
 MAX_MESSAGE_CHARS = 20_000
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-_CLAUSE_SPLIT = re.compile(r",|;|\band/or\b|\bor\b|\band\b", re.IGNORECASE)
-_MD_NOISE = re.compile(r"```.*?```|`[^`]*`|[#>*_|\[\]()-]+", re.DOTALL)
+
+# --- fitted: begin (written by `python bench/fit_activation.py --data ../shared/data --write`) ---
+# Logistic model over decision.FEATURES and the activation threshold, fitted on tune data only: MetaTool awareness
+# `split == "tune"` and the `tune` split of bench/data/activation_dev.jsonl (docs/benchmarks.md).
+FITTED_MODEL: dict[str, float] = {
+    "intercept": -5.9229, "message": -1.1654, "cos": 0.0, "cos_gap": -2.2073, "cos_lead": 11.3917,
+    "part_cos": 4.4613, "part_gap": -6.0337, "bm25_log": 1.6782, "keyword": 3.4395, "glob": 4.2495,
+    "glob_lit": 0.0, "glob_shared": -0.5949, "glob_alone": 9.2884, "glob_catch": -1.2304, "glob_miss": -0.9348,
+    "no_globs": 0.4188, "no_desc": 0.9296,
+}
+FITTED_THRESHOLD = 0.14
+# --- fitted: end ---
 
 
 @dataclass
 class ActivationConfig:
-    """Activation settings (mirrored in the editor settings as ``mnemo.skills.*``)."""
+    """Activation settings: the core's defaults, the one place the fitted model and threshold live (the editor
+    mirrors ``max_skills`` and ``token_budget`` as ``mnemo.skills.maxActive`` / ``mnemo.skills.tokenBudget``)."""
 
-    w_glob: float = 0.45
-    w_keyword: float = 0.25
-    w_semantic: float = 0.30
-    min_score: float = 0.2
-    gap_ratio: float = 0.5  # keep a skill only if score >= gap_ratio * best score (0 disables)
+    threshold: float = FITTED_THRESHOLD  # probability a skill must reach to activate
+    model: dict = field(default_factory=lambda: dict(FITTED_MODEL))  # {feature: weight, "intercept": b}
     max_skills: int = 5  # not counting always-apply skills
+    token_budget: int = 6000  # tokens of the injected block; the least likely skills are dropped first; 0 = none
     include_always: bool = True
-    catch_all_glob_score: float = 0.3
-    semantic_fire: float = 0.3  # a semantic score at least this much is reported as "semantic" in activated_by
-    rrf_k: int = 10  # tuned on a held-out MetaTool split (never the benchmark sample)
-    w_dense: float = 1.0  # RRF weights of the two semantic rankings
+    misses: int = 5  # nearest misses reported with their probability ("why not")
+    rrf_k: int = 10  # fusion of the dense and BM25 rankings (the fused rank is one of the model's features)
+    w_dense: float = 1.0
     w_bm25: float = 0.8
-    rrf_share: float = 0.6  # semantic = gate(cosine) * ((1 - rrf_share) + rrf_share * normalized RRF)
-    candidates: int = 50  # depth of each semantic ranking fused by RRF
-    dense_floor: float = 0.15  # cosine at or below which the semantic gate is 0
-    dense_full: float = 0.6  # cosine at or above which the semantic gate is 1
+    candidates: int = 50  # depth of each ranking
     name_keywords: bool = True  # a skill's name mentioned in the message is a keyword hit ...
     name_hit_weight: float = 0.5  # ... worth half an explicit keyword (names are often common words)
     body_chars_bm25: int = 4000  # body prefix indexed by BM25
     body_chars_dense: int = 600  # body prefix embedded when the description is short
     query_words_dense: int = 64  # only the message's first words are embedded (bounds latency on long messages;
     #                              BM25 and keywords see all of it); 0 = no limit
+
+    def __post_init__(self) -> None:
+        try:
+            self._w, self._b = coefficients(self.model)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInput(f"skill activation model: {exc}") from exc
+        if not 0.0 <= float(self.threshold) <= 1.0:
+            raise InvalidInput(f"threshold must be a probability between 0 and 1, got {self.threshold!r}")
+        if self.max_skills < 0 or self.token_budget < 0 or self.misses < 0:
+            raise InvalidInput("max_skills, token_budget and misses must be >= 0")
 
     @classmethod
     def from_dict(cls, d: dict | None) -> ActivationConfig:
@@ -79,21 +99,30 @@ class ActivationConfig:
         if unknown:
             raise InvalidInput(f"unknown skill activation setting(s): {', '.join(unknown)}",
                                hint=f"known: {', '.join(sorted(names))}")
-        cfg = cls()
+        defaults = cls()
+        kw = {}
         for k, v in d.items():
-            typ = type(getattr(cfg, k))
+            typ = type(getattr(defaults, k))
+            if typ is dict:
+                if not isinstance(v, dict):
+                    raise InvalidInput(f"setting {k} must be an object of feature weights, got {v!r}")
+                kw[k] = {**defaults.model, **v}  # override some coefficients, keep the rest
+                continue
             if typ is bool and isinstance(v, str):
                 if v.strip().lower() not in ("true", "false", "1", "0", "yes", "no"):
                     raise InvalidInput(f"setting {k} must be true or false, got {v!r}")
                 v = v.strip().lower() in ("true", "1", "yes")
             try:
-                setattr(cfg, k, typ(v))
+                kw[k] = typ(v)
             except (TypeError, ValueError) as exc:
                 raise InvalidInput(f"setting {k} must be {typ.__name__}, got {v!r}") from exc
-        return cfg
+        return cls(**kw)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def weights(self) -> tuple[np.ndarray, float]:
+        return self._w, self._b
 
 
 @dataclass
@@ -104,7 +133,7 @@ class Activation:
     source_path: str
     source_format: str
     scope: str
-    score: float
+    score: float  # probability that the skill applies (1.0 for always-apply and named skills)
     activated_by: list[str]
     signals: dict[str, float]
     matched: dict[str, object]
@@ -112,6 +141,7 @@ class Activation:
     always: bool
     reason: str
     tools_allowed: list[str] = field(default_factory=list)
+    injected: bool = True  # False: active, but left out of the injected block by the token budget
     body: str = field(default="", repr=False)  # the skill text, for the prompt block (not in to_dict)
 
     def to_dict(self, body: bool = False) -> dict:
@@ -127,14 +157,21 @@ class ActivationResult:
     file_path: str | None
     message: str | None
     considered: int
-    dropped: list[dict]  # near misses: {skill_id, name, score, why}
+    dropped: list[dict]  # nearest misses: {skill_id, name, score, threshold, why}
     elapsed_ms: float
     registry_version: int
     embedder: str
+    threshold: float = FITTED_THRESHOLD
+    held: list[dict] = field(default_factory=list)  # skills held for review (never injected until accepted)
+    budget: dict = field(default_factory=dict)  # {tokens, used, dropped: [...]} when the budget left skills out
 
     @property
     def total_tokens(self) -> int:
-        return sum(a.token_cost for a in self.activations)
+        """Tokens of the injected block's skills (the ones the token budget kept)."""
+        return sum(a.token_cost for a in self.activations if a.injected)
+
+    def injected(self) -> list[Activation]:
+        return [a for a in self.activations if a.injected]
 
     def names(self) -> list[str]:
         return [a.name for a in self.activations]
@@ -145,190 +182,36 @@ class ActivationResult:
             "message": self.message,
             "activations": [a.to_dict() for a in self.activations],
             "total_tokens": self.total_tokens,
+            "threshold": self.threshold,
             "considered": self.considered,
             "dropped": self.dropped,
+            "held": self.held,
+            "budget": self.budget,
             "elapsed_ms": round(self.elapsed_ms, 3),
             "registry_version": self.registry_version,
             "embedder": self.embedder,
         }
 
 
-@lru_cache(maxsize=4096)
-def glob_specificity(pattern: str) -> float:
-    """Glob signal of a matched pattern: 0.85 for a bare extension (``**/*.py``) up to 1.0 for a pattern with 16+
-    literal characters (``src/lib/router.ts``), so the more specific rule wins a tie."""
-    lit = sum(1 for ch in pattern if ch not in "*?[]{}()!@+|/,\\")
-    return round(0.85 + 0.15 * min(1.0, max(0, lit - 2) / 14), 4)
-
-
-def split_name(name: str) -> str:
-    """``ResearchHelper`` / ``python-testing`` / ``api_docs`` -> space separated words."""
-    return " ".join(_CAMEL.sub(" ", name).replace("-", " ").replace("_", " ").replace(".", " ").split())
-
-
-def _plain(text: str, limit: int) -> str:
-    return " ".join(_MD_NOISE.sub(" ", text[: limit * 2]).split())[:limit]
-
-
-def dense_text(skill: Skill, body_chars: int = 600) -> str:
-    parts = [split_name(skill.name)]
-    if skill.description:
-        parts.append(skill.description)
-    if skill.keywords:
-        parts.append("Keywords: " + ", ".join(skill.keywords))
-    text = ". ".join(p.strip().rstrip(".") for p in parts if p.strip())
-    if len(skill.description) < 200 and skill.body and body_chars > 0:
-        text += ". " + _plain(skill.body, body_chars)
-    return text
-
-
-def dense_views(skill: Skill, body_chars: int = 600) -> list[str]:
-    """Texts embedded for a skill; its vector is their normalized centroid. Several views of one skill (the
-    full card, the bare description, a request-style phrasing) average out wording and move the vector towards
-    what the skill is about; measured on a held-out MetaTool split: +2 points top-1 over the card alone."""
-    card = dense_text(skill, body_chars)
-    about = skill.description or _plain(skill.body, body_chars) or split_name(skill.name)
-    return [card, f"{split_name(skill.name)}: {about}", about, f"Can you help me? {about}"]
-
-
-def bm25_tokens(skill: Skill, body_chars: int = 4000) -> list[str]:
-    name_toks = tokenize(split_name(skill.name))
-    return (name_toks * 2 + tokenize(skill.description) + tokenize(" ".join(skill.keywords))
-            + tokenize(" ".join(skill.triggers)) + tokenize(skill.body[:body_chars]))
-
-
-@dataclass
-class _Spec:
-    kind: str  # keyword | trigger | name
-    label: str
-    tokens: frozenset[str]
-    need: int
-
-
-def _keyword_specs(skill: Skill, name_keywords: bool) -> list[_Spec]:
-    specs: list[_Spec] = []
-    seen: set[frozenset[str]] = set()
-
-    def add(kind: str, label: str, toks: Sequence[str], need: int | None = None) -> None:
-        ts = frozenset(toks)
-        if not ts or ts in seen:
-            return
-        seen.add(ts)
-        specs.append(_Spec(kind, label, ts, need if need is not None else len(ts)))
-
-    for kw in skill.keywords:
-        add("keyword", kw, tokenize(kw))
-    for trig in skill.triggers:
-        for clause in _CLAUSE_SPLIT.split(trig):
-            toks = tokenize(clause)
-            if not toks or len(toks) > 6:
-                continue
-            if len(toks) == 1 and len(toks[0]) < 4:
-                continue
-            need = len(set(toks)) if len(set(toks)) <= 2 else max(2, int(np.ceil(0.67 * len(set(toks)))))
-            add("trigger", clause.strip(), toks, need)
-    if name_keywords and not skill.always_apply:
-        toks = [t for t in tokenize(split_name(skill.name)) if len(t) >= 3 and t not in _GENERIC_NAME_WORDS]
-        if toks and len(toks) <= 4:
-            add("name", skill.name, toks)
-    return specs
-
-
-# Words too generic to count as a mention of a skill by name.
-_GENERIC_NAME_WORDS = frozenset(tokenize(
-    "agent agents claude readme rules rule guide guidelines instructions best practices general coding standards "
-    "code skill skills md local tool tools helper assistant project default main index file files app api "
-    "create get make find search check list update add delete generate build run manage track new pro plus "
-    "finder helper ai gpt bot chat query data info", stem=True
-)) | STOPWORDS
-
-
-class SparseBM25:
-    """Okapi BM25 (same formula as :class:`mnemo.core.text.BM25`) with per-term weight vectors precomputed, so
-    a query costs one numpy scatter-add per query term instead of a Python loop over postings."""
-
-    def __init__(self, docs: Sequence[Sequence[str]], k1: float = 1.2, b: float = 0.75):
-        ref = BM25(docs, k1, b)
-        self.n = ref.n
-        self.postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        lens = np.asarray(ref.doc_len, dtype=np.float32)
-        avg = ref.avgdl or 1.0
-        for term, plist in ref.postings.items():
-            ids = np.fromiter((d for d, _ in plist), dtype=np.int32, count=len(plist))
-            tf = np.fromiter((t for _, t in plist), dtype=np.float32, count=len(plist))
-            w = ref.idf(term) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * lens[ids] / avg))
-            self.postings[term] = (ids, w.astype(np.float32))
-
-    def scores(self, query_tokens: Sequence[str]) -> np.ndarray:
-        out = np.zeros(self.n, dtype=np.float32)
-        for term in set(query_tokens):
-            hit = self.postings.get(term)
-            if hit is not None:
-                out[hit[0]] += hit[1]
-        return out
-
-    def top(self, query_tokens: Sequence[str], k: int) -> list[tuple[int, float]]:
-        s = self.scores(query_tokens)
-        nz = np.flatnonzero(s > 0)
-        if nz.size > k:
-            nz = nz[np.argpartition(-s[nz], k - 1)[:k]]
-        nz = nz[np.lexsort((nz, -s[nz]))]
-        return [(int(i), float(s[i])) for i in nz]
-
-
-class _Index:
-    """Immutable per-registry-version index used by activation."""
-
-    def __init__(self, skills: list[Skill], vectors: np.ndarray, cfg: ActivationConfig, version: int):
-        self.version = version
-        self.skills = skills
-        self.vectors = vectors
-        self.bm25 = SparseBM25([bm25_tokens(s, cfg.body_chars_bm25) for s in skills])
-        self.specs: list[list[_Spec]] = [_keyword_specs(s, cfg.name_keywords) for s in skills]
-        self.postings: dict[str, list[tuple[int, int]]] = {}
-        for i, specs in enumerate(self.specs):
-            for j, spec in enumerate(specs):
-                for t in spec.tokens:
-                    self.postings.setdefault(t, []).append((i, j))
-        self.matchers: list[GlobMatcher | None] = [
-            matcher_for(s.globs, s.glob_mode) if s.globs else None for s in skills
-        ]
-        # distinct matchers, evaluated once per file; slot[i] is skill i's matcher (-1: no globs)
-        self.distinct: list[GlobMatcher] = []
-        where: dict[int, int] = {}
-        slots = []
-        for m in self.matchers:
-            if m is None:
-                slots.append(-1)
-                continue
-            if id(m) not in where:
-                where[id(m)] = len(self.distinct)
-                self.distinct.append(m)
-            slots.append(where[id(m)])
-        self.slot = np.asarray(slots, dtype=np.int64)
-        self.slot_catch_all = np.asarray([m.catch_all for m in self.distinct] + [False], dtype=bool)
-        self.always = np.asarray([s.always_apply for s in skills], dtype=bool)
-        self.manual = np.asarray([s.manual_only for s in skills], dtype=bool)
-        self.importance = np.asarray([0.85 + 0.3 * s.importance for s in skills], dtype=np.float32)
-        names = [s.name.lower() for s in skills]
-        self.name_rank = np.empty(len(skills), dtype=np.int64)
-        self.name_rank[sorted(range(len(skills)), key=lambda i: (names[i], i))] = np.arange(len(skills))
-        self.query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self.glob_cache: OrderedDict[tuple[str | None, str | None], list[str | None]] = OrderedDict()
-        self.lock = threading.Lock()
+def hold_key(skill: Skill) -> str:
+    """What a person accepts in Review: this file with this content (an edit holds it again)."""
+    return f"{skill.source_path}#{skill.content_hash}"
 
 
 class SkillEngine:
-    """Activation over a :class:`SkillRegistry`. Thread-safe; rebuilds its index when the registry changes."""
+    """Activation over a :class:`SkillRegistry`. Thread-safe; rebuilds its index when the registry changes.
+    ``accepted`` says whether a flagged skill (``Skill.flags``) was accepted in Review (default: never)."""
 
     def __init__(self, registry: SkillRegistry, embedder=None, config: ActivationConfig | None = None,
-                 vector_cache: VectorCache | Path | str | None = None, auto_refresh: bool = True):
+                 vector_cache: VectorCache | Path | str | None = None, auto_refresh: bool = True,
+                 accepted: Callable[[Skill], bool] | None = None):
         self.registry = registry
         self._embedder = embedder
         self.config = config or ActivationConfig()
         self.vector_cache = vector_cache if isinstance(vector_cache, VectorCache) else VectorCache(vector_cache)
         self.auto_refresh = auto_refresh
-        self._index: _Index | None = None
+        self.accepted = accepted
+        self._index: SkillIndex | None = None
         self._lock = threading.RLock()
         self._last_refresh = 0.0
         self.refresh_interval = 1.0  # seconds between stat scans when auto_refresh (the watcher is faster)
@@ -354,7 +237,10 @@ class SkillEngine:
         self._ensure_index()
         return rep
 
-    def _maybe_refresh(self) -> None:
+    def held(self, skill: Skill) -> bool:
+        return bool(skill.flags) and not (self.accepted is not None and self.accepted(skill))
+
+    def maybe_refresh(self) -> None:
         if not self.auto_refresh:
             return
         now = time.monotonic()
@@ -362,7 +248,7 @@ class SkillEngine:
             self._last_refresh = now
             self.registry.refresh_if_changed()
 
-    def _ensure_index(self) -> _Index:
+    def _ensure_index(self) -> SkillIndex:
         idx = self._index
         if idx is not None and idx.version == self.registry.version:
             return idx
@@ -371,7 +257,8 @@ class SkillEngine:
             idx = self._index
             if idx is not None and idx.version == version:
                 return idx
-            idx = _Index(skills, self._skill_vectors(skills), self.config, version)
+            idx = SkillIndex(skills, self._skill_vectors(skills), version, body_chars_bm25=self.config.body_chars_bm25,
+                             name_keywords=self.config.name_keywords)
             self._index = idx
             return idx
 
@@ -426,7 +313,7 @@ class SkillEngine:
         base = root.as_posix() if root is not None else os.getcwd().replace("\\", "/")
         return rel, f"{base.rstrip('/')}/{rel}"
 
-    def _glob_hits(self, idx: _Index, rel: str | None, abs_p: str | None) -> list[str | None]:
+    def _glob_hits(self, idx: SkillIndex, rel: str | None, abs_p: str | None) -> list[str | None]:
         key = (rel, abs_p)
         with idx.lock:
             hit = idx.glob_cache.get(key)
@@ -440,190 +327,20 @@ class SkillEngine:
                 idx.glob_cache.popitem(last=False)
         return res
 
-    # -- activation ------------------------------------------------------------------------------------------
-    def activate(self, file_path: str | None = None, message: str | None = None, max_skills: int | None = None,
-                 config: ActivationConfig | None = None) -> ActivationResult:
-        t0 = time.perf_counter()
-        cfg = config or self.config
-        if message is not None and not isinstance(message, str):
-            raise InvalidInput("message must be a string")
-        message = (message or "").strip()[:MAX_MESSAGE_CHARS] or None
-        self._maybe_refresh()
-        idx = self._ensure_index()
-        n = len(idx.skills)
-        limit = cfg.max_skills if max_skills is None else int(max_skills)
-        if limit < 0:
-            raise InvalidInput("max_skills must be >= 0")
-        if n == 0:
-            return ActivationResult([], file_path, message, 0, [], (time.perf_counter() - t0) * 1000,
-                                    idx.version, self._embedder_name())
-
-        # glob
-        rel, abs_p = self._paths(file_path)
-        glob_s = np.zeros(n, dtype=np.float32)
-        hits: list[str | None] = []
-        if file_path and idx.distinct:
-            hits = self._glob_hits(idx, rel, abs_p)
-            slot_score = np.asarray([glob_specificity(h) if h is not None else 0.0 for h in hits] + [0.0],
-                                    dtype=np.float32)
-            glob_s = slot_score[idx.slot]
-            glob_s = np.where(idx.slot_catch_all[idx.slot] & (glob_s > 0), cfg.catch_all_glob_score,
-                              glob_s).astype(np.float32)
-
-        # keyword + semantic
-        kw_s = np.zeros(n, dtype=np.float32)
-        kw_hits: dict[int, list[tuple[str, str]]] = {}
-        mentioned = np.zeros(n, dtype=bool)  # "@name", or a manual rule named in the message: always included
-        sem_s = np.zeros(n, dtype=np.float32)
-        dense = None
-        dense_rank: dict[int, int] = {}
-        bm25_rank: dict[int, int] = {}
-        bm25_raw: dict[int, float] = {}
-        if message:
-            qtok = tokenize(message)
-            qset = set(qtok)
-            counts: dict[tuple[int, int], int] = {}
-            for t in qset:
-                for key in idx.postings.get(t, ()):
-                    counts[key] = counts.get(key, 0) + 1
-            for (i, j), c in counts.items():
-                spec = idx.specs[i][j]
-                if c >= spec.need:
-                    kw_hits.setdefault(i, []).append((spec.kind, spec.label))
-            low = message.lower()
-            if "@" in low:
-                for i, s in enumerate(idx.skills):
-                    if f"@{s.name.lower()}" in low:
-                        mentioned[i] = True
-                        kw_hits.setdefault(i, []).append(("name", "@" + s.name))
-            for i, hl in kw_hits.items():
-                if idx.manual[i] and any(k == "name" for k, _ in hl):
-                    mentioned[i] = True
-                weight = sum(cfg.name_hit_weight if k == "name" else 1.0 for k, _ in hl)
-                kw_s[i] = 1.0 - 0.5 ** weight
-
-            words = message.split()
-            dense_msg = " ".join(words[: cfg.query_words_dense]) if 0 < cfg.query_words_dense < len(words) else message
-            qv = self._query_vector(idx, dense_msg)
-            dense = idx.vectors @ qv
-            k = min(cfg.candidates, n)
-            top_dense = np.argpartition(-dense, k - 1)[:k] if k < n else np.arange(n)
-            top_dense = top_dense[np.argsort(-dense[top_dense], kind="stable")]
-            dense_rank = {int(i): r for r, i in enumerate(top_dense, start=1)}
-            bm = idx.bm25.top(qtok, k)
-            bm25_rank = {i: r for r, (i, _s) in enumerate(bm, start=1)}
-            bm25_raw = dict(bm)
-            fused = rrf([[str(i) for i in top_dense], [str(i) for i, _ in bm]], k=cfg.rrf_k,
-                        weights=[cfg.w_dense, cfg.w_bm25])
-            top = (cfg.w_dense + cfg.w_bm25) / (cfg.rrf_k + 1)
-            span = max(1e-6, cfg.dense_full - cfg.dense_floor)
-            gate = np.clip((dense - cfg.dense_floor) / span, 0.0, 1.0).astype(np.float32)
-            rn = np.zeros(n, dtype=np.float32)
-            if fused:
-                rn[np.fromiter((int(key) for key in fused), dtype=np.int64, count=len(fused))] = \
-                    np.fromiter(fused.values(), dtype=np.float32, count=len(fused)) / top
-            sem_s = gate * ((1.0 - cfg.rrf_share) + cfg.rrf_share * rn)
-            sem_s[idx.manual] = 0.0  # manual rules attach only when mentioned by name
-
-        # When a request is given and more skills match the file than may be active, the file type alone cannot
-        # choose among them (e.g. dozens of rules on **/*.tsx): their glob signal is diluted by
-        # max_skills / matched, so the request decides which of them (and which others) apply.
-        n_glob = 0
-        if message and limit > 0:
-            n_glob = int(np.count_nonzero(glob_s > cfg.catch_all_glob_score))
-            if n_glob > limit:
-                glob_s = glob_s * np.float32(limit / n_glob)
-
-        # combine
-        always = idx.always
-        base = cfg.w_glob * glob_s + cfg.w_keyword * kw_s + cfg.w_semantic * sem_s
-        score = np.minimum(1.0, base * idx.importance)
-
-        forced = (always & cfg.include_always) | mentioned
-        cand = np.flatnonzero((score > 0) | forced)
-        order = [int(i) for i in cand[np.lexsort((idx.name_rank[cand], -score[cand]))]]
-        chosen: list[int] = []
-        dropped: list[dict] = []
-        best = next((float(score[i]) for i in order if not forced[i]), 0.0)
-        kept = 0
-        for i in order:
-            sc = float(score[i])
-            if forced[i]:
-                chosen.append(i)
-                continue
-            why = None
-            if sc <= 0.0:
-                continue
-            if sc < cfg.min_score:
-                why = f"below min_score {cfg.min_score}"
-            elif cfg.gap_ratio > 0 and sc < cfg.gap_ratio * best:
-                why = f"gap: below {cfg.gap_ratio} x best ({best:.3f})"
-            elif kept >= limit:
-                why = f"max_skills {limit} reached"
-            if why:
-                if len(dropped) < 10:
-                    dropped.append({"skill_id": idx.skills[i].id, "name": idx.skills[i].name,
-                                    "score": round(sc, 4), "why": why})
-                continue
-            chosen.append(i)
-            kept += 1
-        chosen.sort(key=lambda i: (-float(score[i]), int(idx.name_rank[i])))
-
-        acts = []
-        for i in chosen:
-            s = idx.skills[i]
-            by: list[str] = []
-            if always[i]:
-                by.append("always")
-            if glob_s[i] > 0:
-                by.append("glob")
-            if kw_s[i] > 0 or mentioned[i]:
-                by.append("keyword")
-            if sem_s[i] >= cfg.semantic_fire:
-                by.append("semantic")
-            signals = {"glob": round(float(glob_s[i]), 4), "keyword": round(float(kw_s[i]), 4),
-                       "semantic": round(float(sem_s[i]), 4)}
-            matched: dict[str, object] = {}
-            if glob_s[i] > 0:
-                matched["glob"] = hits[int(idx.slot[i])]
-                matched["glob_mode"] = s.glob_mode
-                matched["glob_catch_all"] = bool(idx.slot_catch_all[idx.slot[i]])
-                if n_glob > limit:
-                    matched["glob_shared_by"] = n_glob
-            if i in kw_hits:
-                matched["keywords"] = [label for _k, label in kw_hits[i]]
-            if dense is not None:
-                signals["dense_cosine"] = round(float(dense[i]), 4)
-                signals["bm25"] = round(float(bm25_raw.get(i, 0.0)), 4)
-                if i in dense_rank:
-                    matched["dense_rank"] = dense_rank[i]
-                if i in bm25_rank:
-                    matched["bm25_rank"] = bm25_rank[i]
-            acts.append(Activation(
-                skill_id=s.id, name=s.name, description=s.description, source_path=s.source_path,
-                source_format=s.source_format, scope=s.scope, score=round(float(score[i]), 4), activated_by=by,
-                signals=signals, matched=matched, token_cost=s.token_cost, always=bool(always[i]),
-                reason=("mentioned by name; " if mentioned[i] else "") + _reason(s, by, signals, matched, rel or abs_p), tools_allowed=list(s.tools_allowed),
-                body=s.body,
-            ))
-        return ActivationResult(acts, file_path, message, n, dropped, (time.perf_counter() - t0) * 1000,
-                                idx.version, self._embedder_name())
-
-    def rank(self, message: str, k: int = 3, file_path: str | None = None) -> list[Skill]:
-        """The top-k skills by combined score with no filters (benchmarks, 'why not' answers)."""
-        cfg = ActivationConfig(**{**self.config.to_dict(), "min_score": 0.0, "gap_ratio": 0.0,
-                                  "max_skills": k, "include_always": False})
-        res = self.activate(file_path, message, max_skills=k, config=cfg)
-        by_id = {s.id: s for s in self._ensure_index().skills}
-        return [by_id[a.skill_id] for a in res.activations]
-
-    def _query_vector(self, idx: _Index, message: str) -> np.ndarray:
+    def _query_vectors(self, idx: SkillIndex, message: str) -> np.ndarray:
+        """The message's embedding (row 0) and one per part of it when it asks for several things (rows 1..),
+        cached. An embedder that can pool parts from one forward pass (ONNX) does; others embed each part."""
         with idx.lock:
             v = idx.query_cache.get(message)
             if v is not None:
                 idx.query_cache.move_to_end(message)
                 return v
-        v = np.asarray(self.embedder.embed([message])[0], dtype=np.float32)
+        spans = clause_spans(message)
+        emb = self.embedder
+        if spans and hasattr(emb, "embed_parts"):
+            v = np.asarray(emb.embed_parts(message, spans), dtype=np.float32)
+        else:
+            v = np.asarray(emb.embed([message, *(message[a:b] for a, b in spans)]), dtype=np.float32)
         with idx.lock:
             idx.query_cache[message] = v
             while len(idx.query_cache) > 256:
@@ -634,26 +351,189 @@ class SkillEngine:
         e = self._embedder
         return getattr(e, "model_id", "") if e is not None else ""
 
+    # -- evidence and decision -------------------------------------------------------------------------------
+    def evidence(self, file_path: str | None, message: str | None,
+                 config: ActivationConfig | None = None) -> tuple[SkillIndex, Evidence]:
+        """The evidence for every skill (what the model weighs); ``message`` already cleaned."""
+        cfg = config or self.config
+        idx = self._ensure_index()
+        rel, abs_p = self._paths(file_path)
+        ev = Evidence(len(idx.skills), message, rel, abs_p)
+        if file_path and idx.distinct:
+            glob_evidence(ev, idx, self._glob_hits(idx, rel, abs_p))
+        if message and ev.n:
+            qtok = tokenize(message)
+            keyword_evidence(ev, idx, message, qtok, cfg.name_hit_weight)
+            words = message.split()
+            limit = cfg.query_words_dense
+            dense_msg = " ".join(words[:limit]) if 0 < limit < len(words) else message
+            vecs = self._query_vectors(idx, dense_msg)
+            semantic_evidence(ev, idx, vecs[0], qtok, cfg.candidates, cfg.rrf_k, (cfg.w_dense, cfg.w_bm25), vecs[1:])
+        return idx, ev
 
-def _reason(s: Skill, by: list[str], signals: dict[str, float], matched: dict[str, object], path: str | None) -> str:
+    def probabilities(self, file_path: str | None, message: str | None,
+                      config: ActivationConfig | None = None) -> tuple[SkillIndex, Evidence, np.ndarray, np.ndarray]:
+        """(index, evidence, feature matrix, probability per skill): the model's view, before any rule."""
+        cfg = config or self.config
+        idx, ev = self.evidence(file_path, message, cfg)
+        X = feature_matrix(ev, idx)
+        w, b = cfg.weights()
+        p = probabilities(X, w, b)
+        p[idx.manual & ~ev.mentioned] = 0.0  # manual rules attach only when named
+        return idx, ev, X, p
+
+    def activate(self, file_path: str | None = None, message: str | None = None, max_skills: int | None = None,
+                 config: ActivationConfig | None = None, token_budget: int | None = None) -> ActivationResult:
+        t0 = time.perf_counter()
+        cfg = config or self.config
+        if message is not None and not isinstance(message, str):
+            raise InvalidInput("message must be a string")
+        message = (message or "").strip()[:MAX_MESSAGE_CHARS] or None
+        limit = cfg.max_skills if max_skills is None else int(max_skills)
+        budget = cfg.token_budget if token_budget is None else int(token_budget)
+        if limit < 0:
+            raise InvalidInput("max_skills must be >= 0")
+        if budget < 0:
+            raise InvalidInput("token_budget must be >= 0 (0: no budget)")
+        self.maybe_refresh()
+        idx, ev, X, p = self.probabilities(file_path, message, cfg)
+        held = idx.flagged.copy()
+        for i in np.flatnonzero(idx.flagged):
+            held[i] = self.held(idx.skills[i])
+        forced = ((idx.always & cfg.include_always) | ev.mentioned) & ~held
+        chosen, misses = _select(idx, p, forced, held, cfg.threshold, limit, cfg.misses, ev.glob_lit, ev.mentioned)
+        w, _b = cfg.weights()
+        acts = [_activation(idx, ev, X, w, p, i, bool(forced[i])) for i in chosen]
+        spent = _apply_budget(acts, budget)
+        return ActivationResult(
+            acts, file_path, message, len(idx.skills), misses, (time.perf_counter() - t0) * 1000, idx.version,
+            self._embedder_name(), cfg.threshold, [_held_entry(idx.skills[i]) for i in np.flatnonzero(held)],
+            spent)
+
+    def rank(self, message: str, k: int = 3, file_path: str | None = None) -> list[Skill]:
+        """The top-k skills by probability with no threshold (benchmarks: the ranking alone)."""
+        cfg = ActivationConfig(**{**self.config.to_dict(), "threshold": 0.0, "max_skills": k,
+                                  "include_always": False, "token_budget": 0})
+        res = self.activate(file_path, message, max_skills=k, config=cfg)
+        by_id = {s.id: s for s in self._ensure_index().skills}
+        return [by_id[a.skill_id] for a in res.activations]
+
+
+def _select(idx: SkillIndex, p: np.ndarray, forced: np.ndarray, held: np.ndarray, threshold: float, limit: int,
+            n_misses: int, specificity: np.ndarray, mentioned: np.ndarray) -> tuple[list[int], list[dict]]:
+    """Skills named in the message; then every skill at or above the threshold, most likely first (on a tie the
+    more specific glob, then the name), up to ``limit``; then the always-apply rules (the general context, after
+    what is specific to this file and request); and the nearest misses with why each one did not activate."""
+    free = np.flatnonzero(~forced & ~held)
+    above = free[p[free] >= threshold]
+    above = above[np.lexsort((idx.name_rank[above], -specificity[above], -np.round(p[above], 6)))]
+    below = free[p[free] < threshold]
+    k = min(n_misses, below.size)
+    if k:
+        below = below[np.argpartition(-p[below], k - 1)[:k]] if below.size > k else below
+        below = below[np.lexsort((idx.name_rank[below], -p[below]))]
+    forced_i = np.flatnonzero(forced)
+    forced_i = forced_i[np.lexsort((idx.name_rank[forced_i], ~mentioned[forced_i]))]
+    named = [int(i) for i in forced_i if mentioned[i]]
+    chosen = named + [int(i) for i in above[:limit]] + [int(i) for i in forced_i if not mentioned[i]]
+    misses = []
+    for i in [*above[limit:limit + n_misses], *below[:k]][:n_misses]:
+        s = idx.skills[int(i)]
+        why = (f"max_skills {limit} reached" if p[i] >= threshold
+               else f"probability {p[i]:.2f} < threshold {threshold:.2f}")
+        misses.append({"skill_id": s.id, "name": s.name, "score": round(float(p[i]), 4),
+                       "threshold": threshold, "why": why, "source_path": s.source_path})
+    return chosen, misses
+
+
+def _apply_budget(acts: list[Activation], budget: int) -> dict:
+    """Keep the injected block within ``budget`` tokens: the least likely skills are left out first (their
+    ``injected`` turns False; they stay active and listed). Returns what was left out ({} when nothing)."""
+    total = sum(a.token_cost for a in acts if a.injected)
+    if budget <= 0 or total <= budget:
+        return {}
+    dropped: list[Activation] = []
+    for a in sorted((a for a in acts if a.injected), key=lambda a: a.score):  # least likely first (stable)
+        if total <= budget:
+            break
+        a.injected = False
+        dropped.append(a)
+        total -= a.token_cost
+    return {"tokens": budget, "used": total, "dropped": [
+        {"skill_id": a.skill_id, "name": a.name, "score": a.score, "token_cost": a.token_cost,
+         "source_path": a.source_path, "why": f"token budget {budget}: ~{a.token_cost} tokens, less likely"}
+        for a in dropped]}
+
+
+def _held_entry(s: Skill) -> dict:
+    flags = ", ".join(f.split(":", 1)[-1] for f in s.flags)
+    return {"skill_id": s.id, "name": s.name, "source_path": s.source_path, "flags": list(s.flags),
+            "hold_key": hold_key(s), "why": f"held for review: reads like a prompt injection ({flags}); "
+                                            "accept it with `mnemo review` to activate it"}
+
+
+def _activation(idx: SkillIndex, ev: Evidence, X: np.ndarray, w: np.ndarray, p: np.ndarray, i: int,
+                forced: bool) -> Activation:
+    s = idx.skills[i]
+    by: list[str] = []
+    if forced and s.always_apply:
+        by.append("always")
+    if ev.glob[i] > 0 or ev.glob_catch[i] > 0:
+        by.append("glob")
+    if ev.kw[i] > 0 or ev.mentioned[i]:
+        by.append("keyword")
+    if ev.message and (0 < ev.dense_rank[i] <= 5 or 0 < ev.bm25_rank[i] <= 5):
+        by.append("semantic")
+    signals = {"glob": float(ev.glob[i] or ev.glob_catch[i]), "glob_specificity": round(float(ev.glob_lit[i]), 4),
+               "keyword": round(float(ev.kw[i]), 4), "probability": round(float(p[i]), 4)}
+    matched: dict[str, object] = {}
+    if "glob" in by:
+        matched["glob"] = ev.hits[int(idx.slot[i])]
+        matched["glob_mode"] = s.glob_mode
+        matched["glob_catch_all"] = bool(ev.glob_catch[i])
+        if ev.glob[i] > 0 and ev.n_glob > 1:
+            matched["glob_shared_by"] = ev.n_glob
+    if i in ev.kw_hits:
+        matched["keywords"] = [label for _k, label in ev.kw_hits[i]]
+    if ev.message:
+        signals.update(cosine=round(float(ev.cos[i]), 4), bm25=round(float(ev.bm25[i]), 4))
+        for key, arr in (("dense_rank", ev.dense_rank), ("bm25_rank", ev.bm25_rank), ("fused_rank", ev.fused_rank)):
+            if arr[i] > 0:
+                matched[key] = int(arr[i])
+    if not forced:
+        matched["contributions"] = contributions(X[i], w)  # each feature's share of the log-odds
+    reason = ("mentioned by name; " if ev.mentioned[i] else "") + _reason(s, by, signals, matched,
+                                                                        ev.rel or ev.abs_path, forced)
+    return Activation(
+        skill_id=s.id, name=s.name, description=s.description, source_path=s.source_path,
+        source_format=s.source_format, scope=s.scope, score=1.0 if forced else round(float(p[i]), 4),
+        activated_by=by or (["always"] if forced else []), signals=signals, matched=matched,
+        token_cost=s.token_cost, always=bool(s.always_apply and forced), reason=reason,
+        tools_allowed=list(s.tools_allowed), body=s.body)
+
+
+def _reason(s: Skill, by: list[str], signals: dict[str, float], matched: dict[str, object], path: str | None,
+            forced: bool) -> str:
     parts: list[str] = []
     if "always" in by:
         parts.append(f"always applies ({s.source_format})")
+    if not forced:
+        parts.append(f"probability {signals['probability']:.2f}")
     if "glob" in by:
         pat = matched.get("glob")
         if matched.get("glob_catch_all"):
-            parts.append(f"glob {pat!r} matches every file (weak)")
+            parts.append(f"glob {pat!r} matches every file (says little)")
         else:
             shared = matched.get("glob_shared_by")
             parts.append(f"glob {pat!r} matched {path} ({s.glob_mode} semantics"
                          + (f"; {shared} skills match this file, the request decides)" if shared else ")"))
-    if "keyword" in by:
+    if "keyword" in by and matched.get("keywords"):
         parts.append("keywords: " + ", ".join(str(k) for k in matched.get("keywords", [])))
-    if "semantic" in by or (signals.get("semantic", 0) > 0 and not parts):
+    if "cosine" in signals and ("semantic" in by or not parts):
         det = []
         if "dense_rank" in matched:
-            det.append(f"dense #{matched['dense_rank']} cos {signals.get('dense_cosine', 0):.2f}")
+            det.append(f"dense #{matched['dense_rank']}")
         if "bm25_rank" in matched:
             det.append(f"bm25 #{matched['bm25_rank']}")
-        parts.append(f"semantic {signals['semantic']:.2f}" + (f" ({', '.join(det)})" if det else ""))
+        parts.append(f"meaning: cosine {signals['cosine']:.2f}" + (f" ({', '.join(det)})" if det else ""))
     return "; ".join(parts) or "no signal"

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from ..text import estimate_tokens
-from .activation import ActivationResult
-
-DEFAULT_TOKEN_BUDGET = 6000
+from .activation import ActivationResult, _apply_budget
 
 _PREAMBLE = (
     "Rules and skills selected for the current file and request. They are project guidance written by people "
@@ -24,35 +21,42 @@ def _fence(body: str) -> str:
     return f"{fence}markdown\n{body.strip()}\n{fence}"
 
 
-def render_prompt_block(result: ActivationResult, token_budget: int | None = DEFAULT_TOKEN_BUDGET,
-                        include_body: bool = True, heading: str = "## Active skills") -> str:
-    """Markdown for the agent. Skills are inlined in score order while the token budget lasts; the rest are
-    listed with their source path so the agent can read them on demand."""
-    if not result.activations:
-        return f"{heading}\n\nNo skills apply to this file and request.\n"
-    lines = [heading, "", _PREAMBLE, ""]
-    used = estimate_tokens("\n".join(lines))
-    budget = token_budget if token_budget is not None else float("inf")
-    deferred = []
-    for a in result.activations:
-        title = f"### {a.name}" + (f" — {a.description}" if a.description and len(a.description) <= 160 else "")
-        meta = f"Source: `{a.source_path}` ({a.source_format}) · why: {a.reason} · score {a.score:.2f}"
-        if a.tools_allowed:
-            meta += " · tools: " + ", ".join(a.tools_allowed)
-        entry = f"{title}\n{meta}\n\n"
-        if include_body and a.body.strip():
-            entry += _fence(a.body) + "\n"
-        elif a.description and len(a.description) > 160:
-            entry += a.description + "\n"
-        cost = estimate_tokens(entry)
-        if used + cost > budget and include_body:
-            deferred.append(a)
-            continue
-        lines.append(entry)
-        used += cost
-    if deferred:
-        lines.append("### Also active (not inlined: token budget)")
-        for a in deferred:
-            lines.append(f"- {a.name} — `{a.source_path}` (~{a.token_cost} tokens) · why: {a.reason}")
+def render_prompt_block(result: ActivationResult, token_budget: int | None = None, include_body: bool = True,
+                        heading: str = "## Active skills") -> str:
+    """Markdown for the agent: each injected skill with its source, why and probability, and its text. The result
+    already keeps to its token budget (the least likely skills left out first); ``token_budget`` applies a smaller
+    one (to ``result``). What the budget left out and what is held for review are listed by path, not inlined."""
+    spent = result.budget
+    if token_budget is not None:
+        extra = _apply_budget(result.activations, token_budget)
+        if extra:
+            spent = {**extra, "dropped": [*(spent.get("dropped") or []), *extra["dropped"]]}
+            result.budget = spent
+    acts = result.injected()
+    lines = [heading, ""]
+    if not acts:
+        lines.append("No skills apply to this file and request.")
+    else:
+        lines += [_PREAMBLE, ""]
+        for a in acts:
+            title = f"### {a.name}" + (f" — {a.description}" if a.description and len(a.description) <= 160 else "")
+            meta = f"Source: `{a.source_path}` ({a.source_format}) · why: {a.reason} · score {a.score:.2f}"
+            if a.tools_allowed:
+                meta += " · tools: " + ", ".join(a.tools_allowed)
+            entry = f"{title}\n{meta}\n\n"
+            if include_body and a.body.strip():
+                entry += _fence(a.body) + "\n"
+            elif a.description and len(a.description) > 160:
+                entry += a.description + "\n"
+            lines.append(entry)
+    if spent.get("dropped"):
+        lines.append(f"### Dropped for the token budget ({spent['tokens']} tokens; least likely first)")
+        for d in spent["dropped"]:
+            lines.append(f"- {d['name']} — `{d['source_path']}` (~{d['token_cost']} tokens, score {d['score']:.2f})")
+        lines.append("")
+    if result.held:
+        lines.append("### Held for review (not injected)")
+        for h in result.held:
+            lines.append(f"- {h['name']} — `{h['source_path']}`: {h['why']}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"

@@ -256,9 +256,11 @@ def _build(path: Path, text: str, st: os.stat_result, fmt: str, scope: str,
         warn(f"invisible Unicode character(s) (zero-width / bidi controls{what}) removed")
     # Skills are instructions by design; these patterns are what a poisoned one adds (core/safety.py).
     flagged = injection_flags(text, hidden, kind="skill")
+    if "hidden_text" in inv_flags:
+        flagged.append("hidden_text")
     if flagged:
-        warn("reads like a prompt injection (" + ", ".join(f.split(":", 1)[1] for f in flagged)
-             + "): review this file before trusting it")
+        warn("reads like a prompt injection (" + ", ".join(f.split(":", 1)[-1] for f in flagged)
+             + "): held, not activated, until you accept it in Review (`mnemo review`)")
 
     if fmt in (FORMAT_CURSOR_LEGACY, FORMAT_WINDSURF_LEGACY):
         fm = Frontmatter(body=text)  # legacy single-file rules have no header
@@ -353,6 +355,7 @@ def _build(path: Path, text: str, st: os.stat_result, fmt: str, scope: str,
         content_hash=content_hash(hash_src),
         token_cost=estimate_tokens(body) + estimate_tokens(f"### {name}\nSource: {spath}\n"),
         warnings=tuple(warnings),
+        flags=tuple(flagged),
         mtime=st.st_mtime,
         size=st.st_size,
     )

@@ -66,7 +66,8 @@ class HoverFeature(LanguageFeature):
         if not cards:
             return None
         md = convert.hover_markdown(cards, anchored_ids, skills.get("activations", []) if skills else [],
-                                    symbol.qualname if symbol else code.word)
+                                    symbol.qualname if symbol else code.word,
+                                    skills.get("dropped", []) if skills else [])
         return t.Hover(contents=t.MarkupContent(kind=t.MarkupKind.Markdown, value=md),
                        range=self.server.documents.word_range(snap, params.position, code.word))
 

@@ -161,6 +161,24 @@ describe("buildSkillsTree", () => {
     assert.equal((problems.children[0] as { description: string }).description, "header is not valid YAML");
   });
 
+  test("why not: the nearest misses with the threshold they missed, and held skills", () => {
+    const tree = buildSkillsTree({
+      file: "/ws/Dockerfile",
+      threshold: 0.14,
+      activations: [{ name: "docker", score: 0.97, activated_by: ["glob"] }],
+      dropped: [{ name: "helm", score: 0.09, threshold: 0.14, why: "probability 0.09 < threshold 0.14" },
+                { name: "k8s", score: 0.5, threshold: 0.14, why: "max_skills 5 reached" }],
+      held: [{ name: "evil", source_path: "/ws/.cursor/rules/evil.mdc", why: "held for review" }],
+    }, { skills: [] });
+    assert.deepEqual(labels(tree), ["Active for Dockerfile", "Not active (nearest misses)", "All skills"]);
+    const misses = tree[1];
+    assert.equal(misses.description, "threshold 0.14");
+    assert.deepEqual(labels(misses.children), ["evil", "helm", "k8s"]);
+    assert.equal((misses.children[0] as { description: string }).description, "held for review");
+    assert.equal((misses.children[1] as { description: string }).description, "0.09 < 0.14");
+    assert.equal((misses.children[2] as { description: string }).description, "max_skills 5 reached");
+  });
+
   test("no file, no skills: a message instead of an empty group, no problems group", () => {
     const tree = buildSkillsTree(undefined, { skills: [] });
     assert.deepEqual(labels(tree), ["Active", "All skills"]);

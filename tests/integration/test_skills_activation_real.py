@@ -1,0 +1,78 @@
+"""Skill activation as a user meets it, with the real model: the README's example next to a Claude skill, and a
+repository holding a real collection of description-only skills (wshobson/agents, ../shared/data)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import run_cli, shared_data
+
+DEPLOY_K8S = ("---\nname: deploy-k8s\ndescription: Deploy services to Kubernetes with Helm. Use when deploying "
+              "containers to staging or production clusters.\n---\n# Deploy to Kubernetes\n\n- One Helm chart per "
+              "service, values per environment.\n- `helm upgrade --install --atomic`; roll back on a failed probe.\n")
+
+
+def test_readme_example_activates_docker_and_the_claude_skill(tmp_path):
+    """`mnemo skills activate --file src/app/Dockerfile --message "deploy the containers to staging"` in a
+    repository with a deploy-k8s Claude skill: both apply, both activate (the retired gap filter dropped the
+    second one)."""
+    repo = tmp_path / "repo"
+    (repo / ".claude" / "skills" / "deploy-k8s").mkdir(parents=True)
+    (repo / ".claude" / "skills" / "deploy-k8s" / "SKILL.md").write_text(DEPLOY_K8S, encoding="utf-8")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    res = run_cli("skills", "activate", "--file", "src/app/Dockerfile", "--message", "deploy the containers to staging",
+                  "--json", home=tmp_path / "home", cwd=repo, env={"MNEMO_NO_DAEMON": "1", "HF_HUB_OFFLINE": "1"})
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    names = [a["name"] for a in out["activations"]]
+    assert names[:2] == ["docker", "deploy-k8s"], out["activations"]
+    k8s = out["activations"][1]
+    assert k8s["source_format"] == "claude-skill" and "glob" not in k8s["activated_by"]  # from meaning alone
+    assert k8s["score"] >= out["threshold"] and "deploy-k8s" in out["prompt_block"]
+
+
+@pytest.fixture(scope="module")
+def wshobson(tmp_path_factory):
+    src = shared_data("skills", "wshobson_skills")
+    from mnemo.core.embeddings import get_embedder
+    from mnemo.core.skills import SkillEngine, SkillRegistry
+
+    repo = tmp_path_factory.mktemp("wshobson")
+    for f in src.rglob("SKILL.md"):  # where Claude Code keeps them: .claude/skills/<name>/SKILL.md
+        dest = repo / ".claude" / "skills" / f.parent.name / "SKILL.md"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(f, dest)
+    reg = SkillRegistry(repo, use_user_dir=False, include_builtin=True)  # as the service loads a project
+    assert len([s for s in reg.load().skills if s.source_format == "claude-skill"]) >= 150
+    return SkillEngine(reg, get_embedder("onnx-int8"))
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize("message,expected", [
+    ("my goroutines leak when the client disconnects, how do I cancel them", "go-concurrency-patterns"),
+    ("set up a helm chart for our api with per-environment values", "helm-chart-scaffolding"),
+    ("write a blameless postmortem for yesterday's outage", "postmortem-writing"),
+    ("add stripe checkout and handle subscription webhooks", "stripe-integration"),
+    ("our postgres query is slow and EXPLAIN shows a sequential scan", "sql-optimization-patterns"),
+])
+def test_description_only_skills_fire_from_natural_requests(wshobson, message, expected):
+    res = wshobson.activate(None, message)
+    top = [a.name for a in res.activations if not a.always][:3]
+    assert expected in top, (top, res.dropped[:3])
+    act = next(a for a in res.activations if a.name == expected)
+    assert act.source_format == "claude-skill" and "glob" not in act.activated_by
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize("message", [
+    "write a haiku about autumn", "what's a good salary offer?", "recommend a restaurant for a date night",
+    "how tall is the Eiffel tower", "tell me a joke about cats",
+])
+def test_unrelated_requests_activate_nothing(wshobson, message):
+    res = wshobson.activate(None, message)
+    assert [a.name for a in res.activations if not a.always] == []
+    assert res.dropped and all(d["score"] < d["threshold"] for d in res.dropped)  # why not: below the threshold
