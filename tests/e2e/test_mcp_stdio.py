@@ -59,7 +59,7 @@ def server_env(tmp_path: Path):
     fake_home.mkdir()
     store = tmp_path / "store"
     env = {"MNEMO_HOME": str(store), "HOME": str(fake_home), "MNEMO_EMBEDDER": "hash", "MNEMO_USER": "agent-one",
-           "MNEMO_IDLE_TIMEOUT": "120", "MNEMO_MODEL_CACHE": str(default_cache_dir()),
+           "MNEMO_IDLE_TIMEOUT": "120", "MNEMO_MIN_CONFIDENCE": "0", "MNEMO_MODEL_CACHE": str(default_cache_dir()),
            "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}
     if os.environ.get("PYTHONPATH"):  # the code under test (a checkout not installed in the venv)
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
