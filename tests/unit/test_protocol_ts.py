@@ -137,8 +137,8 @@ def snake(name: str) -> str:
 def typed_keys(names: list[str]) -> set[str]:
     keys: set[str] = set()
     for n in names:
-        tp = getattr(api, n, None)
-        assert tp is not None and typing.is_typeddict(tp), f"@owner {n}: no such TypedDict in mnemo/api.py"
+        tp = getattr(api.records, n, None) or getattr(api.results, n, None)
+        assert tp is not None and typing.is_typeddict(tp), f"@owner {n}: no such TypedDict in mnemo/api/"
         keys |= set(typing.get_type_hints(tp))
     return keys
 

@@ -98,9 +98,9 @@ def test_records_match_the_models():
 
     assert set(typing.get_type_hints(api.Ctx)) == fields(Context)
     assert set(typing.get_type_hints(api.Memory)) == fields(Memory)
-    assert set(typing.get_type_hints(api.Skill)) == fields(Skill, ["body"])
-    assert set(typing.get_type_hints(api.Activation)) == fields(Activation, ["body"])
-    assert set(typing.get_type_hints(api.SkillProblem)) == fields(Problem)
+    assert set(typing.get_type_hints(api.records.Skill)) == fields(Skill, ["body"])
+    assert set(typing.get_type_hints(api.records.Activation)) == fields(Activation, ["body"])
+    assert set(typing.get_type_hints(api.records.SkillProblem)) == fields(Problem)
 
 
 # -- the client: nothing is sent for a call the declaration refuses ------------------------------------------------
