@@ -49,6 +49,7 @@ from mnemo.api.results import (
     TeamStatus,
 )
 from mnemo.core.errors import InvalidInput
+from mnemo.core.text import strip_controls
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -206,10 +207,10 @@ def call_arguments(method: str, args: tuple[Any, ...] = (), kwargs: dict[str, An
     names = [n for n in sig.parameters if not (wire and n in LOCAL_ONLY)]
     unknown = [k for k in kwargs if k not in names]
     hint = f"{method} takes: {accepted(method, wire)}"
-    if unknown:
-        shown = ", ".join(f"`{str(k)[:60]}`" for k in unknown[:5])
-        raise InvalidInput(f"{method} does not take {shown}; nothing was done", hint=hint,
-                           method=method, unknown=[str(k)[:60] for k in unknown[:5]])
+    if unknown:  # a name from the wire is data: shortened, control characters out
+        names_given = [strip_controls(str(k))[:60] for k in unknown[:5]]
+        raise InvalidInput(f"{method} does not take {', '.join(f'`{k}`' for k in names_given)}; nothing was done",
+                           hint=hint, method=method, unknown=names_given)
     try:
         bound = sig.bind(*args, **kwargs)
     except TypeError as exc:  # too many positional arguments, a missing required one, one given twice
