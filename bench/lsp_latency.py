@@ -131,10 +131,10 @@ async def drive(home: Path, hovers: int, lenses: int, init_reps: int) -> dict:
     from pytest_lsp import ClientServerConfig
     from pytest_lsp.client import LanguageClient, register_lsp_features
 
-    from mnemo.lsp.server import _converter_factory
+    from mnemo.lsp.jsonrpc import converter_factory
 
     def factory():
-        c = LanguageClient(converter_factory=_converter_factory)
+        c = LanguageClient(converter_factory=converter_factory)
         register_lsp_features(c)
         c.states = []
 

@@ -31,6 +31,8 @@ SERVICE_METHODS = frozenset({
     # lifecycle and sharing (core/lifecycle.py, core/sharing.py)
     "review_list", "review_resolve", "snapshot_export", "snapshot_diff", "snapshot_merge", "branch_diff",
     "branch_merge", "branch_delete", "decay", "compact", "anchor", "check_anchors", "merged_branches", "restore",
+    # the editor's context in one round trip (core/anchored.py)
+    "hover_context", "memory_cards",
 })
 
 
@@ -53,6 +55,11 @@ class Service(Protocol):
     def doctor(self, ctx: dict) -> dict[str, Any]: ...
     def team_status(self, ctx: dict) -> dict[str, Any]: ...
     def recent_context(self, ctx: dict, limit: int = 10, days: float = 14.0) -> dict[str, Any]: ...
+    def hover_context(self, ctx: dict, path: str | None = None, line: int | None = None, symbol: str | None = None,
+                      query: str | None = None, limit: int = 5, include_docs: bool = True,
+                      min_confidence: float | None = None, skills: bool = True, max_skills: int | None = None,
+                      token_budget: int | None = None) -> dict[str, Any]: ...
+    def memory_cards(self, ctx: dict, ids: list[str]) -> dict[str, Any]: ...
 
 
 WRITE_POLICIES = ("auto", "confirm")
@@ -310,3 +317,65 @@ class LocalService:
         from mnemo.core.recent import recent_context
 
         return recent_context(self.engine, _ctx(ctx), limit, days)
+
+    # -- the editor's context (core/anchored.py) -------------------------------------------------------------
+    def hover_context(self, ctx: dict, path: str | None = None, line: int | None = None, symbol: str | None = None,
+                      query: str | None = None, limit: int = 5, include_docs: bool = True,
+                      min_confidence: float | None = None, skills: bool = True, max_skills: int | None = None,
+                      token_budget: int | None = None) -> dict[str, Any]:
+        """What an editor shows at a position, in one round trip: the recall cards for `query` (none without one),
+        the memories anchored to `symbol` in `path` (outside any symbol: to the lines around `line`) as cards with
+        their stale state, every anchor of the file (`file_anchors`, for code lenses), and the skills active for
+        the file (`skills`: activate_skills' answer; None when not asked for)."""
+        from mnemo.core.anchored import anchored_context
+
+        c = _ctx(ctx)
+        _check_hover_args(path, line, symbol, query)
+        out: dict[str, Any] = {"path": path, "symbol": symbol, "cards": [], "warnings": [], "anchored": [],
+                               "file_anchors": {}, "skills": None}
+        if query is not None:
+            recalled = self.engine.recall(c, query, limit=limit, include_docs=include_docs,
+                                          min_confidence=min_confidence)
+            out.update(cards=recalled["cards"], warnings=recalled["warnings"])
+        if path:
+            out.update(anchored_context(self.engine, c, path, symbol, line))
+        if skills:
+            try:
+                out["skills"] = self.activate_skills(ctx, path, None, max_skills=max_skills, token_budget=token_budget)
+            except MnemoError as exc:  # skills must not take the memories of a hover down with them
+                log.warning("hover_context: skills: %s", exc)
+                out["skills"] = {"activations": [], "total_tokens": 0, "error": str(exc)}
+        return out
+
+    def memory_cards(self, ctx: dict, ids: list[str]) -> dict[str, Any]:
+        """The card of each memory (the one recall shows, unscored) and its record, for an editor that opens
+        memories by id; ids not visible from this project are `missing`."""
+        from mnemo.core.anchored import unscored_card
+        from mnemo.core.errors import NotFound
+
+        c = _ctx(ctx)
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise InvalidInput("ids must be a list of memory ids", hint='e.g. ["mem-0f3c..."]')
+        if len(ids) > MAX_CARD_IDS:
+            raise InvalidInput(f"{len(ids)} ids; the limit is {MAX_CARD_IDS}", hint="ask in smaller batches")
+        cards, memories, missing = [], [], []
+        for mid in dict.fromkeys(ids):
+            try:
+                m = self.engine.get(c, mid)
+            except NotFound:
+                missing.append(mid)
+                continue
+            cards.append(unscored_card(m))
+            memories.append(m.to_dict())
+        return {"cards": cards, "memories": memories, "missing": missing}
+
+
+MAX_CARD_IDS = 200
+
+
+def _check_hover_args(path: Any, line: Any, symbol: Any, query: Any) -> None:
+    for name, value in (("path", path), ("symbol", symbol), ("query", query)):
+        if value is not None and not isinstance(value, str):
+            raise InvalidInput(f"hover_context: {name} must be a string, got {type(value).__name__}")
+    if line is not None and (isinstance(line, bool) or not isinstance(line, int) or line < 0):
+        raise InvalidInput(f"hover_context: line must be a 0-based line number, got {line!r}")

@@ -1,0 +1,79 @@
+"""The memories anchored to a file, as an editor shows them: the one recall card (`recall.memory_card`), unscored.
+
+`anchored_context` answers the anchor part of a hover or a code lens in one store query
+(`Store.anchored_memories`: the partial index on anchored memories, so its cost follows the anchored memories of
+the project, not all of them): the memories anchored to the symbol at the cursor (or, outside any symbol, to the
+lines around it) as cards, each with its anchor there and whether that anchor is stale (the `stale_anchor` flag a
+save of a changed symbol sets), and every anchor of the file as `{symbol: [memory ids]}` for lenses. Visibility is
+recall's (`memory_visible`: active, not deprecated or superseded, not cold, on a visible branch).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from mnemo.core.models import Context, Memory
+from mnemo.core.recall import memory_card, memory_visible
+
+if TYPE_CHECKING:
+    from mnemo.core.engine import Engine
+
+
+def unscored_card(m: Memory) -> dict[str, Any]:
+    """A memory's card when it was not found by a query (anchored here, opened by id): no score or confidence."""
+    card = memory_card(m, 0.0, 0.0)
+    card.update(score=None, confidence=None, confidence_state=None)
+    return card
+
+
+def project_path(ctx: Context, path: str) -> str | None:
+    """`path` relative to the project root (the form anchors are stored in), or None when it is outside."""
+    p = path.strip().replace("\\", "/")
+    if os.path.isabs(p) and ctx.root:
+        root, real = os.path.realpath(ctx.root), os.path.realpath(p)
+        if real.startswith(root + os.sep):
+            p = os.path.relpath(real, root).replace(os.sep, "/")
+    while p.startswith("./"):
+        p = p[2:]
+    if not p or os.path.isabs(p) or any(part == ".." for part in p.split("/")):
+        return None
+    return p
+
+
+def _at(anchor: dict[str, Any], symbol: str | None, line: int | None) -> bool:
+    """Is `anchor` the one at the cursor: the same symbol, or (outside any symbol) a file + lines anchor covering
+    `line`."""
+    if symbol:
+        return anchor.get("symbol") == symbol
+    if line is None or anchor.get("symbol"):
+        return False
+    start, end = anchor.get("start_line"), anchor.get("end_line")
+    return isinstance(start, int) and isinstance(end, int) and start <= line <= end
+
+
+def anchored_context(engine: Engine, ctx: Context, path: str, symbol: str | None = None,
+                     line: int | None = None) -> dict[str, Any]:
+    """`{path, anchored: [card + {anchor, stale}], file_anchors: {symbol or "": [ids]}}` for `path` (a path outside
+    the project has no anchors)."""
+    rel = project_path(ctx, path)
+    if rel is None:
+        return {"path": path, "anchored": [], "file_anchors": {}}
+    found = engine.store.anchored_memories(ctx.project_id, rel, ctx.visible_branches())
+    anchored: list[dict[str, Any]] = []
+    file_anchors: dict[str, list[str]] = {}
+    for m in found:
+        if not memory_visible(m, ctx):
+            continue
+        here = [a for a in m.anchors if isinstance(a, dict) and a.get("path") == rel]
+        for a in here:
+            ids = file_anchors.setdefault(str(a.get("symbol") or ""), [])
+            if m.id not in ids:
+                ids.append(m.id)
+        match = next((a for a in here if _at(a, symbol, line)), None)
+        if match is not None:
+            anchored.append({**unscored_card(m), "anchor": match, "stale": "stale_anchor" in m.flags})
+    return {"path": rel, "anchored": anchored, "file_anchors": file_anchors}
+
+
+__all__ = ["anchored_context", "project_path", "unscored_card"]
