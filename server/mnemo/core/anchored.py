@@ -1,16 +1,18 @@
 """The memories anchored to a file, as an editor shows them: the one recall card (`recall.memory_card`), unscored.
 
-`anchored_context` answers the anchor part of a hover or a code lens in one store query
+`anchored_context` answers the anchor part of a hover or a code lens with one store query
 (`Store.anchored_memories`: the partial index on anchored memories, so its cost follows the anchored memories of
-the project, not all of them): the memories anchored to the symbol at the cursor (or, outside any symbol, to the
-lines around it) as cards, each with its anchor there and whether that anchor is stale (the `stale_anchor` flag a
-save of a changed symbol sets), and every anchor of the file as `{symbol: [memory ids]}` for lenses. Visibility is
-recall's (`memory_visible`: active, not deprecated or superseded, not cold, on a visible branch).
+the project, not all of them; only their visibility columns and anchors are read) and reads whole only the
+memories anchored at the cursor: those, to the symbol (or, outside any symbol, to the lines around the cursor), as
+cards with their anchor there and whether it is stale (the `stale_anchor` flag a save of a changed symbol sets),
+and every anchor of the file as `{symbol: [memory ids]}` for lenses. Visibility is recall's (`memory_visible`:
+active, not deprecated or superseded, not cold, on a visible branch).
 """
 
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from mnemo.core.models import Context, Memory
@@ -55,24 +57,26 @@ def _at(anchor: dict[str, Any], symbol: str | None, line: int | None) -> bool:
 def anchored_context(engine: Engine, ctx: Context, path: str, symbol: str | None = None,
                      line: int | None = None) -> dict[str, Any]:
     """`{path, anchored: [card + {anchor, stale}], file_anchors: {symbol or "": [ids]}}` for `path` (a path outside
-    the project has no anchors)."""
+    the project has no anchors). Only the memories anchored at the cursor are read whole."""
     rel = project_path(ctx, path)
     if rel is None:
         return {"path": path, "anchored": [], "file_anchors": {}}
-    found = engine.store.anchored_memories(ctx.project_id, rel, ctx.visible_branches())
-    anchored: list[dict[str, Any]] = []
     file_anchors: dict[str, list[str]] = {}
-    for m in found:
-        if not memory_visible(m, ctx):
+    at: dict[str, dict[str, Any]] = {}  # memory id -> its anchor at the cursor
+    for row in engine.store.anchored_memories(ctx.project_id, rel, ctx.visible_branches()):
+        if not memory_visible(SimpleNamespace(**row), ctx):  # the visibility columns are all the rule reads
             continue
-        here = [a for a in m.anchors if isinstance(a, dict) and a.get("path") == rel]
+        here = [a for a in row["anchors"] if isinstance(a, dict) and a.get("path") == rel]
         for a in here:
             ids = file_anchors.setdefault(str(a.get("symbol") or ""), [])
-            if m.id not in ids:
-                ids.append(m.id)
+            if row["id"] not in ids:
+                ids.append(row["id"])
         match = next((a for a in here if _at(a, symbol, line)), None)
         if match is not None:
-            anchored.append({**unscored_card(m), "anchor": match, "stale": "stale_anchor" in m.flags})
+            at[row["id"]] = match
+    full = engine.store.get_memories(list(at))
+    anchored = [{**unscored_card(full[mid]), "anchor": a, "stale": "stale_anchor" in full[mid].flags}
+                for mid, a in at.items() if mid in full]  # (one forgotten between the two reads is left out)
     return {"path": rel, "anchored": anchored, "file_anchors": file_anchors}
 
 
