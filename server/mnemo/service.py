@@ -327,10 +327,12 @@ class LocalService:
         the memories anchored to `symbol` in `path` (outside any symbol: to the lines around `line`) as cards with
         their stale state, every anchor of the file (`file_anchors`, for code lenses), and the skills active for
         the file (`skills`: activate_skills' answer; None when not asked for)."""
-        from mnemo.core.anchored import anchored_context
+        from mnemo.core.anchored import anchored_context, check_position
 
         c = _ctx(ctx)
-        _check_hover_args(path, line, symbol, query)
+        check_position(path, line, symbol)
+        if query is not None and not isinstance(query, str):
+            raise InvalidInput(f"hover_context: query must be a string, got {type(query).__name__}")
         out: dict[str, Any] = {"path": path, "symbol": symbol, "cards": [], "warnings": [], "anchored": [],
                                "file_anchors": {}, "skills": None}
         if query is not None:
@@ -350,32 +352,6 @@ class LocalService:
     def memory_cards(self, ctx: dict, ids: list[str]) -> dict[str, Any]:
         """The card of each memory (the one recall shows, unscored) and its record, for an editor that opens
         memories by id; ids not visible from this project are `missing`."""
-        from mnemo.core.anchored import unscored_card
-        from mnemo.core.errors import NotFound
+        from mnemo.core.anchored import memory_cards
 
-        c = _ctx(ctx)
-        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-            raise InvalidInput("ids must be a list of memory ids", hint='e.g. ["mem-0f3c..."]')
-        if len(ids) > MAX_CARD_IDS:
-            raise InvalidInput(f"{len(ids)} ids; the limit is {MAX_CARD_IDS}", hint="ask in smaller batches")
-        cards, memories, missing = [], [], []
-        for mid in dict.fromkeys(ids):
-            try:
-                m = self.engine.get(c, mid)
-            except NotFound:
-                missing.append(mid)
-                continue
-            cards.append(unscored_card(m))
-            memories.append(m.to_dict())
-        return {"cards": cards, "memories": memories, "missing": missing}
-
-
-MAX_CARD_IDS = 200
-
-
-def _check_hover_args(path: Any, line: Any, symbol: Any, query: Any) -> None:
-    for name, value in (("path", path), ("symbol", symbol), ("query", query)):
-        if value is not None and not isinstance(value, str):
-            raise InvalidInput(f"hover_context: {name} must be a string, got {type(value).__name__}")
-    if line is not None and (isinstance(line, bool) or not isinstance(line, int) or line < 0):
-        raise InvalidInput(f"hover_context: line must be a 0-based line number, got {line!r}")
+        return memory_cards(self.engine, _ctx(ctx), ids)

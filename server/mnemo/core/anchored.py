@@ -15,6 +15,7 @@ import os
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from mnemo.core.errors import InvalidInput, NotFound
 from mnemo.core.models import Context, Memory
 from mnemo.core.recall import memory_card, memory_visible
 
@@ -80,4 +81,35 @@ def anchored_context(engine: Engine, ctx: Context, path: str, symbol: str | None
     return {"path": rel, "anchored": anchored, "file_anchors": file_anchors}
 
 
-__all__ = ["anchored_context", "project_path", "unscored_card"]
+MAX_CARD_IDS = 200
+
+
+def memory_cards(engine: Engine, ctx: Context, ids: list[str]) -> dict[str, Any]:
+    """`{cards, memories, missing}`: the unscored card and the record of each memory opened by id (visible as
+    `Engine.get` decides: this project's or a shared one); the others are `missing`."""
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise InvalidInput("ids must be a list of memory ids", hint='e.g. ["mem-0f3c..."]')
+    if len(ids) > MAX_CARD_IDS:
+        raise InvalidInput(f"{len(ids)} ids; the limit is {MAX_CARD_IDS}", hint="ask in smaller batches")
+    cards, memories, missing = [], [], []
+    for mid in dict.fromkeys(ids):
+        try:
+            m = engine.get(ctx, mid)
+        except NotFound:
+            missing.append(mid)
+            continue
+        cards.append(unscored_card(m))
+        memories.append(m.to_dict())
+    return {"cards": cards, "memories": memories, "missing": missing}
+
+
+def check_position(path: Any, line: Any, symbol: Any) -> None:
+    """A position in a file, as an editor sends it: strings or None, and a 0-based line."""
+    for name, value in (("path", path), ("symbol", symbol)):
+        if value is not None and not isinstance(value, str):
+            raise InvalidInput(f"hover_context: {name} must be a string, got {type(value).__name__}")
+    if line is not None and (isinstance(line, bool) or not isinstance(line, int) or line < 0):
+        raise InvalidInput(f"hover_context: line must be a 0-based line number, got {line!r}")
+
+
+__all__ = ["anchored_context", "check_position", "memory_cards", "project_path", "unscored_card"]
