@@ -4,8 +4,9 @@ A feature is a `LanguageFeature` subclass in its own module under `mnemo.lsp.fea
 serves and lists its custom commands, requests and notifications. It sees the server only through `Server`, the
 typed handle declared here (with `Documents`, the open documents), so features import this module and never
 `mnemo.lsp.server`: the server imports the features (`server.FEATURES`), registers each LSP method once
-(`setup.py`) and fans it out to them, a failing feature logged and skipped. `tests/unit/test_lsp_features.py`
-checks that the server and the documents feature provide what these protocols promise.
+(`setup.py`) and fans it out to them, a failing feature logged and skipped.
+`tests/unit/test_lsp_feature_seams.py` checks that the server and the documents feature provide what these
+protocols promise, and that features use nothing else of the server.
 
 Nothing here imports pygls or lsprotocol at run time (the types are for the reader and the type checker).
 """
