@@ -151,3 +151,21 @@ def test_memory_cards_for_memories_opened_by_id(svc, ctx):
         svc.memory_cards(ctx.to_dict(), a["id"])
     with pytest.raises(InvalidInput, match="the limit is"):
         svc.memory_cards(ctx.to_dict(), [f"mem-{i}" for i in range(201)])
+
+
+def test_an_opened_memory_shows_its_card_then_its_whole_text(svc, ctx):
+    """`mnemo.openMemory`: the core's card (as a hover shows it), then the whole text when the card's summary cut
+    it; a short memory is not repeated."""
+    from mnemo.lsp import convert
+
+    tail = "the last words only the whole text has"
+    long = _remember(svc, ctx, "payments retries reuse the idempotency key. " * 8 + tail, [_anchor("Client.post")])
+    short = _remember(svc, ctx, "the banner is upper case")
+    res = svc.memory_cards(ctx.to_dict(), [long["id"], short["id"]])
+    md = convert.memories_markdown(res["cards"], res["memories"], "Client.post")
+    assert md.startswith("### Mnemo · `Client.post`")
+    assert tail not in res["cards"][0]["compressed_summary"]  # the card's summary is cut ...
+    assert md.count(tail) == 1  # ... the whole text follows it
+    assert md.count("the banner is upper case") == 1
+    assert long["id"] in md and short["id"] in md
+    assert convert.memories_markdown([], [], None) == "### Mnemo\n\n---\n\n_no memories_"
