@@ -295,3 +295,41 @@ class LocalService:
         from mnemo.core.recent import recent_context
 
         return recent_context(self.engine, _ctx(ctx), limit, days)
+
+    # -- the editor's context (core/anchored.py) -------------------------------------------------------------
+    def hover_context(self, ctx: dict, path: str | None = None, line: int | None = None, symbol: str | None = None,
+                      query: str | None = None, limit: int = 5, include_docs: bool = True,
+                      min_confidence: float | None = None, skills: bool = True, max_skills: int | None = None,
+                      token_budget: int | None = None) -> api.HoverContext:
+        """What an editor shows at a position, in one round trip: the recall cards for `query` (none without one),
+        the memories anchored to `symbol` in `path` (outside any symbol: to the lines around `line`) as cards with
+        their stale state, every anchor of the file (`file_anchors`, for code lenses), and the skills active for
+        the file (`skills`: activate_skills' answer; None when not asked for)."""
+        from mnemo.core.anchored import anchored_context, check_position
+
+        c = _ctx(ctx)
+        check_position(path, line, symbol)
+        if query is not None and not isinstance(query, str):
+            raise InvalidInput(f"hover_context: query must be a string, got {type(query).__name__}")
+        out: dict[str, Any] = {"path": path, "symbol": symbol, "cards": [], "warnings": [], "anchored": [],
+                               "file_anchors": {}, "skills": None}
+        if query is not None:
+            recalled = self.engine.recall(c, query, limit=limit, include_docs=include_docs,
+                                          min_confidence=min_confidence)
+            out.update(cards=recalled["cards"], warnings=recalled["warnings"])
+        if path:
+            out.update(anchored_context(self.engine, c, path, symbol, line))
+        if skills:
+            try:
+                out["skills"] = self.activate_skills(ctx, path, None, max_skills=max_skills, token_budget=token_budget)
+            except MnemoError as exc:  # skills must not take the memories of a hover down with them
+                log.warning("hover_context: skills: %s", exc)
+                out["skills"] = {"activations": [], "total_tokens": 0, "error": str(exc)}
+        return out
+
+    def memory_cards(self, ctx: dict, ids: list[str]) -> api.MemoryCards:
+        """The card of each memory (the one recall shows, unscored) and its record, for an editor that opens
+        memories by id; ids not visible from this project are `missing`."""
+        from mnemo.core.anchored import memory_cards
+
+        return memory_cards(self.engine, _ctx(ctx), ids)

@@ -59,7 +59,7 @@ def test_hover_warns_and_the_injection_preview_withholds_flagged_or_untrusted_no
     hover = convert.card_markdown(card)
     assert hover.startswith("**⚠ WARNING: this note reads like instructions to an AI agent")
     assert hover.index("WARNING") < hover.index("> Disregard")
-    sidebar_card = convert.memory_card_from_record(LocalService(engine).get_memory(ctx.to_dict(), m["id"]))
+    sidebar_card = LocalService(engine).memory_cards(ctx.to_dict(), [m["id"]])["cards"][0]  # mnemo.openMemory
     assert "WARNING" in convert.card_markdown(sidebar_card)
     assert not convert.auto_injectable(card)
     assert not convert.auto_injectable({"item_id": "x", "trust": "untrusted", "flags": []})

@@ -1,6 +1,6 @@
 /**
- * Mnemo's VS Code extension: wiring only. Each concern lives in `common/` (server, settings, commands, status,
- * MCP) or `views/` (memories, skills, review).
+ * Mnemo's VS Code extension: wiring only. Each concern lives in `common/` (server, settings, the command table,
+ * status, MCP), `commands/` (one module per command group) or `views/` (memories, skills, review).
  */
 import * as vscode from "vscode";
 

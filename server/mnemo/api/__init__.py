@@ -31,8 +31,10 @@ from mnemo.api.results import (
     DoctorResult,
     Forgotten,
     Health,
+    HoverContext,
     Hydrated,
     IndexDocsResult,
+    MemoryCards,
     MemoryChange,
     MemoryList,
     MergedBranches,
@@ -168,6 +170,17 @@ class Service(Protocol):
 
     def recent_context(self, ctx: Ctx, limit: int = 10, days: float = 14.0) -> RecentContext:
         """Hand-offs and recent notes of this project (and teammates'), for the start of a session."""
+
+    # the editor's context in one round trip (core/anchored.py)
+    def hover_context(self, ctx: Ctx, path: str | None = None, line: int | None = None, symbol: str | None = None,
+                      query: str | None = None, limit: int = 5, include_docs: bool = True,
+                      min_confidence: float | None = None, skills: bool = True, max_skills: int | None = None,
+                      token_budget: int | None = None) -> HoverContext:
+        """What an editor shows at a position: recall cards for `query`, the memories anchored at the cursor (with
+        their stale state), every anchor of the file, and the file's active skills."""
+
+    def memory_cards(self, ctx: Ctx, ids: list[str]) -> MemoryCards:
+        """The card and the record of each memory opened by id; ids not visible from this project are `missing`."""
 
 
 # -- derived from `Service` ---------------------------------------------------------------------------------------

@@ -91,9 +91,9 @@ class Card(TypedDict):
     title: str
     heading_path: list[str]
     updated_at: float
-    score: float
-    confidence: float
-    confidence_state: str
+    score: float | None  # None on an unscored card (anchored here, opened by id: core/anchored.py)
+    confidence: float | None
+    confidence_state: str | None
     compressed_summary: str
     key_points: list[str]
     can_hydrate: bool

@@ -9,6 +9,7 @@ from typing import Any, NotRequired, TypedDict
 
 from mnemo.api.records import (
     Activation,
+    Anchor,
     BriefMemory,
     Card,
     Conflict,
@@ -334,3 +335,24 @@ class AnchorCheck(TypedDict):
     ok: int
     flagged: list[dict[str, Any]]  # memory_id, review_id, anchor, reason, title
     cleared: list[dict[str, Any]]  # memory_id, anchor
+
+
+class AnchoredCard(Card, total=False):
+    anchor: Anchor
+    stale: bool
+
+
+class HoverContext(TypedDict):
+    path: str | None
+    symbol: str | None
+    cards: list[Card]
+    warnings: list[str]
+    anchored: list[AnchoredCard]
+    file_anchors: dict[str, list[str]]  # symbol ("" = the file) -> ids of the memories anchored there
+    skills: ActivationResult | None
+
+
+class MemoryCards(TypedDict):
+    cards: list[Card]
+    memories: list[Memory]
+    missing: list[str]

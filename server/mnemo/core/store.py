@@ -56,6 +56,8 @@ CREATE TABLE IF NOT EXISTS memories (
 CREATE INDEX IF NOT EXISTS memories_hash_project ON memories(content_hash, project_id, scope);
 CREATE INDEX IF NOT EXISTS memories_part ON memories(part, scope, branch);
 CREATE INDEX IF NOT EXISTS memories_project ON memories(project_id, scope);
+-- only anchored memories (few): `Store.anchored_memories` reads this, not every memory of the project
+CREATE INDEX IF NOT EXISTS memories_anchored ON memories(project_id, scope) WHERE anchors != '[]';
 CREATE TABLE IF NOT EXISTS blocks (
     id TEXT PRIMARY KEY,
     project_id TEXT NOT NULL,
@@ -431,6 +433,31 @@ class Store:
         if limit is not None:
             sql += f" LIMIT {int(limit)} OFFSET {int(offset)}"
         return [Memory.from_row(r) for r in self.conn().execute(sql, tuple(params)).fetchall()]
+
+    # -- memories anchored to a file (the language server's hovers and lenses) -----------------------------------
+    # One query, kept in its own block so it moves with the rest of the store's SQL.
+    def anchored_memories(self, project_id: str, path: str,
+                          branches: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """The project memories with an anchor into `path` (relative to the project root), on `branches` (plus the
+        branch-independent ones; None: every branch), newest first: each one's `VISIBILITY_COLUMNS` and its
+        `anchors` (parsed), not the whole record (`get_memories` for those). Any status, tier or deprecation: the
+        caller's visibility rule decides. The partial index `memories_anchored` keeps this to the project's anchored
+        memories; `LIKE` narrows on the JSON text and the exact path is compared here (LIKE ignores ASCII case)."""
+        literal = ('"path": ' + json.dumps(path)).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        cols = ", ".join((*self.VISIBILITY_COLUMNS, "anchors"))
+        sql = (f"SELECT {cols} FROM memories WHERE project_id=? AND scope='project' AND anchors != '[]'"
+               " AND anchors LIKE ? ESCAPE '\\'")
+        params: list[Any] = [project_id, f"%{literal}%"]
+        if branches is not None:
+            sql += f" AND (branch IS NULL OR branch IN ({','.join('?' * len(branches))}))" if branches else \
+                " AND branch IS NULL"
+            params.extend(branches)
+        out = []
+        for row in self.conn().execute(sql + " ORDER BY updated_at DESC, id", params):
+            anchors = json.loads(row["anchors"])
+            if any(isinstance(a, dict) and a.get("path") == path for a in anchors):
+                out.append({**{k: row[k] for k in self.VISIBILITY_COLUMNS}, "anchors": anchors})
+        return out
 
     # -- blocks ----------------------------------------------------------------------------------------------
     def get_block(self, block_id: str) -> sqlite3.Row | None:
