@@ -543,9 +543,9 @@ class Model:
 
 
 MODEL_L2 = 30.0
-MODEL = Model(weights=(2.1647, 0.4599, -0.1575, 0.2622, -0.0155, 0.6378, 0.9621, 1.0026, -0.3314, -1.2532, 0.5683,
-                       0.7212, -0.7774, -0.5547, -0.8963, 1.6691),
-              bias=-0.3286, threshold=0.475)
+MODEL = Model(weights=(2.3657, 0.5759, -0.1166, 0.0736, 0.0112, -0.0066, 1.29, 1.0052, -0.1619, -1.2171, 0.6681,
+                       0.4705, -0.8348, -0.7211, -1.0534, 1.7487),
+              bias=0.3449, threshold=0.5)
 
 
 def vector(f: Features, masked_cosine: float | None, slot_cosine: float | None) -> list[float]:
@@ -553,7 +553,7 @@ def vector(f: Features, masked_cosine: float | None, slot_cosine: float | None) 
     the signal kinds; the replaced slot: whether both sides are names, the cosine of its two sides, its length, a
     number on one side only; an opposite by form; a swapped order; words replaced in place that no signal
     explains (log); how many words differ (log): unexplained by a signal, and aligned in order; the shared words."""
-    slot = f.slot is not None
+    slot = f.slot is not None and not f.signals  # with a signal, the replaced words are the signal's
     return [f.cosine, masked_cosine if f.signals and masked_cosine is not None else 0.0, float("value" in f.kinds),
             float("negation" in f.kinds), float("listed" in f.kinds), float(slot), float(slot and f.slot_names), (slot_cosine or 0.0) if slot else 0.0, float(max(0, f.slot_words - 1)),
             float(f.slot_mixed), float(f.opposite is not None), float(f.reordered is not None),
