@@ -4,6 +4,7 @@
     python bench/conflict_decision.py --fit      # fit the model and thresholds on the tune split only, print them
     python bench/conflict_decision.py --test     # also score the held-out test split (once, at the end)
     python bench/conflict_decision.py --test --errors   # ... and list every wrong decision on it
+    python bench/conflict_decision.py --latency  # what the decision adds to a remember (10 neighbours)
 
 Data: `bench/data/conflict_pairs.jsonl`, pairs of developer notes (old, new) labeled paraphrase, refinement,
 contradiction or unrelated (similar wording, another fact), each with a split (tune/test) and the round it was
@@ -211,6 +212,32 @@ def run(errors: bool = False, do_fit: bool = False, test: bool = False) -> dict:
     return out
 
 
+def latency(rows: list[dict], embedder, batch: int = 10, repeat: int = 3) -> dict:
+    """What the decision adds to a `remember`: `relation.decide_many` on batches of `batch` (old, new, cosine)
+    pairs (a remember compares the new note with up to 10 neighbours), with the real embedder for the masked
+    notes and slots; the pair cosines are given, as the write path has them. Best of `repeat` runs."""
+    from mnemo.core import relation
+
+    vocab = relation.vocabulary_of(embedder)
+    vo = embedder.embed([r["old"] for r in rows])
+    vn = embedder.embed([r["new"] for r in rows])
+    pairs = [(r["old"], r["new"], float(a @ b)) for r, a, b in zip(rows, vo, vn, strict=True)]
+    chunks = [pairs[i:i + batch] for i in range(0, len(pairs), batch)]
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for chunk in chunks:
+            relation.decide_many(chunk, embedder.embed, vocab)
+        best = min(best, time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    for old, new, cos in pairs:
+        relation.features(old, new, cos, vocab)
+    feats = time.perf_counter() - t0
+    return {"pairs": len(pairs), "batch": batch, "ms_per_batch": round(1000 * best / len(chunks), 2),
+            "ms_per_pair": round(1000 * best / len(pairs), 2), "features_ms_per_pair": round(1000 * feats / len(pairs), 3),
+            "load_average": os.getloadavg()[0]}
+
+
 def model_l2() -> float:
     """The L2 strength the shipped model was fit with (relation.MODEL_L2), for the CV figure."""
     from mnemo.core import relation
@@ -263,7 +290,16 @@ def main() -> int:
     ap.add_argument("--test", action="store_true", help="also score the held-out test split")
     ap.add_argument("--errors", action="store_true", help="with --test: list the wrong decisions on the test split")
     ap.add_argument("--json", type=Path, help="also write the result as JSON")
+    ap.add_argument("--latency", action="store_true",
+                    help="time the decision per remember (batches of 10 tune pairs) instead of scoring")
     args = ap.parse_args()
+    if args.latency:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        sys.path.insert(0, str(REPO / "server"))
+        from mnemo.core.embeddings import get_embedder
+
+        print(json.dumps(latency([r for r in load() if r["split"] == "tune"], get_embedder())))
+        return 0
     res = run(errors=args.errors, do_fit=args.fit, test=args.test)
     print(table(res))
     if args.fit:

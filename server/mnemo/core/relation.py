@@ -288,7 +288,9 @@ def _swapped_alternatives(ca: Sequence[Token], cb: Sequence[Token], shared: set[
 
 
 def _one_slot(ca: Sequence[Token], cb: Sequence[Token]) -> bool:
-    """The two notes are one sentence with one slot of 1-2 words replaced ("uses zerolog" / "uses zap")."""
+    """The two notes are one sentence with one slot of 1-2 words replaced ("uses zerolog" / "uses zap"); a light
+    verb swapped ("is written in" / "uses") is a rewording."""
+    ca, cb = [t for t in ca if t.norm not in LIGHT_VERBS], [t for t in cb if t.norm not in LIGHT_VERBS]
     ops = [op for op in difflib.SequenceMatcher(a=[t.norm for t in ca], b=[t.norm for t in cb],
                                                 autojunk=False).get_opcodes() if op[0] != "equal"]
     return len(ops) == 1 and ops[0][0] == "replace" and ops[0][2] - ops[0][1] <= 2 and ops[0][4] - ops[0][3] <= 2
