@@ -1,22 +1,33 @@
 """How a new note relates to an existing one it is close to: the same claim again, a contradiction, or another fact.
 
-No language model: the cosine of the real embedder plus text features of the two notes.
+No language model: the cosine of the real embedder (MiniLM), text features of the two notes, and a small logistic
+regression over them whose coefficients are stored below (`MODEL`, fit on the tune split).
 
-- Contradiction signals (each names what changed): a number or version replaced by another (`30 s` -> `60 s`,
-  `PostgreSQL 14` -> `16`), a negation added or removed over the same statement (`run` -> `do not run`; a negation
-  inside a clause that only the new note has, "..., never the production one", is new detail, not a negation),
-  one of two alternatives swapped (tabs/spaces, sync/async, before/after, and tools for the same job: pytest/unittest,
-  yarn/pnpm, Redis/Memcached, ... in `ALTERNATIVES`), one identifier replaced by another (a command, a path, a URL, a
-  channel), a change marker ("moved to", "switched", "no longer", "replaced") or two preferred items in swapped order.
-- A signal makes a conflict only when the rest of the two notes still says the same thing: the cosine of the two
-  notes with every explained token (the numbers, the swapped words, the negations, ...) masked must stay high
-  (`mask_min`). "Retry webhooks 5 times" vs "retry emails 3 times" changes a number AND the subject: another fact.
-- Without a signal, a close pair is the same claim (a paraphrase, or a refinement that adds detail) when its cosine
-  is high, or when one note's content words are (nearly) all in the other and the cosine is moderate; anything else
-  is another fact about something nearby (stored on its own).
+- Cues (each names what changed):
+  - signals: a number, version or duration replaced (`30 s` -> `60 s`, `PostgreSQL 14` -> `16`; `24 hours` equals
+    `one day`), a negation added or removed over the same statement (`run` -> `do not run`; words that say no by
+    themselves count: `disabled`, `excluded`, `outside`, `out of`; a negation inside a clause only the new note has,
+    "..., never the production one", is new detail), a listed alternative swapped (`ALTERNATIVES`: tabs/spaces,
+    pytest/unittest, ...), an identifier replaced (a command, a path, a URL, a channel), a change marker ("moved
+    to", "no longer") or two preferred items in swapped order;
+  - the replaced slot: the two notes aligned word by word (light verbs like "uses" / "is written in" left out) differ
+    in one span of at most `SLOT_WORDS` words ("dayjs" / "date-fns", "optimistic" / "pessimistic", "Okta" / "Google
+    Workspace SSO"): whether both sides are names (capitalized, rare for the embedder's vocabulary, identifiers,
+    numbers), and how close the two sides embed (same-category alternatives and opposites embed close);
+  - an opposite by form (signed/unsigned, read-only/read-write, inside/outside) and the same words in swapped order
+    around "over", "before", "to", ... ("prefer X over Y" / "prefer Y over X").
+- A pair with a cue is a conflict when the model says so: P(conflict) from the cosine, the masked cosine (the notes
+  with the signal's tokens masked: does the rest still say the same thing?), the cue kinds, the slot's features,
+  how many words were replaced in place with no signal to explain them ("retry webhooks 5 times" / "retry emails 3
+  times" changes the number AND the subject: another fact), how many words differ, how many are shared.
+- A pair without a cue is never a conflict. It is the same claim (a paraphrase, or a refinement that adds detail)
+  when its cosine is high, or when one note's content words are (nearly) all in the other and the cosine is
+  moderate; anything else is another fact about something nearby (stored on its own). A pair with a cue the model
+  does not call a conflict is never folded into a confirmation either.
 
-Thresholds are fit on the tune split of `bench/data/conflict_pairs.jsonl` (`bench/conflict_decision.py`); the test
-split is reported in docs/reliability.md.
+The model and the thresholds are fit on the tune split of `bench/data/conflict_pairs.jsonl` (`python
+bench/conflict_decision.py --fit`, 10-fold cross-validation for the regularization and the decision threshold);
+the held-out test split is reported in docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -617,10 +628,11 @@ def _same_or_other(f: Features, cosine: float, t: Thresholds) -> Decision:
 
 def embedded_cosines(pairs: Sequence[tuple[str, str, float]], feats: Sequence[Features], embed: Embed,
                      t: Thresholds = DEFAULT) -> tuple[dict[int, float], dict[int, float]]:
-    """The masked cosines (pairs with a signal) and the slot cosines (pairs with one replaced slot) of the
-    pairs at or above the cosine gate, from one call to `embed`."""
+    """The masked cosines (pairs with a signal) and the slot cosines (pairs with one replaced slot and no signal)
+    of the pairs at or above the cosine gate, from one call to `embed`."""
     todo = [(i, "mask") for i, f in enumerate(feats) if f.signals and pairs[i][2] >= t.signal_min_cosine]
-    todo += [(i, "slot") for i, f in enumerate(feats) if f.slot and pairs[i][2] >= t.signal_min_cosine]
+    todo += [(i, "slot") for i, f in enumerate(feats)
+             if f.slot and not f.signals and pairs[i][2] >= t.signal_min_cosine]
     texts: list[str] = []
     for i, what in todo:
         texts += ([masked(pairs[i][0], feats[i].explained), masked(pairs[i][1], feats[i].explained)]
