@@ -88,3 +88,32 @@ def test_same_claim_refuses_a_replaced_slot_without_embedding_anything():
                                    0.95)
     assert relation.same_claim("Database migrations are managed with Alembic", "We manage DB migrations with Alembic",
                                0.93)
+
+
+@pytest.mark.parametrize("old,new", [
+    ("All containers run as a non-root user", "No container runs as root"),  # "non-" is a negation
+    ("The warehouse is refreshed every night at 3 AM UTC", "Every night at 03:00 UTC the warehouse gets refreshed"),
+    ("Raw event data is kept in the data lake for one year", "We retain raw events in the lake for 12 months"),
+    ("Feature flags expire after 90 days", "Feature flags expire after three months"),
+    ("Incidents get a postmortem within five business days",
+     "A postmortem is written for every incident no later than 5 business days after it"),
+])
+def test_the_same_value_or_negation_written_another_way_is_no_signal(old, new):
+    assert relation.features(old, new, 0.9).signals == []
+
+
+@pytest.mark.parametrize("old,new", [
+    ("Containers run as a non-root user", "Containers run as root"),
+    ("The ETL runs nightly at 02:00 UTC", "The ETL runs nightly at 4 AM UTC"),
+    ("Log retention is 30 days", "Log retention is 90 days"),
+])
+def test_a_changed_value_or_negation_written_another_way_is_a_signal(old, new):
+    assert relation.features(old, new, 0.9).signals
+
+
+def test_two_replaced_slots_are_never_the_same_claim():
+    """Another team on another day: close (cosine 0.87), but never folded into a confirmation."""
+    f = relation.features("The frontend team deploys on Mondays", "The backend team deploys on Wednesdays", 0.87)
+    assert f.two_slots and relation.classify(f, 0.87, None).relation == "distinct"
+    assert not relation.same_claim("The frontend team deploys on Mondays", "The backend team deploys on Wednesdays",
+                                   0.87)

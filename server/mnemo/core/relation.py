@@ -85,7 +85,9 @@ PHRASES = {
     "mongodb": "mongo", "hashicorp vault": "vault", "aws secrets manager": "secrets_manager", "golang": "go", "k8s": "kubernetes", "node.js": "node", "nodejs": "node",
     "react testing library": "react_testing_library", "cloud run": "cloud_run", "app engine": "app_engine",
 }
-PHRASES.update({"leave out": "exclude", "leaves out": "excludes", "left out": "excluded", "half an hour": "30 minutes", "half a minute": "30 seconds", "quarter of an hour": "15 minutes",
+PHRASES.update({"no later than": "within", "no more than": "at most", "not more than": "at most",
+                "no less than": "at least", "no fewer than": "at least", "not less than": "at least",
+                "leave out": "exclude", "leaves out": "excludes", "left out": "excluded", "half an hour": "30 minutes", "half a minute": "30 seconds", "quarter of an hour": "15 minutes",
                 "a quarter hour": "15 minutes", "half a day": "12 hours", "half a year": "6 months"})
 _PHRASES_LONGEST_FIRST = sorted(PHRASES.items(), key=lambda kv: -len(kv[0]))
 SYNONYMS = {"db": "database", "repo": "repository", "env": "environment", "config": "configuration",
@@ -178,6 +180,14 @@ _STEM_FIX = {"enabl": "enable", "disabl": "disable", "synchron": "synchronous", 
              "maximum": "maximum", "rebas": "rebase", "lazili": "lazy", "eager": "eager"}
 
 
+_CLOCK_RE = re.compile(r"\b(\d{1,2})(?::(\d\d))?\s*([ap])\.?m\b\.?")
+
+
+def _clock(m: re.Match) -> str:
+    hour = int(m.group(1)) % 12 + (12 if m.group(3) == "p" else 0)
+    return f"{hour}:{m.group(2) or '00'}"
+
+
 def tokens(text: str) -> list[Token]:
     t = re.sub(r"(\w)n['’]t\b", r"\1 not", text)  # don't -> do not, isn't -> is not
     t = re.sub(r"\bcan ?not\b", "can not", t, flags=re.I)
@@ -185,6 +195,8 @@ def tokens(text: str) -> list[Token]:
     for phrase, rep in _PHRASES_LONGEST_FIRST:
         low = re.sub(rf"(?<![\w-]){re.escape(phrase)}(?![\w-])", rep, low)
     low = re.sub(r"\b((?:prefer|favou?r|choose|pick)\b[^,;]*?)\bover\b", r"\1instead", low)
+    low = re.sub(r"\bnon-(?=[a-z])", "not ", low)  # "a non-root user" says "not root"
+    low = _CLOCK_RE.sub(_clock, low)  # "3 am" / "3:00 pm" -> "3:00" / "15:00"
     out: list[Token] = []
     for m in _TOKEN_RE.finditer(low):
         raw = m.group(0)
@@ -197,6 +209,8 @@ def tokens(text: str) -> list[Token]:
             out.append(Token(raw, raw.strip("`").rstrip(".,;:"), "ident"))
         elif re.fullmatch(r"v?\d+(?:[.:]\d+)*[a-z]*", raw):
             num = re.match(r"v?(\d+(?:[.:]\d+)*)", raw).group(1)
+            if re.fullmatch(r"\d{1,2}:\d\d", num):  # a time of day: "03:00" is "3:00"
+                num = f"{int(num[:-3])}:{num[-2:]}"
             out.append(Token(raw, num, "number"))
         elif raw in STOP:
             out.append(Token(raw, raw, "stop"))
@@ -227,6 +241,7 @@ class Features:
     slot_words: int = 0  # the longer side of the slot, in words (1 to SLOT_WORDS)
     slot_mixed: bool = False  # a number on one side of the slot only ("Go 1.21" / "Bazel")
     swapped_other: int = 0  # words replaced in place that no signal accounts for ("webhooks 5" / "emails 3")
+    two_slots: bool = False  # the notes differ only in two or more short replaced spans: never the same claim
     unexplained: int = 0  # content words only one note has that no signal accounts for
 
 
@@ -330,7 +345,7 @@ def _split_clauses(text: str) -> str:
 
 SECONDS = {"ms": 0.001, "millisecond": 0.001, "second": 1, "sec": 1, "s": 1, "minut": 60, "minute": 60,
            "min": 60, "hour": 3600, "hr": 3600, "h": 3600, "day": 86400, "d": 86400, "week": 604800,
-           "month": 2592000, "year": 31536000}
+           "month": 2629800, "year": 31557600}
 
 
 def _quantities(content: Sequence[Token]) -> dict[str, tuple[set[str], set[str]]]:
@@ -362,13 +377,23 @@ def _quantities(content: Sequence[Token]) -> dict[str, tuple[set[str], set[str]]
     return out
 
 
+def _unmatched(values: set[str], others: set[str], key: str) -> set[str]:
+    """The values with no equal among the others; durations are equal within 2.5% ("12 months" is "a year",
+    "90 days" is "three months")."""
+    if key != "duration":
+        return values - others
+    secs = [float(o[:-1]) for o in others]
+    return {v for v in values if not any(abs(float(v[:-1]) - o) <= 0.025 * max(float(v[:-1]), o) for o in secs)}
+
+
 def _value_signals(f: Features, ca: Sequence[Token], cb: Sequence[Token]) -> None:
     """A number, version or duration replaced: keyed by what it counts, or the only number of each note."""
     qa, qb = _quantities(ca), _quantities(cb)
     for key in sorted(set(qa) & set(qb)):
         (va, ta_), (vb, tb_) = qa[key], qb[key]
-        if va - vb and vb - va:
-            change = f"{', '.join(sorted(va - vb))} -> {', '.join(sorted(vb - va))}"
+        only_a, only_b = _unmatched(va, vb, key), _unmatched(vb, va, key)
+        if only_a and only_b:
+            change = f"{', '.join(sorted(only_a))} -> {', '.join(sorted(only_b))}"
             if not any(sig.endswith(change) for sig in f.signals):
                 f.signals.append(f"{key or 'number'} {change}")
             f.explained |= ta_ | tb_
@@ -480,6 +505,8 @@ def _align(f: Features, ca: Sequence[Token], cb: Sequence[Token], names: set[str
     f.swapped_other = sum(min(sum(t.norm not in f.explained for t in a[i1:i2]),
                               sum(t.norm not in f.explained for t in b[j1:j2]))
                           for op, i1, i2, j1, j2 in ops if op == "replace")
+    f.two_slots = len(ops) >= 2 and all(op == "replace" and i2 - i1 <= 2 and j2 - j1 <= 2
+                                        for op, i1, i2, j1, j2 in ops)  # "frontend ... Mondays" / "backend ... Wednesdays"
     gone = [t for _, i1, i2, _, _ in ops for t in a[i1:i2]]
     came = [t for _, _, _, j1, j2 in ops for t in b[j1:j2]]
     f.opposite = next((f"{x.raw} -> {y.raw}" for x in gone for y in came if _opposite(x.raw, y.raw, vocab)), None)
@@ -555,21 +582,22 @@ class Model:
     threshold: float
 
 
-MODEL_L2 = 30.0
-MODEL = Model(weights=(2.3657, 0.5759, -0.1166, 0.0736, 0.0112, -0.0066, 1.29, 1.0052, -0.1619, -1.2171, 0.6681,
-                       0.4705, -0.8348, -0.7211, -1.0534, 1.7487),
-              bias=0.3449, threshold=0.5)
+MODEL_L2 = 1.0
+MODEL = Model(weights=(6.9524, 2.5788, -0.9989, -0.4771, -0.5839, -0.0887, 2.714, 0.9669, 0.5574, -1.9924, 1.5282,
+                       2.1432, -0.6302, -1.0366, -2.6431, 1.4597),
+              bias=-0.7023, threshold=0.45)
 
 
 def vector(f: Features, masked_cosine: float | None, slot_cosine: float | None) -> list[float]:
     """The model's input, in the order of FEATURES: the cosine; the masked cosine of a pair with a signal (else 0);
-    the signal kinds; the replaced slot: whether both sides are names, the cosine of its two sides, its length, a
-    number on one side only; an opposite by form; a swapped order; words replaced in place that no signal
+    the signal kinds; the replaced slot: whether both sides are names, the cosine of its two sides, a number on
+    one side only; the length of the one replaced span (also when a signal explains it); an opposite by form; a swapped order; words replaced in place that no signal
     explains (log); how many words differ (log): unexplained by a signal, and aligned in order; the shared words."""
     slot = f.slot is not None and not f.signals  # with a signal, the replaced words are the signal's
     return [f.cosine, masked_cosine if f.signals and masked_cosine is not None else 0.0, float("value" in f.kinds),
-            float("negation" in f.kinds), float("listed" in f.kinds), float(slot), float(slot and f.slot_names), (slot_cosine or 0.0) if slot else 0.0, float(max(0, f.slot_words - 1)),
-            float(f.slot_mixed), float(f.opposite is not None), float(f.reordered is not None),
+            float("negation" in f.kinds), float("listed" in f.kinds), float(slot), float(slot and f.slot_names),
+            (slot_cosine or 0.0) if slot else 0.0, float(max(0, f.slot_words - 1)),
+            float(slot and f.slot_mixed), float(f.opposite is not None), float(f.reordered is not None),
             math.log1p(f.swapped_other), math.log1p(f.unexplained), math.log1p(f.diff_words), f.contain]
 
 
@@ -612,8 +640,9 @@ def classify(f: Features, cosine: float, masked_cosine: float | None, t: Thresho
 
 def _same_or_other(f: Features, cosine: float, t: Thresholds) -> Decision:
     """A pair without any contradiction feature: the same claim (a paraphrase or a refinement), or another fact."""
-    if f.one_slot:  # a replaced value this module cannot name: never folded into a confirmation
-        return Decision("distinct", False, [f"one word replaced (cosine {cosine:.2f}): kept as its own note"])
+    if f.one_slot or f.two_slots:  # replaced values this module cannot name: never folded into a confirmation
+        return Decision("distinct", False, [f"{'one word' if f.one_slot else 'words'} replaced (cosine "
+                                            f"{cosine:.2f}): kept as its own note"])
     if cosine >= t.dup_cosine or (cosine >= t.refine_cosine and f.contain >= t.refine_contain):
         # Nothing the user wrote is dropped: a confirmation keeps only the old text, so the new one may add at most
         # a rewording (max_added words); more detail makes a refinement, whose text keeps the old one's words.
