@@ -1,6 +1,6 @@
 """The conflict decision on a labeled pair set: precision and recall of "conflict" (and of "same claim").
 
-    python bench/conflict_decision.py            # the shipped model on the tune split (+ 10-fold CV on tune)
+    python bench/conflict_decision.py            # the shipped model on tune (+ each round held out in turn)
     python bench/conflict_decision.py --fit      # fit the model and thresholds on the tune split only, print them
     python bench/conflict_decision.py --test     # also score the held-out test split (once, at the end)
     python bench/conflict_decision.py --test --errors   # ... and list every wrong decision on it
@@ -11,8 +11,8 @@ contradiction or unrelated (similar wording, another fact), each with a split (t
 written in. A contradiction must be decided `conflict`; a paraphrase or refinement `duplicate` (a confirmation);
 an unrelated pair `distinct`. The decision is `mnemo.core.relation.decide_many` with the real MiniLM embedder
 (offline), the one `remember` uses. The conflict model (a logistic regression over the pair's features, see
-core/relation.py) and the same-claim thresholds are fit with `--fit` on the tune split alone; the test split is
-scored only with `--test`.
+core/relation.py) and the same-claim thresholds are fit with `--fit` on the tune split alone (the regularization
+and the decision threshold by leave-one-round-out cross-validation); the test split is scored only with `--test`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "bench" / "data" / "conflict_pairs.jsonl"
 WANT = {"paraphrase": "duplicate", "refinement": "duplicate", "contradiction": "conflict", "unrelated": "distinct"}
-FOLDS = 10
 
 
 def load(path: Path = DATA) -> list[dict]:
@@ -108,14 +107,11 @@ def logistic(xs: list[list[float]], ys: list[int], l2: float):
     return [round(float(v), 4) for v in weights], round(float(w[0] - (w[1:] * mu / sd).sum()), 4)
 
 
-def folds(rows: list[dict], k: int = FOLDS) -> list[int]:
-    """A deterministic fold per pair, stratified by label (every k-th pair of a label in file order)."""
-    seen: dict[str, int] = {}
-    out = []
-    for r in rows:
-        out.append(seen.get(r["label"], 0) % k)
-        seen[r["label"]] = seen.get(r["label"], 0) + 1
-    return out
+def folds(rows: list[dict]) -> list[int]:
+    """The fold of each pair: the round it was written in. Pairs of one round share their notes (one old note with
+    a paraphrase, a refinement, a contradiction and an unrelated new note), so random folds would score a pair
+    with its siblings in the training folds; holding out a whole round measures what a fresh set will see."""
+    return [int(r.get("round", 0)) for r in rows]
 
 
 def _fit_model(rows: list[dict], t, l2: float, threshold: float):
@@ -128,12 +124,12 @@ def _fit_model(rows: list[dict], t, l2: float, threshold: float):
 
 
 def cross_validated(rows: list[dict], t, l2: float, threshold: float) -> list[float]:
-    """P(conflict) of each tune pair from a model fit on the other folds."""
+    """P(conflict) of each tune pair from a model fit on the other rounds."""
     from mnemo.core import relation
 
     fold = folds(rows)
     probs = [0.0] * len(rows)
-    for k in range(FOLDS):
+    for k in sorted(set(fold)):
         model = _fit_model([p for p, f in zip(rows, fold, strict=True) if f != k], t, l2, threshold)
         for i, p in enumerate(rows):
             if fold[i] == k:
@@ -151,7 +147,7 @@ def _balanced(probs: list[float], rows: list[dict], thr: float) -> tuple[float, 
 
 def fit(prepared: list[dict]):
     """On the tune split: the L2 strength and the decision threshold of the conflict model by the lower of the
-    precision and recall of its 10-fold cross-validated predictions (then F1; ties to the threshold nearest 0.5),
+    precision and recall of its leave-one-round-out predictions (then F1; ties to the threshold nearest 0.5),
     the model refit on all of tune, then
     the same-claim thresholds by F0.5 of the duplicate decision (precision counts double: a false confirmation
     drops a note), ties to the middle of the plateau."""
@@ -198,7 +194,7 @@ def run(errors: bool = False, do_fit: bool = False, test: bool = False) -> dict:
     cv = cross_validated(tune, t, fitted.get("l2", model_l2()), model.threshold)
     out = {"model_id": emb.model_id, "pairs": len(prepared), "thresholds": asdict(t), "model": asdict(model),
            "fitted": fitted or None, "tune": scores(tune, [decide(p, t, model) for p in tune], "tune"),
-           "tune_cv": scores(tune, [cv_decision(p, q, t, model) for p, q in zip(tune, cv, strict=True)], "tune (CV)"),
+           "tune_cv": scores(tune, [cv_decision(p, q, t, model) for p, q in zip(tune, cv, strict=True)], "tune (round held out)"),
            "seconds": round(took, 1)}
     if test:
         held = [p for p in prepared if p["split"] == "test"]

@@ -117,3 +117,16 @@ def test_two_replaced_slots_are_never_the_same_claim():
     assert f.two_slots and relation.classify(f, 0.87, None).relation == "distinct"
     assert not relation.same_claim("The frontend team deploys on Mondays", "The backend team deploys on Wednesdays",
                                    0.87)
+
+
+def test_word_forms_units_and_shared_names_are_read_right():
+    # "merge" (a listed alternative) and "merges" are one word: nothing is replaced
+    f = relation.features("Don't merge to main on Friday afternoons", "No merges into main on Friday afternoon", 0.82)
+    assert f.slot is None and f.diff_words == 0
+    # a shared name is no rewording: the slot stays
+    f = relation.features("The desktop app is packaged with electron-builder",
+                          "The desktop app is packaged with Electron Forge", 0.87)
+    assert f.slot == ("electron-builder", "electron forge") and f.slot_after_preposition
+    # the units of two counts keyed by the same word are not explained by the number change: another subject
+    f = relation.features("The search index has 3 shards", "The search index has 2 replicas", 0.77)
+    assert f.signals and not {"shard", "replica"} & f.explained

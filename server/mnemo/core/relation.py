@@ -33,6 +33,7 @@ the held-out test split is reported in docs/reliability.md.
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 import os
 import re
@@ -46,7 +47,7 @@ from mnemo.core.text import _stem
 @dataclass(frozen=True)
 class Thresholds:
     signal_min_cosine: float = 0.34  # below this two notes are not about the same thing, whatever the words
-    dup_cosine: float = 0.78  # a paraphrase: no contradiction cue and at least this close
+    dup_cosine: float = 0.74  # a paraphrase: no contradiction cue and at least this close
     refine_cosine: float = 0.42  # or: one note's content words nearly all in the other, and at least this close
     refine_contain: float = 0.80
     max_added: int = 2  # content words a confirmation may add (a rewording); more is new detail, never dropped
@@ -167,7 +168,7 @@ def _norm_word(w: str) -> str:
     if w in _ALT_INDEX or "_" in w:
         return w
     s = _stem(w)
-    return s if s in _ALT_INDEX or s not in _STEM_FIX else _STEM_FIX[s]
+    return s if s in _ALT_INDEX else _STEM_FIX.get(s) or _alt_stems().get(s, s)  # "merges" -> "merge"
 
 
 # Stems whose alternative-group spelling differs from the word (enabled -> enabl -> enable).
@@ -186,6 +187,12 @@ _CLOCK_RE = re.compile(r"\b(\d{1,2})(?::(\d\d))?\s*([ap])\.?m\b\.?")
 def _clock(m: re.Match) -> str:
     hour = int(m.group(1)) % 12 + (12 if m.group(3) == "p" else 0)
     return f"{hour}:{m.group(2) or '00'}"
+
+
+@functools.cache
+def _alt_stems() -> dict[str, str]:
+    """The listed alternatives by their stem, so that every form of one reads as the listed word."""
+    return {_stem(w): w for w in sorted(_ALT_INDEX) if "_" not in w and _stem(w) != w}
 
 
 def tokens(text: str) -> list[Token]:
@@ -240,6 +247,7 @@ class Features:
     diff_words: int = 0  # content words that differ, aligned in order (light verbs left out)
     slot_words: int = 0  # the longer side of the slot, in words (1 to SLOT_WORDS)
     slot_mixed: bool = False  # a number on one side of the slot only ("Go 1.21" / "Bazel")
+    slot_after_preposition: bool = False  # the slot follows "as", "with", "to", ...: the value of a kept predicate
     swapped_other: int = 0  # words replaced in place that no signal accounts for ("webhooks 5" / "emails 3")
     two_slots: bool = False  # the notes differ only in two or more short replaced spans: never the same claim
     unexplained: int = 0  # content words only one note has that no signal accounts for
@@ -369,8 +377,8 @@ def _quantities(content: Sequence[Token]) -> dict[str, tuple[set[str], set[str]]
                 add("duration", f"{float(t.norm) * SECONDS[unit]:g}s", {t.norm, unit})
             else:  # keyed by both neighbours: "4.2 LTS" / "Django 5.0" still share "django"
                 before = prev.norm if prev is not None and prev.kind == "word" else ""
-                for key in {unit, before} - {""} or {""}:
-                    add(key, t.norm, {t.norm} | ({unit} if unit and not suffix else set()))
+                for key in {unit, before} - {""} or {""}:  # the unit is explained only where it is the key:
+                    add(key, t.norm, {t.norm} | ({unit} if key == unit and not suffix else set()))  # 3 shards/2 replicas
         elif t.raw in ("week", "day", "hour", "minute", "month", "year", "second") and \
                 (prev is None or prev.kind != "number") and (prev is None or prev.raw not in ("per", "every", "each")):
             add("duration", f"{SECONDS[t.norm]:g}s", {t.norm})  # "a week", "an hour"
@@ -453,7 +461,7 @@ def features(old: str, new: str, cosine: float, vocab: frozenset[str] = frozense
         f.signals.append("negation " + ("removed" if neg_a else "added"))
         f.kinds.add("negation")
     _listed_signals(f, ta, tb, ca, cb)
-    _align(f, ca, cb, _names(old, vocab) | _names(new, vocab), vocab)
+    _align(f, ta, tb, _names(old, vocab) | _names(new, vocab), vocab)
     f.unexplained = len((sa ^ sb) - f.explained - LIGHT_VERBS)
     f.reordered = _reordered(ta, tb)
     f.one_slot = _one_slot(ca, cb)
@@ -492,13 +500,23 @@ def _opposite(a: str, b: str, vocab: frozenset[str] = frozenset()) -> bool:
 SLOT_WORDS = 3  # the longest replaced span taken for one slot ("Okta" / "Google Workspace SSO")
 
 
-def _align(f: Features, ca: Sequence[Token], cb: Sequence[Token], names: set[str], vocab: frozenset[str]) -> None:
+# After one of these the slot is the object of an unchanged predicate ("returns dates as __", "built with __").
+PREPOSITIONS = frozenset("as with in on to by from into via through using at for of onto".split())
+
+
+def _before(toks: Sequence[Token], first: Token) -> str:
+    """The word before `first` in the note, articles skipped."""
+    i = next(k for k, t in enumerate(toks) if t is first)
+    return next((t.raw for t in reversed(toks[:i]) if t.raw not in ("a", "an", "the")), "")
+
+
+def _align(f: Features, ta: Sequence[Token], tb: Sequence[Token], names: set[str], vocab: frozenset[str]) -> None:
     """The two notes' content words aligned in order (light verbs left out): how many differ, how many of them
     replace a word in place with no signal to account for it, a replaced word that is the opposite of the other
     by form, and the one replaced slot when that is all that differs (unless its sides share a word: "a two-pane
     design" / "two panes" is a rewording)."""
-    a = [t for t in ca if t.norm not in LIGHT_VERBS]
-    b = [t for t in cb if t.norm not in LIGHT_VERBS]
+    a = [t for t in _content(ta) if t.norm not in LIGHT_VERBS]
+    b = [t for t in _content(tb) if t.norm not in LIGHT_VERBS]
     ops = [op for op in difflib.SequenceMatcher(a=[t.norm for t in a], b=[t.norm for t in b],
                                                 autojunk=False).get_opcodes() if op[0] != "equal"]
     f.diff_words = sum(i2 - i1 + j2 - j1 for _, i1, i2, j1, j2 in ops)
@@ -509,19 +527,23 @@ def _align(f: Features, ca: Sequence[Token], cb: Sequence[Token], names: set[str
                                         for op, i1, i2, j1, j2 in ops)  # "frontend ... Mondays" / "backend ... Wednesdays"
     gone = [t for _, i1, i2, _, _ in ops for t in a[i1:i2]]
     came = [t for _, _, _, j1, j2 in ops for t in b[j1:j2]]
-    f.opposite = next((f"{x.raw} -> {y.raw}" for x in gone for y in came if _opposite(x.raw, y.raw, vocab)), None)
+    if len(ops) == 1:  # an opposite by form counts where it is the one thing that differs
+        f.opposite = next((f"{x.raw} -> {y.raw}" for x in gone for y in came if _opposite(x.raw, y.raw, vocab)),
+                          None)
     if len(ops) != 1 or ops[0][0] != "replace" or max(ops[0][2] - ops[0][1], ops[0][4] - ops[0][3]) > SLOT_WORDS:
         return
     _, i1, i2, j1, j2 = ops[0]
     sides = (a[i1:i2], b[j1:j2])
     parts = [{p for t in side for p in map(_stem, re.split(r"[-_]", t.raw)) if len(p) > 2} for side in sides]
     whole = [{t.norm for t in side} for side in sides]
-    if whole[0] & parts[1] or parts[0] & whole[1]:  # "a two-pane design" / "two panes": a rewording
-        return
+    if (whole[0] & parts[1] or parts[0] & whole[1]) - names:  # "a two-pane design" / "two panes": a rewording
+        return  # (a shared name is not: "electron-builder" / "Electron Forge")
     f.slot = (" ".join(t.raw.strip("`") for t in sides[0]), " ".join(t.raw.strip("`") for t in sides[1]))
     f.slot_words = max(len(sides[0]), len(sides[1]))
     f.slot_names = all(t.kind in ("ident", "number") or t.norm in names for t in [*sides[0], *sides[1]])
     f.slot_mixed = len({any(t.kind == "number" for t in side) for side in sides}) == 2  # "Go 1.21" / "Bazel"
+    f.slot_after_preposition = all(_before(toks, side[0]) in PREPOSITIONS for toks, side in zip((ta, tb), sides,
+                                                                                               strict=True))
 
 
 def _reordered(ta: Sequence[Token], tb: Sequence[Token]) -> str | None:
@@ -570,7 +592,7 @@ def _cos(a: Sequence, b: Sequence) -> float:
 
 # -- the conflict model: a logistic regression over the pair's features, fit on the tune split --------------------
 FEATURES = ("cosine", "masked", "value", "negation", "listed", "slot", "slot_names", "slot_similarity",
-            "slot_words", "slot_mixed", "opposite", "reordered", "swapped_other", "unexplained", "diff_words",
+            "slot_words", "slot_mixed", "slot_after_preposition", "opposite", "reordered", "swapped_other", "unexplained", "diff_words",
             "contain")
 
 
@@ -582,22 +604,23 @@ class Model:
     threshold: float
 
 
-MODEL_L2 = 1.0
-MODEL = Model(weights=(6.9524, 2.5788, -0.9989, -0.4771, -0.5839, -0.0887, 2.714, 0.9669, 0.5574, -1.9924, 1.5282,
-                       2.1432, -0.6302, -1.0366, -2.6431, 1.4597),
-              bias=-0.7023, threshold=0.45)
+MODEL_L2 = 30.0
+MODEL = Model(weights=(3.1731, 0.5954, -0.0457, -0.0133, -0.0226, 0.0103, 1.0122, 0.8208, -0.1541, -1.0637, 1.4459,
+                       1.3023, 0.4724, -0.7941, -0.7975, -0.9681, 2.2298),
+              bias=-0.669, threshold=0.475)
 
 
 def vector(f: Features, masked_cosine: float | None, slot_cosine: float | None) -> list[float]:
     """The model's input, in the order of FEATURES: the cosine; the masked cosine of a pair with a signal (else 0);
     the signal kinds; the replaced slot: whether both sides are names, the cosine of its two sides, a number on
-    one side only; the length of the one replaced span (also when a signal explains it); an opposite by form; a swapped order; words replaced in place that no signal
+    one side only, whether it follows a preposition; the length of the one replaced span (also when a signal
+    explains it); an opposite by form; a swapped order; words replaced in place that no signal
     explains (log); how many words differ (log): unexplained by a signal, and aligned in order; the shared words."""
     slot = f.slot is not None and not f.signals  # with a signal, the replaced words are the signal's
     return [f.cosine, masked_cosine if f.signals and masked_cosine is not None else 0.0, float("value" in f.kinds),
             float("negation" in f.kinds), float("listed" in f.kinds), float(slot), float(slot and f.slot_names),
             (slot_cosine or 0.0) if slot else 0.0, float(max(0, f.slot_words - 1)),
-            float(slot and f.slot_mixed), float(f.opposite is not None), float(f.reordered is not None),
+            float(slot and f.slot_mixed), float(slot and f.slot_after_preposition), float(f.opposite is not None), float(f.reordered is not None),
             math.log1p(f.swapped_other), math.log1p(f.unexplained), math.log1p(f.diff_words), f.contain]
 
 
