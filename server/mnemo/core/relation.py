@@ -26,8 +26,8 @@ regression over them whose coefficients are stored below (`MODEL`, fit on the tu
   does not call a conflict is never folded into a confirmation either.
 
 The model and the thresholds are fit on the tune split of `bench/data/conflict_pairs.jsonl` (`python
-bench/conflict_decision.py --fit`, 10-fold cross-validation for the regularization and the decision threshold);
-the held-out test split is reported in docs/reliability.md.
+bench/conflict_decision.py --fit`, each round of pairs held out in turn to choose the regularization and the
+decision threshold); the held-out test split is reported in docs/reliability.md.
 """
 
 from __future__ import annotations
