@@ -321,13 +321,17 @@ def _swapped_alternatives(ca: Sequence[Token], cb: Sequence[Token], shared: set[
     return None
 
 
-def _one_slot(ca: Sequence[Token], cb: Sequence[Token]) -> bool:
-    """The two notes are one sentence with one slot of 1-2 words replaced ("uses zerolog" / "uses zap"); a light
-    verb swapped ("is written in" / "uses") is a rewording."""
-    ca, cb = [t for t in ca if t.norm not in LIGHT_VERBS], [t for t in cb if t.norm not in LIGHT_VERBS]
-    ops = [op for op in difflib.SequenceMatcher(a=[t.norm for t in ca], b=[t.norm for t in cb],
-                                                autojunk=False).get_opcodes() if op[0] != "equal"]
-    return len(ops) == 1 and ops[0][0] == "replace" and ops[0][2] - ops[0][1] <= 2 and ops[0][4] - ops[0][3] <= 2
+def _diff(a: Sequence[str], b: Sequence[str]) -> list[tuple[str, int, int, int, int]]:
+    """difflib's non-equal opcodes of two word sequences; the common beginning and end are cut off first, which
+    keeps two long notes that differ in a few words (a shared 700-word body) linear instead of quadratic."""
+    lo = 0
+    while lo < len(a) and lo < len(b) and a[lo] == b[lo]:
+        lo += 1
+    hi = 0
+    while hi < len(a) - lo and hi < len(b) - lo and a[-1 - hi] == b[-1 - hi]:
+        hi += 1
+    sm = difflib.SequenceMatcher(a=a[lo:len(a) - hi], b=b[lo:len(b) - hi], autojunk=False)
+    return [(op, i1 + lo, i2 + lo, j1 + lo, j2 + lo) for op, i1, i2, j1, j2 in sm.get_opcodes() if op != "equal"]
 
 
 def _names(text: str, vocab: frozenset[str]) -> set[str]:
@@ -464,7 +468,6 @@ def features(old: str, new: str, cosine: float, vocab: frozenset[str] = frozense
     _align(f, ta, tb, _names(old, vocab) | _names(new, vocab), vocab)
     f.unexplained = len((sa ^ sb) - f.explained - LIGHT_VERBS)
     f.reordered = _reordered(ta, tb)
-    f.one_slot = _one_slot(ca, cb)
     f.contain = len(sa & sb) / (min(len(sa), len(sb)) or 1)
     f.added, f.removed = len(sb - sa), len(sa - sb)
     return f
@@ -517,8 +520,9 @@ def _align(f: Features, ta: Sequence[Token], tb: Sequence[Token], names: set[str
     design" / "two panes" is a rewording)."""
     a = [t for t in _content(ta) if t.norm not in LIGHT_VERBS]
     b = [t for t in _content(tb) if t.norm not in LIGHT_VERBS]
-    ops = [op for op in difflib.SequenceMatcher(a=[t.norm for t in a], b=[t.norm for t in b],
-                                                autojunk=False).get_opcodes() if op[0] != "equal"]
+    ops = _diff([t.norm for t in a], [t.norm for t in b])
+    # one sentence with one slot of 1-2 words replaced ("uses zerolog" / "uses zap"), a swapped light verb aside
+    f.one_slot = len(ops) == 1 and ops[0][0] == "replace" and ops[0][2] - ops[0][1] <= 2 and ops[0][4] - ops[0][3] <= 2
     f.diff_words = sum(i2 - i1 + j2 - j1 for _, i1, i2, j1, j2 in ops)
     f.swapped_other = sum(min(sum(t.norm not in f.explained for t in a[i1:i2]),
                               sum(t.norm not in f.explained for t in b[j1:j2]))
