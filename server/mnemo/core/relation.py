@@ -732,5 +732,6 @@ def vocabulary_of(embedder) -> frozenset[str]:
         return frozenset()
 
 
-__all__ = ["DEFAULT", "Decision", "Features", "Thresholds", "classify", "decide", "decide_many", "features", "masked", "same_claim", "tokens",
-           "vocabulary_of"]
+__all__ = ["DEFAULT", "FEATURES", "MODEL", "Decision", "Features", "Model", "Thresholds", "classify",
+           "conflict_probability", "decide", "decide_many", "embedded_cosines", "features", "has_cue", "masked",
+           "same_claim", "tokens", "vector", "vocabulary_of"]
