@@ -28,6 +28,8 @@ SERVICE_METHODS = frozenset({
     "health", "remember", "recall", "hydrate", "get_memory", "promote", "deprecate", "forget", "list_memories",
     "stats", "index_docs", "skills_list", "skills_check", "activate_skills", "doctor",
     "team_status", "recent_context",
+    # agents without asking (core/context.py, core/handoff.py): hooks, `mnemo context`, MCP, the editor's tools
+    "context", "session_end",
     # lifecycle and sharing (core/lifecycle.py, core/sharing.py)
     "review_list", "review_resolve", "snapshot_export", "snapshot_diff", "snapshot_merge", "branch_diff",
     "branch_merge", "branch_delete", "decay", "compact", "anchor", "check_anchors", "merged_branches", "restore",
@@ -53,6 +55,10 @@ class Service(Protocol):
     def doctor(self, ctx: dict) -> dict[str, Any]: ...
     def team_status(self, ctx: dict) -> dict[str, Any]: ...
     def recent_context(self, ctx: dict, limit: int = 10, days: float = 14.0) -> dict[str, Any]: ...
+    def context(self, ctx: dict, file: str | None = None, message: str | None = None,
+                **kw: Any) -> dict[str, Any]: ...
+    def session_end(self, ctx: dict, session: str | None = None, summary: dict | None = None,
+                    client: str | None = None) -> dict[str, Any]: ...
 
 
 WRITE_POLICIES = ("auto", "confirm")
@@ -310,3 +316,31 @@ class LocalService:
         from mnemo.core.recent import recent_context
 
         return recent_context(self.engine, _ctx(ctx), limit, days)
+
+    # -- what agents receive without asking (core/context.py), session hand-offs (core/handoff.py) -----------
+    def context(self, ctx: dict, file: str | None = None, message: str | None = None, **kw: Any) -> dict[str, Any]:
+        """The context block for an event (session-start | prompt | pre-tool | context), never repeating what the
+        session (`session`) already received, under `budget` tokens; `learn` (off | confirm | auto) files the
+        corrections a prompt states. Used by the hooks, `mnemo context`, MCP and the editor."""
+        from mnemo.core.context import build_context
+
+        c = _ctx(ctx)
+
+        def activate(file_path: str | None, msg: str | None):
+            eng = self._skills(c)
+            eng.maybe_refresh()
+            self._holds(c, eng)  # held skills never reach an agent
+            return eng.activate(file_path, msg)
+
+        return build_context(self.engine, c, activate, file=file, message=message, **kw)
+
+    def session_end(self, ctx: dict, session: str | None = None, summary: dict | None = None,
+                    client: str | None = None) -> dict[str, Any]:
+        """Write the session's hand-off note from its summary and forget what the session was given."""
+        from mnemo.core import sessions
+        from mnemo.core.handoff import write_handoff
+
+        c = _ctx(ctx)
+        session = sessions.check_session(session)
+        res = write_handoff(self.engine, c, summary or {}, session=session, client=client)
+        return {"handoff": res, "session_cleared": sessions.end(self.engine.home, session)}

@@ -21,9 +21,8 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Callable
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mnemo.core.errors import InvalidInput
@@ -342,22 +341,75 @@ def detect(prompt: str, embedder=None, model: dict[str, float] | None = None,
     return sorted(found, key=lambda c: -c.score)
 
 
-def learn(engine: Engine, ctx: Context, prompt: str, mode: str, *, session: str | None = None,
-          remember: Callable[..., dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+SAME_CLAIM_COSINE = 0.80        # a learned note this close to an earlier one (and the same claim) confirms it
+
+
+def _canonical(text: str) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def same_learned(engine: Engine, ctx: Context, text: str, type_: str) -> Any:
+    """An earlier learned correction (pending or active, in this project) that states the same thing: the same
+    words, or a paraphrase the conflict detector calls the same claim (core/relation.py)."""
+    import numpy as np
+
+    from mnemo.core import relation
+
+    rows = [m for m in engine.store.query_memories(
+        "scope='project' AND project_id=? AND kind='feedback' AND status IN ('active', 'pending') AND deprecated=0"
+        " AND superseded_by IS NULL", (ctx.project_id,), limit=500) if m.type == type_]
+    if not rows:
+        return None
+    canon = _canonical(text)
+    for m in rows:
+        if _canonical(m.text) == canon:
+            return m
+    vecs = np.asarray(engine.embed([text] + [m.text for m in rows]), dtype=np.float32)
+    sims = vecs[1:] @ vecs[0]
+    close = [(m, float(s)) for m, s in zip(rows, sims, strict=True) if s >= SAME_CLAIM_COSINE]
+    if not close:
+        return None
+    close.sort(key=lambda ms: -ms[1])
+    decisions = relation.decide_many([(m.text, text, sim) for m, sim in close], engine.embed,
+                                     relation.vocabulary_of(engine.embedder))
+    for (m, _sim), d in zip(close, decisions, strict=True):
+        if d.relation == "duplicate":
+            return m
+    return None
+
+
+def _confirm(engine: Engine, mem: Any, prov: dict[str, Any]) -> dict[str, Any]:
+    """One more confirmation of an earlier learned correction; the new prompt joins its provenance (last 5)."""
+    import time
+
+    from mnemo.core.lifecycle import confirm
+
+    again = [*((mem.provenance or {}).get("confirmed_by") or []), prov["learned_from"]][-5:]
+    with engine.store.write() as c:
+        confirm(c, engine.store, mem.id, 0.7, time.time())
+        engine.store.update_memory(c, mem.id, provenance={**(mem.provenance or {}), "confirmed_by": again})
+    m = engine.store.get_memory(mem.id)
+    return {"status": "confirmed", "memory": m.to_dict(), "message": f"already known: confirmed {m.confirmations}x"}
+
+
+def learn(engine: Engine, ctx: Context, prompt: str, mode: str, *, session: str | None = None) -> list[dict[str, Any]]:
     """File what `detect` finds as `feedback` memories: pending in Review (`confirm`) or active (`auto`), with the
-    prompt as provenance. The same correction again is a confirmation ("confirmed Nx"), never a copy."""
+    prompt as provenance. The same correction again, in the same or other words, is one more confirmation of the
+    first ("confirmed Nx"), never a copy."""
     mode = learn_mode(mode)
     if mode == "off":
         return []
-    found = detect(prompt, engine.embedder)
     out = []
-    write = remember or engine.remember
-    for c in found[:3]:
+    for c in detect(prompt, engine.embedder)[:3]:
         prov = {"learned_from": {"prompt": prompt[:PROVENANCE_PROMPT_CHARS], "sentence": c.sentence,
                                  "score": round(c.score, 4), "detector": "corrections", "mode": mode,
                                  **({"session": session[:200]} if session else {})}}
-        res = write(ctx, c.text, type=c.type, kind="feedback", tags=["learned"], importance=0.7, source="agent",
-                    status="active" if mode == "auto" else "pending", provenance=prov)
+        earlier = same_learned(engine, ctx, c.text, c.type)
+        if earlier is not None:
+            res = _confirm(engine, earlier, prov)
+        else:
+            res = engine.remember(ctx, c.text, type=c.type, kind="feedback", tags=["learned"], importance=0.7,
+                                  source="agent", status="active" if mode == "auto" else "pending", provenance=prov)
         mem = res.get("memory") or {}
         out.append({**c.to_dict(), "status": res.get("status"), "id": mem.get("id"),
                     "confirmations": mem.get("confirmations", 1), "memory_status": mem.get("status"),
