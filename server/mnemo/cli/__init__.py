@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _optional_command_modules():
     import importlib
 
-    for name in ("lifecycle_cmd", "team_cmd", "server_cmd", "mcp_cmd", "config_cmd"):
+    for name in ("lifecycle_cmd", "team_cmd", "server_cmd", "mcp_cmd", "config_cmd", "hooks_cmd"):
         try:
             yield name, importlib.import_module(f"mnemo.cli.{name}")
         except ImportError:
@@ -105,6 +105,10 @@ def main(argv: list[str] | None = None, service=None) -> int:
         argv = sys.argv[1:]
     if argv[:1] == ["lsp"]:
         return _lsp_main(argv)
+    if argv[:1] == ["hook"] and argv[1:2] != ["--help"] and argv[1:2] != ["-h"]:
+        from mnemo.hooks.entry import main as hook_main  # an agent's hook: stdlib + the owner socket only
+
+        return hook_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
