@@ -29,7 +29,7 @@ SERVICE_METHODS = frozenset({
     "stats", "index_docs", "skills_list", "skills_check", "activate_skills", "doctor",
     "team_status", "recent_context",
     # agents without asking (core/context.py, core/handoff.py): hooks, `mnemo context`, MCP, the editor's tools
-    "context", "session_end",
+    "context", "context_commit", "session_end",
     # lifecycle and sharing (core/lifecycle.py, core/sharing.py)
     "review_list", "review_resolve", "snapshot_export", "snapshot_diff", "snapshot_merge", "branch_diff",
     "branch_merge", "branch_delete", "decay", "compact", "anchor", "check_anchors", "merged_branches", "restore",
@@ -57,6 +57,8 @@ class Service(Protocol):
     def recent_context(self, ctx: dict, limit: int = 10, days: float = 14.0) -> dict[str, Any]: ...
     def context(self, ctx: dict, file: str | None = None, message: str | None = None,
                 **kw: Any) -> dict[str, Any]: ...
+    def context_commit(self, ctx: dict, session: str | None = None, keys: list[str] | None = None,
+                       last_file: str | None = None, reset: bool = False) -> dict[str, Any]: ...
     def session_end(self, ctx: dict, session: str | None = None, summary: dict | None = None,
                     client: str | None = None) -> dict[str, Any]: ...
 
@@ -333,6 +335,15 @@ class LocalService:
             return eng.activate(file_path, msg)
 
         return build_context(self.engine, c, activate, file=file, message=message, **kw)
+
+    def context_commit(self, ctx: dict, session: str | None = None, keys: list[str] | None = None,
+                       last_file: str | None = None, reset: bool = False) -> dict[str, Any]:
+        """Record what a session received (a hook calls it once the agent has the block: `context(commit=False)`
+        leaves that to it, so a block lost to a timeout is not counted as given)."""
+        from mnemo.core.context import commit
+
+        _ctx(ctx)
+        return {"session": session, "seen": commit(self.engine.home, session, keys or [], last_file, bool(reset))}
 
     def session_end(self, ctx: dict, session: str | None = None, summary: dict | None = None,
                     client: str | None = None) -> dict[str, Any]:

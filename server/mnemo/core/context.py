@@ -82,6 +82,7 @@ class Request:
     client: str = "any"
     source: str | None = None
     min_confidence: float = MEMORY_MIN_CONFIDENCE
+    commit: bool = True               # False: the caller confirms delivery with `commit` (a hook that may time out)
 
     @classmethod
     def checked(cls, **kw: Any) -> Request:
@@ -385,23 +386,40 @@ def build_context(engine: Engine, ctx: Context, activate: Callable[[str | None, 
     inlined, refs, dropped = fit_budget(fresh, ctx, req, learned)
     refs = [r for r in refs if state is None or not state.has(r.ref_key or "")]
     markdown = render(inlined, refs, ctx, req, learned) if (inlined or refs or learned) else ""
-    if state is not None:
-        with sessions.locked():
-            latest = sessions.open_session(engine.home, req.session)
-            if req.event == "session-start" and req.source in ("clear", "compact"):
-                latest.reset()
-            latest.add([it.key for it in inlined] + [r.ref_key for r in refs if r.ref_key])
-            if req.event in ("pre-tool", "context") and req.file:
-                latest.last_file = req.file
-            latest.save()
+    delivered = {"session": req.session, "keys": [it.key for it in inlined] + [r.ref_key for r in refs if r.ref_key],
+                 "last_file": req.file if req.event in ("pre-tool", "context") else None,
+                 "reset": req.event == "session-start" and req.source in ("clear", "compact")}
+    seen = None
+    if state is not None and req.commit:
+        seen = commit(engine.home, **delivered)
     return {
         "event": req.event, "markdown": markdown, "tokens": estimate_tokens(markdown), "budget": req.budget,
         "items": [_describe(it, "inlined") for it in inlined] + [_describe(r, "referenced") for r in refs],
         "dropped": [_describe(d, "dropped") for d in dropped], "already_sent": skipped, "learned": learned,
-        "session": {"id": req.session, "seen": len(latest.seen)} if state is not None else None,
+        "session": {"id": req.session, "seen": seen} if state is not None else None,
+        **({"delivered": delivered} if state is not None and not req.commit else {}),
         "project": {"id": ctx.project_id, "name": ctx.project_name, "branch": ctx.branch},
         "file": req.file, "warnings": warnings, "elapsed_ms": round((time.perf_counter() - t0) * 1000, 2),
     }
+
+
+def commit(home, session: str | None, keys: list[str], last_file: str | None = None,
+           reset: bool = False) -> int | None:
+    """Record what a session was given (after the agent really got it); returns how many items it holds."""
+    session = sessions.check_session(session)
+    if session is None:
+        return None
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+        raise InvalidInput("keys must be a list of strings")
+    with sessions.locked():
+        state = sessions.open_session(home, session)
+        if reset:
+            state.reset()
+        state.add(keys[: sessions.MAX_KEYS])
+        if isinstance(last_file, str) and last_file:
+            state.last_file = last_file
+        state.save()
+        return len(state.seen)
 
 
 def _dedup(items: list[Item]) -> list[Item]:

@@ -244,7 +244,8 @@ _POSITIONAL = {
     "branch_merge": ("ctx", "source"), "branch_delete": ("ctx", "name", "force"), "decay": ("ctx", "now"),
     "compact": ("ctx",), "anchor": ("ctx", "memory_id", "anchor"), "check_anchors": ("ctx", "path", "symbols"),
     "merged_branches": ("ctx", "queue"), "restore": ("ctx", "memory_id"),
-    "context": ("ctx", "file", "message"), "session_end": ("ctx", "session", "summary"),
+    "context": ("ctx", "file", "message"), "context_commit": ("ctx", "session", "keys"),
+    "session_end": ("ctx", "session", "summary"),
 }
 
 

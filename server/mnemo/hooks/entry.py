@@ -7,7 +7,7 @@ which Claude Code adds to the model's context (nothing at all when there is noth
 transcript's summary for the hand-off note.
 
 It never blocks the agent: whatever happens (no owner, a slow owner, bad input, a bug) it exits 0 within the
-deadline (`MNEMO_HOOK_TIMEOUT`, default 0.8 s after it starts) with nothing on stdout and one line on stderr.
+deadline (`MNEMO_HOOK_TIMEOUT`, default 0.8 s after its process started) with nothing on stdout and one line on stderr.
 When no owner runs it starts one in the background, so the next event finds it warm. It imports the standard
 library, the owner-socket client and the workspace identity only (start-up is most of a hook's latency).
 
@@ -28,7 +28,7 @@ from typing import Any
 EVENTS = {"session-start": "SessionStart", "prompt": "UserPromptSubmit", "pre-tool": "PreToolUse",
           "session-end": "SessionEnd"}
 FILE_TOOLS = frozenset({"Read", "Edit", "Write", "MultiEdit", "NotebookEdit"})
-DEFAULT_TIMEOUT = 0.8
+DEFAULT_TIMEOUT = 0.8     # seconds from the process's start; leaves time to exit within a second
 MAX_STDIN = 4 * 1024 * 1024
 CLIENT = "claude-code"
 
@@ -109,7 +109,7 @@ def tool_file(data: dict[str, Any]) -> str | None:
 def context_params(event: str, data: dict[str, Any], ctx: dict[str, Any], cfg: dict[str, Any]) -> dict | None:
     """The `context` request for this event, or None when the event has nothing to ask for."""
     params: dict[str, Any] = {"ctx": ctx, "event": event, "session": _session(data), "budget": cfg["budget"],
-                              "client": CLIENT}
+                              "client": CLIENT, "commit": False}
     if event == "session-start":
         params["source"] = data.get("source") if isinstance(data.get("source"), str) else None
         params["learn"] = cfg["learn"]          # warms the detector for this session's prompts
@@ -205,7 +205,12 @@ def run(argv: list[str], started: float) -> int:
     if params is None:
         return 0
     try:
-        res = wire.call(h, "context", params, deadline)
+        with wire.Owner(h, deadline) as owner:
+            res = owner.call("context", params) or {}
+            emit(event, res.get("markdown") or "")
+            delivered = res.get("delivered")
+            if delivered and (delivered.get("keys") or delivered.get("last_file") or delivered.get("reset")):
+                owner.call("context_commit", {"ctx": ctx, **delivered})  # the agent has it: count it as given
     except wire.OwnerUnavailable:
         start_owner(h)
         say("no owner was running; starting one in the background, nothing injected this time")
@@ -213,14 +218,25 @@ def run(argv: list[str], started: float) -> int:
     except wire.OwnerSlow:
         say(f"the owner did not answer within {cfg['timeout']:g} s; nothing injected")
         return 0
-    emit(event, (res or {}).get("markdown") or "")
-    for w in ((res or {}).get("warnings") or [])[:1]:
+    for w in (res.get("warnings") or [])[:1]:
         say(w)
     return 0
 
 
+def process_age() -> float:
+    """Seconds since this process started (Linux: /proc), so the deadline counts Python's own start-up."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, min(5.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK")))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def main(argv: list[str] | None = None) -> int:
-    started = time.monotonic()
+    started = time.monotonic() - process_age()
     try:
         return run(sys.argv[2:] if argv is None else argv, started)
     except Refused as exc:

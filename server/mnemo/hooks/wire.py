@@ -1,8 +1,8 @@
-"""The smallest client of the owner's socket: one request within a deadline, standard library only.
+"""The smallest client of the owner's socket: requests within a deadline, standard library only.
 
 A hook must answer within a second whatever the owner does, so it cannot use `DaemonService` (which starts an owner
-and waits for it, and has no deadline on a call). This sends `hello` and the request in one write and reads the
-answer until the deadline; the wire format is the owner's (`mnemo.daemon.server`).
+and waits for it, and has no deadline on a call). `Owner` connects, says `hello` with its first request in the same
+write, and reads each answer until the deadline; the wire format is the owner's (`mnemo.daemon.server`).
 """
 
 from __future__ import annotations
@@ -35,45 +35,71 @@ class OwnerError(Exception):
         super().__init__(f"{msg} ({hint})" if hint else msg)
 
 
-def call(home: Path, method: str, params: dict[str, Any], deadline: float, client: str = "hook") -> Any:
-    """`method(**params)` on the owner of `home`, answered before `deadline` (a `time.monotonic()` value)."""
-    path = socket_path(home)
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        s.settimeout(max(0.01, deadline - time.monotonic()))
+class Owner:
+    """One connection to the owner of `home`; every call must be answered before `deadline` (monotonic)."""
+
+    def __init__(self, home: Path, deadline: float, client: str = "hook"):
+        self.path, self.deadline, self.client = socket_path(home), deadline, client
+        self._sock: socket.socket | None = None
+        self._buf = b""
+        self._id = 0
+
+    def __enter__(self) -> Owner:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def _left(self, what: str) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise OwnerSlow(f"the owner did not answer {what} in time")
+        return left
+
+    def _connect(self) -> bytes:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock = s
+        s.settimeout(self._left("the connection"))
         try:
-            s.connect(str(path))
+            s.connect(str(self.path))
         except (FileNotFoundError, ConnectionRefusedError) as exc:
-            raise OwnerUnavailable(f"no Mnemo owner answers on {path}") from exc
-        except TimeoutError as exc:
-            raise OwnerSlow("the owner did not accept the connection in time") from exc
+            raise OwnerUnavailable(f"no Mnemo owner answers on {self.path}") from exc
         hello = {"id": 0, "method": "hello", "params": {"protocol": PROTOCOL_VERSION, "version": __version__,
-                                                        "client": client}}
-        req = {"id": 1, "method": method, "params": params}
-        s.sendall((json.dumps(hello) + "\n" + json.dumps(req) + "\n").encode())
-        buf = b""
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise OwnerSlow(f"the owner did not answer {method} in time")
-            s.settimeout(left)
-            try:
-                chunk = s.recv(65536)
-            except TimeoutError as exc:
-                raise OwnerSlow(f"the owner did not answer {method} in time") from exc
-            if not chunk:
-                raise OwnerUnavailable("the owner closed the connection")
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                msg = json.loads(line)
-                if "error" in msg:
-                    raise OwnerError(msg["error"])
-                if msg.get("id") == 1 and "result" in msg:
-                    return msg["result"]
-    except TimeoutError as exc:
-        raise OwnerSlow(f"the owner did not answer {method} in time") from exc
-    except OSError as exc:
-        raise OwnerUnavailable(f"the owner's socket failed: {exc}") from exc
-    finally:
-        s.close()
+                                                        "client": self.client}}
+        return (json.dumps(hello) + "\n").encode()
+
+    def call(self, method: str, params: dict[str, Any]) -> Any:
+        try:
+            head = self._connect() if self._sock is None else b""
+            self._id += 1
+            rid = self._id
+            self._sock.settimeout(self._left(method))
+            self._sock.sendall(head + (json.dumps({"id": rid, "method": method, "params": params}) + "\n").encode())
+            while True:
+                while b"\n" in self._buf:
+                    line, self._buf = self._buf.split(b"\n", 1)
+                    msg = json.loads(line)
+                    if "error" in msg:
+                        raise OwnerError(msg["error"])
+                    if msg.get("id") == rid and "result" in msg:
+                        return msg["result"]
+                self._sock.settimeout(self._left(method))
+                chunk = self._sock.recv(65536)
+                if not chunk:
+                    raise OwnerUnavailable("the owner closed the connection")
+                self._buf += chunk
+        except TimeoutError as exc:
+            raise OwnerSlow(f"the owner did not answer {method} in time") from exc
+        except OSError as exc:
+            raise OwnerUnavailable(f"the owner's socket failed: {exc}") from exc
+
+
+def call(home: Path, method: str, params: dict[str, Any], deadline: float, client: str = "hook") -> Any:
+    """One request on a fresh connection."""
+    with Owner(home, deadline, client) as owner:
+        return owner.call(method, params)
