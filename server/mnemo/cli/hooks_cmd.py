@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction, common) -> None:
                            help="this repository's .claude/settings.local.json (yours, not committed)")
         where.add_argument("--settings", type=Path, default=None, help="this settings file")
         if action == "install":
-            q.add_argument("--command", default=None, metavar="CMD",
+            q.add_argument("--command", default=None, metavar="CMD", dest="hook_command",
                            help="what the entries run before `hook EVENT` (default: `mnemo` for --project, this "
                                 "installation's mnemo for --user/--local)")
         q.set_defaults(func=cmd_hooks, needs_service=False, scope="project")
@@ -114,7 +114,7 @@ def cmd_hooks(args, _service) -> int:
         return 0
     path = args.settings or claude.settings_path(args.scope, _root(args))
     if args.hooks_action == "install":
-        res = claude.install(path, args.command or claude.default_command(args.scope), _home(args))
+        res = claude.install(path, args.hook_command or claude.default_command(args.scope), _home(args))
     else:
         res = claude.uninstall(path, _home(args))
     if args.json:
@@ -123,7 +123,7 @@ def cmd_hooks(args, _service) -> int:
     say((res["status"], "green"), f": {res['path']}")
     if args.hooks_action == "install":
         say("  runs: ", (f"{res['command']} hook <event>", "bold"), " on ", ", ".join(res["events"]))
-        if args.scope == "project" and not args.command and shutil.which("mnemo") is None:
+        if args.scope == "project" and not args.hook_command and shutil.which("mnemo") is None:
             say(("  note: `mnemo` is not on this PATH; Claude Code must find it there (or use --user, or "
                  "--command /path/to/mnemo)", "yellow"))
     return 0
