@@ -22,8 +22,10 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing `typing` costs a hook's start-up more than it is worth
+    from typing import Any
 
 EVENTS = {"session-start": "SessionStart", "prompt": "UserPromptSubmit", "pre-tool": "PreToolUse",
           "session-end": "SessionEnd"}
@@ -81,15 +83,16 @@ def read_input(stream=None) -> dict[str, Any]:
     return data
 
 
-def home() -> Path:
-    return Path(os.environ.get("MNEMO_HOME") or Path.home() / ".mnemo")
+def home() -> str:
+    return os.environ.get("MNEMO_HOME") or os.path.join(os.path.expanduser("~"), ".mnemo")
 
 
 def workspace(data: dict[str, Any]) -> dict[str, Any]:
-    from mnemo.core.identity import detect_context
+    """The request's context (`detect_context` of the session's directory, mirrored in `hooks/workspace.py`)."""
+    from mnemo.hooks.workspace import context
 
     cwd = data.get("cwd") if isinstance(data.get("cwd"), str) else None
-    return detect_context(cwd or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()).to_dict()
+    return context(cwd or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd())
 
 
 def _session(data: dict[str, Any]) -> str | None:
@@ -134,32 +137,36 @@ def emit(event: str, markdown: str) -> None:
         sys.stdout.flush()
 
 
-def start_owner(h: Path) -> None:
+def start_owner(h: str) -> None:
     """Start an owner in the background (when none holds the store), so the next event finds one."""
     try:
+        from pathlib import Path
+
         from mnemo.daemon.client import owner_lock_free, spawn_owner
 
-        h.mkdir(parents=True, exist_ok=True)
-        if owner_lock_free(h):
-            spawn_owner(h)
+        Path(h).mkdir(parents=True, exist_ok=True)
+        if owner_lock_free(Path(h)):
+            spawn_owner(Path(h))
     except Exception as exc:  # noqa: BLE001 - best effort; the line on stderr already says nothing was injected
         say(f"could not start the owner: {exc}")
 
 
-def session_end(data: dict[str, Any], ctx: dict[str, Any], h: Path, deadline: float, deferred: bool) -> None:
+def session_end(data: dict[str, Any], ctx: dict[str, Any], h: str, deadline: float, deferred: bool) -> None:
     from mnemo.hooks import transcript, wire
 
     summary: dict[str, Any] = {}
     path = data.get("transcript_path")
-    if isinstance(path, str) and path and Path(path).is_file():
+    if isinstance(path, str) and path and os.path.isfile(path):
         summary = transcript.summarize(path, ctx.get("root"))
         summary["transcript"] = path
     summary["reason"] = data.get("reason") if isinstance(data.get("reason"), str) else None
     params = {"ctx": ctx, "session": _session(data), "summary": summary, "client": CLIENT}
     if deferred:  # a detached process: wait for an owner as long as it takes
+        from pathlib import Path
+
         from mnemo.daemon.client import DaemonService
 
-        svc = DaemonService(h, client_name="hook")
+        svc = DaemonService(Path(h), client_name="hook")
         try:
             svc.session_end(**params)
         finally:

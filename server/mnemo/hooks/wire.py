@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import socket
 import time
-from pathlib import Path
-from typing import Any
 
 from mnemo import PROTOCOL_VERSION, __version__
-from mnemo.daemon.paths import socket_path
+from mnemo.hooks.workspace import socket_path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: `typing` costs a hook's start-up more than it is worth
+    from typing import Any
 
 
 class OwnerUnavailable(Exception):
@@ -38,8 +40,8 @@ class OwnerError(Exception):
 class Owner:
     """One connection to the owner of `home`; every call must be answered before `deadline` (monotonic)."""
 
-    def __init__(self, home: Path, deadline: float, client: str = "hook"):
-        self.path, self.deadline, self.client = socket_path(home), deadline, client
+    def __init__(self, home: str, deadline: float, client: str = "hook"):
+        self.path, self.deadline, self.client = socket_path(str(home)), deadline, client
         self._sock: socket.socket | None = None
         self._buf = b""
         self._id = 0
@@ -99,7 +101,7 @@ class Owner:
             raise OwnerUnavailable(f"the owner's socket failed: {exc}") from exc
 
 
-def call(home: Path, method: str, params: dict[str, Any], deadline: float, client: str = "hook") -> Any:
+def call(home: str, method: str, params: dict[str, Any], deadline: float, client: str = "hook") -> Any:
     """One request on a fresh connection."""
     with Owner(home, deadline, client) as owner:
         return owner.call(method, params)
