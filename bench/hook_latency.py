@@ -59,7 +59,6 @@ def summary(xs: list[float]) -> dict[str, float]:
 
 def seed(home: Path, n: int) -> None:
     from lsp_latency import synth_notes
-
     from mnemo.core.engine import Engine
     from mnemo.core.identity import detect_context
 

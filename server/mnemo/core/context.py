@@ -280,7 +280,8 @@ def recalled_items(engine: Engine, ctx: Context, query: str, req: Request) -> li
                         min_confidence=req.min_confidence)
     out = []
     for card in res.get("cards") or []:
-        if card.get("source_kind", "note") != "note" or not _injectable({**card, "status": "active"}):
+        if card.get("source_kind", "note") != "note" or not _injectable({**card, "status": "active"}) \
+                or card.get("note_kind") == "handoff":   # hand-offs are for a session's start, not each prompt
             continue
         text = card.get("compressed_summary") or card.get("title") or ""
         points = [p for p in card.get("key_points") or [] if p and p not in text]
