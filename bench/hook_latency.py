@@ -10,7 +10,9 @@ repository file), each run in a new session (so the full block is built, nothing
 each way of running it: `python -m mnemo hook ...` (what `mnemo hooks install --user` writes when no `mnemo`
 script is found) and the `mnemo` console script (next to this Python). Also: the interpreter alone (`python -c
 pass`), the hook's imports alone, the owner's own time for the block (`elapsed_ms`), and the fail-open case (an owner
-that accepts and never answers). The last line is one JSON object.
+that accepts and never answers). Mnemo's modules are byte-compiled first, as an installed package's are (a checkout
+run with PYTHONDONTWRITEBYTECODE=1 compiles them on every start: `--no-bytecode` measures that). The last line is
+one JSON object.
 """
 
 from __future__ import annotations
@@ -118,12 +120,18 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--memories", type=int, default=500)
     ap.add_argument("--runs", type=int, default=40, help="timed runs per event and command form")
+    ap.add_argument("--no-bytecode", action="store_true",
+                    help="keep PYTHONDONTWRITEBYTECODE (every run compiles Mnemo's modules from source)")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="mnemo-hook-bench-"))
     home = tmp / "home"
     env = {**os.environ, "MNEMO_HOME": str(home), "MNEMO_IDLE_TIMEOUT": "900",
            "PYTHONPATH": str(REPO / "server") + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.pop("MNEMO_HOOK_TIMEOUT", None)
+    if not args.no_bytecode:  # an installed package has its .pyc files (pip compiles them); so does this run
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "server" / "mnemo")], env=env,
+                       capture_output=True, check=False)
     seed(home, args.memories)
     subprocess.run([sys.executable, "-m", "mnemo", "daemon", "start"], env=env, cwd=REPO, check=True,
                    capture_output=True)
@@ -131,7 +139,7 @@ def main(argv=None) -> int:
     script = Path(sys.executable).with_name("mnemo")
     if script.is_file():
         forms["mnemo (console script)"] = [str(script), "hook"]
-    out: dict = {"memories": args.memories, "runs": args.runs}
+    out: dict = {"memories": args.memories, "runs": args.runs, "bytecode": not args.no_bytecode}
     try:
         warm = json.loads(subprocess.run(
             [sys.executable, "-m", "mnemo", "context", "-m", PROMPTS[0], "--learn", "confirm", "--format", "json"],

@@ -52,14 +52,11 @@ def settings_path(scope: str, project_root: Path | None) -> Path:
 
 def default_command(scope: str) -> str:
     """What the entries run. Project settings are shared: `mnemo` (each person's own, on PATH); user and local
-    settings are this machine's: the `mnemo` next to this Python, else this Python with `-m mnemo`."""
+    settings are this machine's: this Python with `-m mnemo` (it skips the console script's CLI imports: a hook
+    runs on every prompt and file, bench/hook_latency.py)."""
     if scope == "project":
         return "mnemo"
-    exe = Path(sys.executable)
-    script = exe.with_name("mnemo")
-    if script.is_file() and os.access(script, os.X_OK):
-        return shlex.quote(str(script))
-    return f"{shlex.quote(str(exe))} -m mnemo"
+    return f"{shlex.quote(sys.executable)} -m mnemo"
 
 
 def entries(command: str) -> dict[str, dict[str, Any]]:
