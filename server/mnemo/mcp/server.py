@@ -35,8 +35,9 @@ ROOTS_TIMEOUT = 5.0
 
 INSTRUCTIONS = """\
 Mnemo is this repository's long-term memory and skills layer, shared by every agent session and editor on it.
-- At the start of a task call `recent_context` (what earlier sessions learned and handed off) and `recall` with
-  the task in your own words; before editing a file call `activate_skills` with its path and the request.
+- At the start of a task call `recent_context` (what earlier sessions learned and handed off) and `context` with
+  the task in your own words (the skills and memories that apply, in one block); before editing a file call
+  `context` (or `activate_skills`) with its path and the request; `recall` searches the memory directly.
 - When you learn something worth keeping (a decision, a lesson, a convention, a gotcha), call `remember` with
   one short, self-contained fact. Before you finish, `remember` a short hand-off (kind "handoff"): what you did,
   what is left, what to watch out for.
@@ -553,6 +554,26 @@ def build_server(backend: Backend, workspace: Workspace) -> MCPServer:
                             "what the user asked for")
         ctx = await workspace.context(mcp_ctx)
         return format_activation(await backend.call("activate_skills", ctx, file, request))
+
+    @server.tool(annotations=READ)
+    async def context(
+        mcp_ctx: Context,
+        file: Annotated[str | None, Field(description="the file you are about to read or edit (path relative to "
+                                                       "the repository, or absolute)")] = None,
+        request: Annotated[str | None, Field(description="the user's request or your current step")] = None,
+        budget: Annotated[int, Field(ge=100, le=20000, description="tokens for the whole block (default 2000)")
+                          ] = 2000,
+    ) -> str:
+        """Everything Mnemo would put in front of you for this file and request, in one block under a token
+        budget: the skills and rules that apply (their text) and the memories recall finds (quoted, with
+        provenance). One call instead of `recall` + `activate_skills`; call it at the start of a task and before
+        editing a file. The same block Claude Code's hooks and `mnemo context` give."""
+        if not file and not request:
+            raise ToolError("give a file, a request, or both. What to do: pass the path you are editing and/or "
+                            "what the user asked for")
+        ctx = await workspace.context(mcp_ctx)
+        res = await backend.call("context", ctx, file, request, event="context", budget=budget, client="any")
+        return res.get("markdown") or "Nothing in Mnemo's memory or skills applies to this file and request.\n"
 
     @server.tool(annotations=WRITE)
     async def promote(
