@@ -91,6 +91,18 @@ def payload(event: str, i: int) -> dict:
             "tool_input": {"file_path": str(REPO / FILES[i % len(FILES)])}, "tool_use_id": f"toolu_{i}"}
 
 
+def measure(cmd: list[str], event: str, runs: int, env: dict) -> dict:
+    run(cmd + [event], payload(event, 0), env)            # one untimed run per event
+    times, empty, errors = [], 0, []
+    for i in range(runs):
+        ms, stdout, stderr = run(cmd + [event], payload(event, i), env)
+        times.append(ms)
+        empty += not stdout.strip()
+        if stderr.strip():
+            errors.append(stderr.strip())
+    return {**summary(times), "empty": empty, "stderr": errors[:2]}
+
+
 class Silent:
     """An owner socket that accepts and never answers."""
 
@@ -146,16 +158,8 @@ def main(argv=None) -> int:
             env=env, cwd=REPO, capture_output=True, text=True, check=True).stdout)
         out["owner_block_ms_first"] = warm["elapsed_ms"]
         for form, cmd in forms.items():
-            for event in ("session-start", "prompt", "pre-tool"):
-                run(cmd + [event], payload(event, 0), env)            # one untimed run per event
-                times, empty, errors = [], 0, []
-                for i in range(args.runs):
-                    ms, stdout, stderr = run(cmd + [event], payload(event, i), env)
-                    times.append(ms)
-                    empty += not stdout.strip()
-                    if stderr.strip():
-                        errors.append(stderr.strip())
-                out.setdefault(form, {})[event] = {**summary(times), "empty": empty, "stderr": errors[:2]}
+            out[form] = {event: measure(cmd, event, args.runs, env) for event in ("session-start", "prompt",
+                                                                                  "pre-tool")}
         owner = []
         for i in range(args.runs):
             r = subprocess.run([sys.executable, "-m", "mnemo", "context", "-m", PROMPTS[i % len(PROMPTS)],

@@ -18,6 +18,12 @@ EDITOR_CLIS = ("code", "code-insiders", "codium", "code-server")
 
 
 def register(sub: argparse._SubParsersAction, common) -> None:
+    _register_hooks(sub, common)
+    _register_context(sub, common)
+    _register_vscode(sub, common)
+
+
+def _register_hooks(sub: argparse._SubParsersAction, common) -> None:
     p = sub.add_parser("hooks", help="install Mnemo's hooks into an agent (Claude Code), or remove them",
                        description="Claude Code runs `mnemo hook ...` on session start, each prompt, each file "
                                    "read/edit and session end; Mnemo answers with the hand-off, the skills and "
@@ -51,6 +57,8 @@ def register(sub: argparse._SubParsersAction, common) -> None:
     p.add_argument("event", choices=["session-start", "prompt", "pre-tool", "session-end"])
     p.set_defaults(func=cmd_hook, needs_service=False)
 
+
+def _register_context(sub: argparse._SubParsersAction, common) -> None:
     p = sub.add_parser("context", help="print the context block for a file and request (for any agent or script)",
                        description="The block Mnemo's hooks inject: skills for the file and request, memories "
                                    "recall finds, quoted with provenance, under a token budget.")
@@ -69,6 +77,8 @@ def register(sub: argparse._SubParsersAction, common) -> None:
                    help="leave out the rule files this agent loads by itself")
     p.set_defaults(func=cmd_context)
 
+
+def _register_vscode(sub: argparse._SubParsersAction, common) -> None:
     p = sub.add_parser("vscode", help="install the VS Code extension with the `code` / `code-server` CLI")
     vs = p.add_subparsers(dest="vscode_action", metavar="ACTION", required=True)
     q = vs.add_parser("install", help="build (or take) the .vsix and install it")

@@ -5,8 +5,9 @@ knowledge that should outlive the session; "don't worry about the tests for now"
 "use a set instead of a list here" steer this one turn and must not be filed. No language model: each sentence of
 the prompt gets a few pattern features (a correction's lead, rule words like always/never/from now on, a stated
 preference, a convention ("we use", "in this repo"), an "X, not Y" alternative, one-off words like "for now" or
-"this time", a pointer at one spot ("here", "line 12"), a question, a complaint about an outcome) and one
-embedding feature (the sentence's cosine to a few rule phrasings minus its cosine to a few task phrasings), and a
+"this time", a pointer at one spot ("here", "line 12"), a question, a complaint about an outcome, a tool swap
+between two known tools) and one embedding feature (`knn`: the sentence's mean MiniLM cosine to its 5 nearest
+labeled examples of lasting rules minus that to its 5 nearest other sentences, from the tune split), and a
 small logistic model turns them into the probability that the sentence states a lasting rule. The coefficients and
 the threshold are fit on the tune split of `bench/data/corrections.jsonl` (`bench/corrections.py --write`).
 
