@@ -370,7 +370,8 @@ def build_context(engine: Engine, ctx: Context, activate: Callable[[str | None, 
     if state is not None and req.event == "session-start" and req.source in ("clear", "compact"):
         state.reset()  # the agent's context window no longer holds what it was given
     if req.event == "session-start" and learn != "off":
-        threading.Thread(target=corrections.warm, args=(engine.embedder,), name="mnemo-corrections-warm",
+        # in the background, and the embedder too: it may still be loading right after the owner started
+        threading.Thread(target=lambda: corrections.warm(engine.embedder), name="mnemo-corrections-warm",
                          daemon=True).start()
     learned: list[dict[str, Any]] = []
     warnings: list[str] = []
