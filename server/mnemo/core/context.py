@@ -170,18 +170,19 @@ def _memory_item(m: dict[str, Any], section: str, text: str | None = None,
                 extra={"confidence": confidence})
 
 
-def _skill_item(a: Any, file: str | None) -> Item:
+def _skill_item(a: Any, file: str | None, root: str | None = None) -> Item:
     body = getattr(a, "body", "") or ""
     digest = hashlib.sha256(body.encode("utf-8", "replace")).hexdigest()[:10]
     desc = _clean(a.description)
     title = f"#### {_clean(a.name)}" + (f" — {desc}" if desc and len(desc) <= 160 else "")
-    meta = f"Source: `{_clean(a.source_path)}` ({a.source_format}) · why: {_clean(a.reason)} · score {a.score:.2f}"
+    src = _clean(_relative(a.source_path, root))
+    meta = f"Source: `{src}` ({a.source_format}) · why: {_clean(a.reason)} · score {a.score:.2f}"
     text = f"{title}\n{meta}\n"
     if body.strip():
         text += _fence(strip_controls(body)) + "\n"
     elif desc:
         text += desc + "\n"
-    ref = f"- `{_clean(a.name)}` — `{_clean(a.source_path)}` (~{a.token_cost} tokens, score {a.score:.2f})"
+    ref = f"- `{_clean(a.name)}` — `{src}` (~{a.token_cost} tokens, score {a.score:.2f})"
     where = f" for `{_clean(file)}`" if file else ""
     return Item(key=f"skill:{a.skill_id}:{digest}", section=f"### Skills{where}", text=text, title=_clean(a.name),
                 kind="skill", id=a.skill_id, ref=ref, ref_key=f"skillref:{a.skill_id}",
@@ -292,21 +293,23 @@ def recalled_items(engine: Engine, ctx: Context, query: str, req: Request) -> li
     return out
 
 
-def display_path(ctx: Context, file: str | None) -> str | None:
-    """A file as the agent knows it: relative to the project root when it is inside it."""
-    if not file:
-        return None
+def _relative(path: str | None, root: str | None) -> str | None:
+    """`path` relative to `root` when it is inside it (as the agent knows the file), else as given."""
     import os
 
-    if ctx.root and os.path.isabs(file):
-        rel = os.path.relpath(file, ctx.root)
+    if path and root and os.path.isabs(path):
+        rel = os.path.relpath(path, root)
         if not rel.startswith(".."):
             return rel.replace(os.sep, "/")
-    return file
+    return path
+
+
+def display_path(ctx: Context, file: str | None) -> str | None:
+    return _relative(file, ctx.root) if file else None
 
 
 def skill_items(result: Any, req: Request, *, only_glob: bool = False, only_always: bool = False,
-                shown_file: str | None = None) -> list[Item]:
+                shown_file: str | None = None, root: str | None = None) -> list[Item]:
     native = NATIVE_FORMATS.get(req.client, frozenset())
     out = []
     for a in result.activations:
@@ -316,7 +319,7 @@ def skill_items(result: Any, req: Request, *, only_glob: bool = False, only_alwa
             continue
         if only_glob and (a.always or "glob" not in (a.activated_by or [])):
             continue
-        out.append(_skill_item(a, shown_file))
+        out.append(_skill_item(a, shown_file, root))
     return out
 
 
@@ -340,20 +343,21 @@ def gather(engine: Engine, ctx: Context, req: Request, activate: Callable[[str |
     if req.event == "session-start":
         part("hand-off", lambda: handoff_items(engine, ctx))
         part("hot memories", lambda: standing_items(engine, ctx))
-        part("skills", lambda: skill_items(activate(None, None), req, only_always=True))
+        part("skills", lambda: skill_items(activate(None, None), req, only_always=True, root=ctx.root))
     elif req.event == "prompt":
         if req.message and req.message.strip():
             part("memories", lambda: recalled_items(engine, ctx, req.message, req))
-            part("skills", lambda: skill_items(activate(req.file or last_file, req.message), req))
+            part("skills", lambda: skill_items(activate(req.file or last_file, req.message), req, root=ctx.root))
     elif req.event == "pre-tool":
         if req.file:
-            part("skills", lambda: skill_items(activate(req.file, None), req, only_glob=True,
+            part("skills", lambda: skill_items(activate(req.file, None), req, only_glob=True, root=ctx.root,
                                                shown_file=display_path(ctx, req.file)))
     else:
         query = (req.message or "").strip() or (_file_query(req.file) if req.file else "")
         if query:
             part("memories", lambda: recalled_items(engine, ctx, query, req))
-        part("skills", lambda: skill_items(activate(req.file, req.message), req, shown_file=display_path(ctx, req.file)))
+        part("skills", lambda: skill_items(activate(req.file, req.message), req, root=ctx.root,
+                                           shown_file=display_path(ctx, req.file)))
     return items, warnings
 
 
