@@ -132,6 +132,7 @@ function registerTools(server: MnemoServer): vscode.Disposable[] {
 class InstructionsFile implements vscode.Disposable {
   private timer: NodeJS.Timeout | undefined;
   private lastKey = "";
+  private lastFile: string | undefined;
   private warned = false;
   private running = 0;
 
@@ -161,7 +162,8 @@ class InstructionsFile implements vscode.Disposable {
 
   async refresh(): Promise<void> {
     const { settings } = readCopilotSettings(vscode.workspace.getConfiguration(CONFIG_SECTION));
-    const file = activeFile();
+    // a panel, a memory view or an untitled document with the focus keeps the last file's context
+    const file = activeFile() ?? this.lastFile;
     if (!settings.instructions || !vscode.workspace.isTrusted) {
       this.write(instructionsText(undefined, undefined, settings.instructions ? "Mnemo is off in this untrusted " +
         "workspace." : "Turned off (mnemo.copilot.instructions)."));
@@ -174,13 +176,14 @@ class InstructionsFile implements vscode.Disposable {
     }
     const ticket = ++this.running;
     try {
-      const res = await contextBlock(this.server, {}, settings.tokenBudget);
+      const res = await contextBlock(this.server, { file }, settings.tokenBudget);
       if (ticket !== this.running) {
         return;   // a newer refresh is under way
       }
       const shown = file ? vscode.workspace.asRelativePath(file) : undefined;
       this.write(instructionsText(res.markdown, shown));
       this.lastKey = key;
+      this.lastFile = file;
       logger.info(`Copilot instructions updated for ${shown ?? "no file"} (~${res.tokens ?? 0} tokens).`);
     } catch (err) {
       logger.warn(`Copilot instructions not updated: ${(err as Error).message}`);
