@@ -333,3 +333,45 @@ class LocalService:
         from mnemo.core.anchored import memory_cards
 
         return memory_cards(self.engine, _ctx(ctx), ids)
+
+    # -- what agents receive without asking (core/context.py), session hand-offs (core/handoff.py) -----------
+    def context(self, ctx: dict, file: str | None = None, message: str | None = None, *, event: str = "context",
+                session: str | None = None, budget: int | None = None, learn: str | None = None,
+                client: str | None = None, source: str | None = None, min_confidence: float | None = None,
+                commit: bool = True) -> api.ContextBlock:
+        """The context block for an event (session-start | prompt | pre-tool | context), never repeating what the
+        session (`session`) already received, under `budget` tokens; `learn` (off | confirm | auto) files the
+        corrections a prompt states. Used by the hooks, `mnemo context`, MCP and the editor."""
+        from mnemo.core.context import build_context
+
+        c = _ctx(ctx)
+
+        def activate(file_path: str | None, msg: str | None):
+            eng = self._skills(c)
+            eng.maybe_refresh()
+            self._holds(c, eng)  # held skills never reach an agent
+            return eng.activate(file_path, msg)
+
+        return build_context(self.engine, c, activate, file=file, message=message, event=event, session=session,
+                             budget=budget, learn=learn, client=client, source=source,
+                             min_confidence=min_confidence, commit=commit)
+
+    def context_commit(self, ctx: dict, session: str | None = None, keys: list[str] | None = None,
+                       last_file: str | None = None, reset: bool = False) -> api.ContextCommit:
+        """Record what a session received (a hook calls it once the agent has the block: `context(commit=False)`
+        leaves that to it, so a block lost to a timeout is not counted as given)."""
+        from mnemo.core.context import commit
+
+        _ctx(ctx)
+        return {"session": session, "seen": commit(self.engine.home, session, keys or [], last_file, bool(reset))}
+
+    def session_end(self, ctx: dict, session: str | None = None, summary: dict | None = None,
+                    client: str | None = None) -> api.SessionEnd:
+        """Write the session's hand-off note from its summary and forget what the session was given."""
+        from mnemo.core import sessions
+        from mnemo.core.handoff import write_handoff
+
+        c = _ctx(ctx)
+        session = sessions.check_session(session)
+        res = write_handoff(self.engine, c, summary or {}, session=session, client=client)
+        return {"handoff": res, "session_cleared": sessions.end(self.engine.home, session)}

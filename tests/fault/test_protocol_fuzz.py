@@ -210,7 +210,7 @@ def test_mcp_survives_malformed_lines(mcp):
 
 
 TOOLS = ["remember", "recall", "hydrate", "activate_skills", "promote", "deprecate", "stats", "recent_context",
-         "no_such_tool"]
+         "context", "no_such_tool"]
 mcp_message = st.one_of(
     st.fixed_dictionaries({"jsonrpc": st.just("2.0"), "id": st.integers(1000, 10**6), "method": st.just("tools/call"),
                            "params": st.fixed_dictionaries({"name": st.sampled_from(TOOLS),

@@ -225,4 +225,9 @@ def test_every_result_has_its_declared_shape(engine, git_repo, tmp_path, monkeyp
     for item in s.review_list(ctx)["items"]:
         check("review_resolve", s.review_resolve(ctx, item["id"], item["resolutions"][0]))
     check("forget", s.forget(ctx, other))
+    block = check("context", s.context(ctx, "app.py", "how do we retry POSTs?", event="prompt", session="s-1",
+                                       commit=False))
+    assert block["markdown"] and block["delivered"]["keys"]
+    assert check("context_commit", s.context_commit(ctx, "s-1", block["delivered"]["keys"]))["seen"] >= 1
+    assert check("session_end", s.session_end(ctx, "s-1", {"requests": ["retry POSTs"]}))["session_cleared"]
     assert set(seen) == api.SERVICE_METHODS

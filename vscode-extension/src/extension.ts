@@ -6,6 +6,7 @@ import * as vscode from "vscode";
 
 import { CommandHandlers } from "./common/commands";
 import { Views } from "./common/constants";
+import { registerCopilot } from "./common/copilot";
 import { MnemoDocuments } from "./common/documents";
 import { createLogger, logger } from "./common/logger";
 import { registerMcpServer } from "./common/mcp";
@@ -54,6 +55,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     ...commands.register(),
     createStatusItem(server),
     registerMcpServer(server, version),
+    registerCopilot(server, context),
     server.onDidChangeClientState(() => void commands.refreshAll()),
     server.onDidChangeMemories(() => {
       void memories.refresh();

@@ -27,6 +27,8 @@ from mnemo.api.results import (
     BranchDelete,
     BranchMergeReport,
     CompactReport,
+    ContextBlock,
+    ContextCommit,
     DecayReport,
     DoctorResult,
     Forgotten,
@@ -43,6 +45,7 @@ from mnemo.api.results import (
     RememberResult,
     ReviewList,
     ReviewResolution,
+    SessionEnd,
     SkillList,
     SkillsCheck,
     SnapshotExport,
@@ -170,6 +173,22 @@ class Service(Protocol):
 
     def recent_context(self, ctx: Ctx, limit: int = 10, days: float = 14.0) -> RecentContext:
         """Hand-offs and recent notes of this project (and teammates'), for the start of a session."""
+
+    # what agents receive without asking (core/context.py), session hand-offs (core/handoff.py)
+    def context(self, ctx: Ctx, file: str | None = None, message: str | None = None, *, event: str = "context",
+                session: str | None = None, budget: int | None = None, learn: str | None = None,
+                client: str | None = None, source: str | None = None, min_confidence: float | None = None,
+                commit: bool = True) -> ContextBlock:
+        """The context block for an event (session-start | prompt | pre-tool | context) under `budget` tokens,
+        never repeating what `session` already received; `learn` (off | confirm | auto) files stated corrections."""
+
+    def context_commit(self, ctx: Ctx, session: str | None = None, keys: list[str] | None = None,
+                       last_file: str | None = None, reset: bool = False) -> ContextCommit:
+        """Record what a session received (after a hook delivered a block built with commit=False)."""
+
+    def session_end(self, ctx: Ctx, session: str | None = None, summary: dict[str, Any] | None = None,
+                    client: str | None = None) -> SessionEnd:
+        """Write the session's hand-off note from its summary and forget what the session was given."""
 
     # the editor's context in one round trip (core/anchored.py)
     def hover_context(self, ctx: Ctx, path: str | None = None, line: int | None = None, symbol: str | None = None,

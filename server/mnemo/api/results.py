@@ -356,3 +356,32 @@ class MemoryCards(TypedDict):
     cards: list[Card]
     memories: list[Memory]
     missing: list[str]
+
+
+class ContextBlock(TypedDict):
+    """What an agent receives for one event (core/context.py): one quoted Markdown block and what went into it."""
+
+    event: str
+    markdown: str
+    tokens: int
+    budget: int
+    items: list[dict[str, Any]]  # {kind, id, title, section, how: inlined | referenced, ...}
+    dropped: list[dict[str, Any]]
+    already_sent: int
+    learned: list[dict[str, Any]]
+    session: dict[str, Any] | None  # {id, seen}
+    delivered: NotRequired[dict[str, Any]]  # commit=False: what to confirm with context_commit
+    project: dict[str, Any]
+    file: str | None
+    warnings: list[str]
+    elapsed_ms: float
+
+
+class ContextCommit(TypedDict):
+    session: str | None
+    seen: int | None
+
+
+class SessionEnd(TypedDict):
+    handoff: dict[str, Any]
+    session_cleared: bool

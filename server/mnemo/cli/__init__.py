@@ -22,12 +22,21 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     # imported here, not at the top: `mnemo lsp` (below) answers the editor's `initialize` without loading them
-    from mnemo.cli import commands, config_cmd, lifecycle_cmd, mcp_cmd, server_cmd, skills_cmd, team_cmd
+    from mnemo.cli import (
+        commands,
+        config_cmd,
+        hooks_cmd,
+        lifecycle_cmd,
+        mcp_cmd,
+        server_cmd,
+        skills_cmd,
+        team_cmd,
+    )
 
     parser = argparse.ArgumentParser(prog="mnemo", description="Memory and skills for AI coding agents.")
     parser.add_argument("--version", action="version", version=f"mnemo {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (commands, skills_cmd, lifecycle_cmd, team_cmd, server_cmd, mcp_cmd, config_cmd):
+    for module in (commands, skills_cmd, lifecycle_cmd, team_cmd, server_cmd, mcp_cmd, config_cmd, hooks_cmd):
         module.register(sub, _common)
     return parser
 
@@ -49,6 +58,10 @@ def main(argv: list[str] | None = None, service=None) -> int:
         argv = sys.argv[1:]
     if argv[:1] == ["lsp"]:
         return _lsp_main(argv)
+    if argv[:1] == ["hook"] and argv[1:2] != ["--help"] and argv[1:2] != ["-h"]:
+        from mnemo.hooks.entry import main as hook_main  # an agent's hook: stdlib + the owner socket only
+
+        return hook_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):

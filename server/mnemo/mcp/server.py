@@ -34,8 +34,9 @@ ROOTS_TIMEOUT = 5.0
 
 INSTRUCTIONS = """\
 Mnemo is this repository's long-term memory and skills layer, shared by every agent session and editor on it.
-- At the start of a task call `recent_context` (what earlier sessions learned and handed off) and `recall` with
-  the task in your own words; before editing a file call `activate_skills` with its path and the request.
+- At the start of a task call `recent_context` (what earlier sessions learned and handed off) and `context` with
+  the task in your own words (the skills and memories that apply, in one block); before editing a file call
+  `context` (or `activate_skills`) with its path and the request; `recall` searches the memory directly.
 - When you learn something worth keeping (a decision, a lesson, a convention, a gotcha), call `remember` with
   one short, self-contained fact. Before you finish, `remember` a short hand-off (kind "handoff"): what you did,
   what is left, what to watch out for.

@@ -108,6 +108,26 @@ def _skill_tools(server: MCPServer, backend, workspace) -> None:
         ctx = await workspace.context(mcp_ctx)
         return format_activation(await backend.call("activate_skills", ctx, file, request))
 
+    @server.tool(annotations=READ)
+    async def context(
+        mcp_ctx: Context,
+        file: Annotated[str | None, Field(description="the file you are about to read or edit (path relative to "
+                                                       "the repository, or absolute)")] = None,
+        request: Annotated[str | None, Field(description="the user's request or your current step")] = None,
+        budget: Annotated[int, Field(ge=100, le=20000, description="tokens for the whole block (default 2000)")
+                          ] = 2000,
+    ) -> str:
+        """Everything Mnemo would put in front of you for this file and request, in one block under a token
+        budget: the skills and rules that apply (their text) and the memories recall finds (quoted, with
+        provenance). One call instead of `recall` + `activate_skills`; call it at the start of a task and before
+        editing a file. The same block Claude Code's hooks and `mnemo context` give."""
+        if not file and not request:
+            raise ToolError("give a file, a request, or both. What to do: pass the path you are editing and/or "
+                            "what the user asked for")
+        ctx = await workspace.context(mcp_ctx)
+        res = await backend.call("context", ctx, file, request, event="context", budget=budget, client="any")
+        return res.get("markdown") or "Nothing in Mnemo's memory or skills applies to this file and request.\n"
+
 
 def _curation_tools(server: MCPServer, backend, workspace) -> None:
     @server.tool(annotations=WRITE)
