@@ -202,16 +202,31 @@ class InstructionsFile implements vscode.Disposable {
   }
 }
 
-/** Shows what Copilot gets for the open file, through the registered tool (the path Copilot uses). */
+/**
+ * Shows what Copilot gets for the open file: through the registered tool (the path Copilot uses) when this editor
+ * can invoke tools outside a chat, else (or if the invocation is refused) by asking Mnemo directly for the same file.
+ */
 async function showCopilotContext(server: MnemoServer): Promise<void> {
-  let body: string;
+  const file = activeFile();
+  let body: string | undefined;
   const lm = vscode.lm as Partial<typeof vscode.lm> | undefined;
   if (typeof lm?.invokeTool === "function" && lm.tools?.some((t) => t.name === CONTEXT_TOOL)) {
-    const res = await lm.invokeTool(CONTEXT_TOOL, { input: { file: activeFile() }, toolInvocationToken: undefined });
-    body = res.content.map((p) => (p instanceof vscode.LanguageModelTextPart ? p.value : "")).join("");
-  } else {
+    try {
+      const res = await lm.invokeTool(CONTEXT_TOOL, { input: { file }, toolInvocationToken: undefined });
+      body = res.content.map((p) => (p instanceof vscode.LanguageModelTextPart ? p.value : "")).join("");
+    } catch (err) {
+      logger.warn(`${CONTEXT_TOOL} could not be invoked outside a chat (${(err as Error).message}); asking Mnemo ` +
+        "directly.");
+    }
+  }
+  if (body === undefined) {
     const { settings } = readCopilotSettings(vscode.workspace.getConfiguration(CONFIG_SECTION));
-    body = (await contextBlock(server, {}, settings.tokenBudget)).markdown ?? "";
+    try {
+      body = (await contextBlock(server, { file }, settings.tokenBudget)).markdown ?? "";
+    } catch (err) {
+      void vscode.window.showErrorMessage(`Mnemo could not build Copilot's context: ${(err as Error).message}`);
+      return;
+    }
   }
   const doc = await vscode.workspace.openTextDocument({ language: "markdown", content: body || "_Nothing applies._" });
   await vscode.window.showTextDocument(doc, { preview: true });
