@@ -23,6 +23,9 @@ log = logging.getLogger("mnemo.service")
 
 Progress = Callable[[dict[str, Any]], None]
 
+# The core modules are imported inside the methods: every client imports this module (daemon/client.py reads
+# SERVICE_METHODS), and a client (the language server above all) must start without the core's dependencies.
+
 # The methods a remote client may call; the daemon refuses anything else.
 SERVICE_METHODS = frozenset({
     "health", "remember", "recall", "hydrate", "get_memory", "promote", "deprecate", "forget", "list_memories",
@@ -88,7 +91,7 @@ class LocalService:
         self.engine = engine
         self._skill_engines: dict[str, Any] = {}
         self._skills_lock = threading.Lock()
-        from mnemo.core.team import attach
+        from mnemo.core.team.ops import attach
 
         attach(engine)  # resumes sending team promotions queued before a restart (no-op without a team server)
 
@@ -99,7 +102,7 @@ class LocalService:
         idx = self.engine.index
         return {"version": __version__, "protocol": PROTOCOL_VERSION, "pid": os.getpid(),
                 "home": str(self.engine.home), "index_ready": bool(idx and idx.ready),
-                "model_loaded": self.engine._embedder_ready.is_set(),
+                "model_loaded": self.engine.model_loaded,
                 "config": config.owner_view(self.engine.home)}  # what it applies: `mnemo daemon status`
 
     # -- memories --------------------------------------------------------------------------------------------
@@ -108,38 +111,57 @@ class LocalService:
         policy = write_policy(c)  # checked on every write: a bad value is refused, not ignored
         if kw.get("source", "user") == "agent" and policy == "confirm" and "status" not in kw:
             kw["status"] = "pending"
-        return self.engine.remember(c, text, **kw)
+        from mnemo.core.write import remember
+
+        return remember(self.engine, c, text, **kw)
 
     def recall(self, ctx: dict, query: str, **kw: Any) -> dict[str, Any]:
-        return self.engine.recall(_ctx(ctx), query, **kw)
+        from mnemo.core.recall import recall
+
+        return recall(self.engine, _ctx(ctx), query, **kw)
 
     def hydrate(self, ctx: dict, item_id: str, mode: str = "default") -> dict[str, Any]:
-        return self.engine.hydrate(_ctx(ctx), item_id, mode)
+        from mnemo.core.recall import hydrate
+
+        return hydrate(self.engine, _ctx(ctx), item_id, mode)
 
     def get_memory(self, ctx: dict, memory_id: str) -> dict[str, Any]:
-        return self.engine.get(_ctx(ctx), memory_id).to_dict()
+        from mnemo.core import memories
+
+        return memories.get(self.engine, _ctx(ctx), memory_id).to_dict()
 
     def promote(self, ctx: dict, memory_id: str, to: str = "global") -> dict[str, Any]:
-        return self.engine.promote(_ctx(ctx), memory_id, to)
+        from mnemo.core import memories
+
+        return memories.promote(self.engine, _ctx(ctx), memory_id, to)
 
     def deprecate(self, ctx: dict, memory_id: str, reason: str | None = None) -> dict[str, Any]:
-        return self.engine.deprecate(_ctx(ctx), memory_id, reason)
+        from mnemo.core import memories
+
+        return memories.deprecate(self.engine, _ctx(ctx), memory_id, reason)
 
     def forget(self, ctx: dict, memory_id: str, reason: str | None = None) -> dict[str, Any]:
-        return self.engine.forget(_ctx(ctx), memory_id, reason)
+        from mnemo.core import memories
+
+        return memories.forget(self.engine, _ctx(ctx), memory_id, reason)
 
     def list_memories(self, ctx: dict, **kw: Any) -> dict[str, Any]:
-        return self.engine.list_memories(_ctx(ctx), **kw)
+        from mnemo.core import memories
+
+        return memories.list_memories(self.engine, _ctx(ctx), **kw)
 
     def stats(self, ctx: dict) -> dict[str, Any]:
-        out = self.engine.stats(_ctx(ctx))
+        from mnemo.core import memories
         from mnemo.core.lifecycle import tier_index
 
+        out = memories.stats(self.engine, _ctx(ctx))
         out["tiers"] = tier_index(self.engine, _ctx(ctx))  # hot / warm / cold, like an index of the memory
         return out
 
     def index_docs(self, ctx: dict, root: str | None = None, progress: Progress | None = None) -> dict[str, Any]:
-        return self.engine.index_docs(_ctx(ctx), root, progress)
+        from mnemo.core.docs import index_docs
+
+        return index_docs(self.engine, _ctx(ctx), root, progress)
 
     # -- skills ----------------------------------------------------------------------------------------------
     def _skills(self, c: Context):
@@ -186,12 +208,12 @@ class LocalService:
     def _holds(self, c: Context, eng) -> list[dict[str, Any]]:
         """Skill files that read like a prompt injection stay held until a person accepts them in Review
         (`skill_held` items, keyed by path and content): queue the new ones, let the accepted ones activate."""
-        from mnemo.core import lifecycle
+        from mnemo.core.review import skill_holds
         from mnemo.core.skills import hold_key
 
         flagged = [{"key": hold_key(s), "path": s.source_path, "name": s.name, "flags": list(s.flags)}
                    for s in eng.skills() if s.flags]
-        accepted = frozenset(lifecycle.skill_holds(self.engine, c, flagged))
+        accepted = frozenset(skill_holds(self.engine, c, flagged))
         eng.accepted = lambda skill: hold_key(skill) in accepted
         return [{**f, "state": "accepted" if f["key"] in accepted else "held"} for f in flagged]
 
@@ -221,14 +243,14 @@ class LocalService:
 
     # -- lifecycle and sharing (core/lifecycle.py, core/sharing.py) -----------------------------------------
     def review_list(self, ctx: dict, kind: str | None = None, include_resolved: bool = False) -> dict[str, Any]:
-        from mnemo.core import lifecycle
+        from mnemo.core import review
 
-        return lifecycle.review_list(self.engine, _ctx(ctx), kind, include_resolved)
+        return review.review_list(self.engine, _ctx(ctx), kind, include_resolved)
 
     def review_resolve(self, ctx: dict, review_id: int, resolution: str) -> dict[str, Any]:
-        from mnemo.core import lifecycle
+        from mnemo.core import review
 
-        return lifecycle.review_resolve(self.engine, _ctx(ctx), review_id, resolution)
+        return review.review_resolve(self.engine, _ctx(ctx), review_id, resolution)
 
     def snapshot_export(self, ctx: dict, path: str, scopes: list[str] | None = None,
                         branches: list[str] | None = None) -> dict[str, Any]:
@@ -302,7 +324,7 @@ class LocalService:
 
     # -- team, hand-off --------------------------------------------------------------------------------------
     def team_status(self, ctx: dict) -> dict[str, Any]:
-        from mnemo.core.team import team_status
+        from mnemo.core.team.ops import team_status
 
         return team_status(self.engine, _ctx(ctx))
 

@@ -6,7 +6,6 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from mnemo import __version__
 from mnemo.core.errors import MnemoError
@@ -51,7 +50,7 @@ def _optional_command_modules():
 
 def make_service(args: argparse.Namespace):
     """The daemon client by default; an in-process service with --no-daemon (or MNEMO_NO_DAEMON=1)."""
-    from mnemo.core.engine import default_home
+    from mnemo.daemon.paths import default_home
 
     home = Path(args.home) if getattr(args, "home", None) else default_home()
     if getattr(args, "no_daemon", False) or os.environ.get("MNEMO_NO_DAEMON") == "1":
@@ -72,13 +71,6 @@ def make_service(args: argparse.Namespace):
 def warn(message: str) -> None:
     """A warning on stderr (stdout stays the command's output)."""
     sys.stderr.write(f"warning: {message}\n")
-
-
-def make_context(args: argparse.Namespace) -> dict[str, Any]:
-    from mnemo.core.identity import detect_context
-
-    root = getattr(args, "project_root", None)
-    return detect_context(root).to_dict()
 
 
 def close_service(service) -> None:

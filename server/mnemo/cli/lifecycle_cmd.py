@@ -83,7 +83,7 @@ def register(sub: argparse._SubParsersAction, common) -> None:
 
 
 def _ctx(args):
-    from mnemo.cli import make_context
+    from mnemo.cli.context import make_context
 
     return make_context(args)
 

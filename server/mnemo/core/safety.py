@@ -30,6 +30,7 @@ import math
 import os
 import re
 import threading
+import unicodedata
 from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -615,6 +616,14 @@ def screen_text(text: str) -> tuple[str, list[str]]:
     return clean, flags + injection_flags(clean, hidden)
 
 
+def clean_text(text: str) -> tuple[str, list[str]]:
+    """Strip invisible and control characters, flag text that reads like instructions to the agent; returns the text
+    and flags (`invisible_unicode_stripped`, `hidden_text`, `bidi_control`, `injection:<category>`)."""
+    text, flags, hidden = strip_invisible(text)
+    text = "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) != "Cc").strip()
+    return text, flags + injection_flags(text, hidden)
+
+
 SUSPICIOUS_FLAGS = ("hidden_text", "bidi_control")
 
 
@@ -662,5 +671,5 @@ def json_size(value: Any) -> int:
 
 
 __all__ = ["SecretFinding", "describe_findings", "find_secrets", "redact_secrets", "screen_secrets",
-           "secrets_mode", "shannon_entropy", "strip_invisible", "injection_flags", "screen_text", "is_suspicious",
+           "secrets_mode", "shannon_entropy", "strip_invisible", "injection_flags", "screen_text", "clean_text", "is_suspicious",
            "INVISIBLE_RE", "json_size", "warning_flags", "flag_warning", "reflag"]
