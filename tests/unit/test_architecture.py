@@ -38,14 +38,15 @@ LAYERS: dict[str, int] = {
     "mnemo.core.doctor": 28, "mnemo.core.repair": 28,
     # core resources: the store (every table and statement) at the bottom, the engine (their holder) on top
     "mnemo.core.store.*": 10,
-    "mnemo.core.embeddings": 11, "mnemo.core.index": 11, "mnemo.core.keyword": 11, "mnemo.core.backup": 11,
+    "mnemo.core.embeddings": 11, "mnemo.core.model_files": 11, "mnemo.core.model_export": 11,
+    "mnemo.core.index": 11, "mnemo.core.keyword": 11, "mnemo.core.backup": 11,
     "mnemo.core.team.client": 11, "mnemo.core.team_server": 11,
     "mnemo.core.engine": 12,
     # floor 0
     "mnemo": 0, "mnemo.settings": 0, "mnemo.core": 0, "mnemo.core.team": 0,
     "mnemo.core.errors": 0, "mnemo.core.env": 0, "mnemo.core.text": 0, "mnemo.core.markdown": 0,
     "mnemo.core.models": 1, "mnemo.core.relation": 1, "mnemo.core.identity": 2, "mnemo.core.config": 3,
-    "mnemo.core.safety": 3, "mnemo.core.policy": 4, "mnemo.core.team.settings": 4,
+    "mnemo.core.secret_scan": 3, "mnemo.core.safety": 3, "mnemo.core.policy": 4, "mnemo.core.team.settings": 4,
 }
 NAMES = {0: "floor 0", 1: "core resources", 2: "core operations", 3: "service", 4: "daemon", 5: "surfaces"}
 
