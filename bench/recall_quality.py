@@ -18,9 +18,6 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from mnemo.core.recall import recall
-from mnemo.core.write import remember
-
 SWEEP = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3)
 
 
@@ -51,6 +48,8 @@ def main() -> int:
     from mnemo.core.engine import Engine
     from mnemo.core.index import exact_scores
     from mnemo.core.models import Context
+    from mnemo.core.recall import recall
+    from mnemo.core.write import remember
 
     observations = [json.loads(line) for line in obs_path.open()]
     queries = [json.loads(line) for line in (args.data / "locomo_queries.jsonl").open()]

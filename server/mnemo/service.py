@@ -31,7 +31,7 @@ SERVICE_METHODS = frozenset({
     "health", "remember", "recall", "hydrate", "get_memory", "promote", "deprecate", "forget", "list_memories",
     "stats", "index_docs", "skills_list", "skills_check", "activate_skills", "doctor",
     "team_status", "recent_context",
-    # lifecycle and sharing (core/lifecycle.py, core/sharing.py)
+    # lifecycle, review and sharing (core/lifecycle/, core/review.py, core/sharing/)
     "review_list", "review_resolve", "snapshot_export", "snapshot_diff", "snapshot_merge", "branch_diff",
     "branch_merge", "branch_delete", "decay", "compact", "anchor", "check_anchors", "merged_branches", "restore",
 })
@@ -241,7 +241,7 @@ class LocalService:
         out["prompt_block"] = render_prompt_block(result)
         return out
 
-    # -- lifecycle and sharing (core/lifecycle.py, core/sharing.py) -----------------------------------------
+    # -- lifecycle, review and sharing (core/lifecycle/, core/review.py, core/sharing/) ---------------------
     def review_list(self, ctx: dict, kind: str | None = None, include_resolved: bool = False) -> dict[str, Any]:
         from mnemo.core import review
 

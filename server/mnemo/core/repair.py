@@ -1,8 +1,8 @@
 """Repair a damaged store (`mnemo doctor --repair`): salvage every readable row, merge the newest good backup,
 rebuild what is derived, keep the damaged files, and name what could not be recovered.
 
-The caller (core/doctor.py) has stopped the owner and holds its lock. Steps:
-1. salvage the damaged `mnemo.db` (and its WAL) page by page (core/salvage.py): rows on intact pages come back
+The caller (mnemo/daemon/doctor.py) has stopped the owner and holds its lock. Steps:
+1. salvage the damaged `mnemo.db` (and its WAL) page by page (core/store/salvage.py): rows on intact pages come back
    even when SQLite's own b-tree walk stops at a damaged page;
 2. read the newest backup that passes `integrity_check` (core/backup.py);
 3. merge, per id: a memory or a Markdown block comes from whichever copy is intact and newest (`updated_at`, then
