@@ -126,14 +126,16 @@ def draft(ctx: Context, text: str, *, type: str = "project", kind: str = "fact",
     return mem, suspicious
 
 
-def remember(engine: Engine, ctx: Context, text: str, *, vec=None, on_conflict: str | None = None,
-             **fields: Any) -> dict[str, Any]:
-    """Store a memory (`fields`: type, kind, scope, tags, importance, source, anchors, trust, status, provenance);
-    returns `{"status", "memory", "message", "conflicts", "same_as"?}` with status created | confirmed |
-    conflict | pending | kept_existing."""
+def remember(engine: Engine, ctx: Context, text: str, *, type: str = "project", kind: str = "fact",
+             scope: str = "project", tags: list[str] | None = None, importance: float = 0.5, source: str = "user",
+             anchors: list[dict] | None = None, trust: str = "trusted", status: str = "active",
+             provenance: dict | None = None, vec=None, on_conflict: str | None = None) -> dict[str, Any]:
+    """Store a memory; returns `{"status", "memory", "message", "conflicts", "same_as"?}` with status created |
+    confirmed | conflict | pending | kept_existing. `vec`: its embedding when the caller has it already."""
     # the caller's own resolution: an explicit argument, else its Context's (MNEMO_ON_CONFLICT of the client)
     on_conflict = check_on_conflict(on_conflict if on_conflict is not None else ctx.on_conflict)
-    mem, suspicious = draft(ctx, text, **fields)
+    mem, suspicious = draft(ctx, text, type=type, kind=kind, scope=scope, tags=tags, importance=importance,
+                            source=source, anchors=anchors, trust=trust, status=status, provenance=provenance)
     existing = find_duplicate(engine, ctx, mem.content_hash, mem.branch)
     if existing is not None:  # the same fact again in the same place is a confirmation, not a copy
         with engine.store.write() as c:
