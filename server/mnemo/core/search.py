@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from mnemo.core.index import exact_scores
 from mnemo.core.models import Context, Memory
 from mnemo.core.store import Store
+from mnemo.core.store.schema import VISIBILITY_COLUMNS
 
 if TYPE_CHECKING:
     from mnemo.core.engine import Engine
@@ -82,8 +83,7 @@ class Candidate:
 class Light:
     """The visibility columns of a memory row, with attribute access like `Memory` (see Store.visibility_rows)."""
 
-    __slots__ = ("id", "type", "scope", "project_id", "branch", "status", "deprecated", "superseded_by", "tier",
-                 "content_hash", "updated_at")
+    __slots__ = VISIBILITY_COLUMNS
 
     def __init__(self, row):
         for k in self.__slots__:

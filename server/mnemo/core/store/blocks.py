@@ -14,8 +14,6 @@ from mnemo.core.store.memories import chunked, marks
 class BlockTable:
     """Mixed into `Store`: needs `conn()` and `log_change()`."""
 
-    block_fts_text = staticmethod(block_fts_text)
-
     def get_block(self, block_id: str) -> sqlite3.Row | None:
         return self.conn().execute("SELECT * FROM blocks WHERE id=?", (block_id,)).fetchone()
 

@@ -49,8 +49,6 @@ class MemoryTable:
             vals.append(v)
         return vals
 
-    memory_fts_text = staticmethod(memory_fts_text)
-
     def insert_memory(self, conn: sqlite3.Connection, mem: Memory, vec, model_id: str) -> None:
         part = partition_for(mem.scope, mem.project_id)
         cols = ",".join(MEMORY_COLUMNS)
@@ -151,8 +149,6 @@ class MemoryTable:
             for r in self.conn().execute(f"SELECT * FROM memories WHERE id IN ({marks(len(chunk))})", chunk):
                 out[r["id"]] = Memory.from_row(r)
         return out
-
-    VISIBILITY_COLUMNS = VISIBILITY_COLUMNS
 
     def visibility_rows(self, ids: Iterable[str]) -> dict[str, sqlite3.Row]:
         """The few columns recall filters on, without building full `Memory` objects."""
