@@ -12,7 +12,8 @@ started and its dense index built. Timed, from the client's side of the pipe:
   - first_hover_ms_after_spawn: spawning until the answer to a hover sent right after `initialized` + `didOpen`:
     it waits for pygls' import and the owner connection, which the pre-handshake does not speed up (its answer is
     usually empty: the owner link is still starting);
-  - hover p50/p95 (warm) over `--hovers` identifiers inside the functions of engine.py (recall + anchors + skills);
+  - hover p50/p95 (warm) over `--hovers` identifiers inside the functions of engine.py (recall + anchors + skills:
+    one `hover_context` call to the owner unless cached; `owner_calls_in_timed_hovers` counts them);
   - code_lens p95 over `--lenses` `textDocument/codeLens` requests on engine.py (caches warm);
   - lsp_rss_mb: the language server process's resident memory at the end (the model lives in the owner).
 The last line is one JSON object.
@@ -131,10 +132,10 @@ async def drive(home: Path, hovers: int, lenses: int, init_reps: int) -> dict:
     from pytest_lsp import ClientServerConfig
     from pytest_lsp.client import LanguageClient, register_lsp_features
 
-    from mnemo.lsp.server import _converter_factory
+    from mnemo.lsp.jsonrpc import converter_factory
 
     def factory():
-        c = LanguageClient(converter_factory=_converter_factory)
+        c = LanguageClient(converter_factory=converter_factory)
         register_lsp_features(c)
         c.states = []
 
@@ -207,6 +208,7 @@ async def drive(home: Path, hovers: int, lenses: int, init_reps: int) -> dict:
 
         parsed = cc.parse_document(source, "python")
         seen = {cc.context_at(source, ln, cl, "python", parsed=parsed)[0].query() for ln, cl in spots[:20]}
+        calls_before = (await client.protocol.send_request_async("mnemo/status", {}))["lsp"].get("ownerCalls")
         lat, fresh, fresh_queries = [], [], []
         for line, col in spots[20:]:
             q = cc.context_at(source, line, col, "python", parsed=parsed)[0].query()
@@ -223,6 +225,10 @@ async def drive(home: Path, hovers: int, lenses: int, init_reps: int) -> dict:
         out["hover_new_query_p50_ms"] = round(statistics.median(fresh), 2) if fresh else None
         out["hover_new_query_p95_ms"] = round(pct(fresh, 95), 2) if fresh else None
         out["hovers_with_new_query"] = len(fresh)
+        calls_after = (await client.protocol.send_request_async("mnemo/status", {}))["lsp"].get("ownerCalls")
+        if calls_before is not None and calls_after is not None:  # what the timed hovers asked of the owner
+            out["owner_calls_in_timed_hovers"] = {k: v - calls_before.get(k, 0) for k, v in calls_after.items()
+                                                  if v != calls_before.get(k, 0)}
         # the same new queries straight to the owner (no language server): what the owner's recall costs
         from mnemo.core.identity import detect_context
         from mnemo.daemon.client import DaemonService

@@ -1,9 +1,10 @@
 """The one service API that every surface (CLI, language server, MCP server) calls.
 
-`Service` is the protocol; `LocalService` is the in-process implementation over an `Engine` (used by the owner
-process and by tests); `mnemo.daemon.client.DaemonService` implements the same protocol over the owner's socket.
-Every method takes the caller's `ctx` (a `Context` as a dict: project, branch, user, derived from the workspace)
-and returns plain JSON-compatible data.
+`mnemo.api.Service` declares it (every operation, its parameters and its result type); `LocalService` is the
+in-process implementation over an `Engine` (used by the owner process and by tests);
+`mnemo.daemon.client.DaemonService` implements the same protocol over the owner's socket. Every method takes the
+caller's `ctx` (a `Context` as a dict: project, branch, user, derived from the workspace) and returns plain
+JSON-compatible data.
 """
 
 from __future__ import annotations
@@ -11,51 +12,21 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from mnemo import PROTOCOL_VERSION, __version__
+from mnemo import PROTOCOL_VERSION, __version__, api
 from mnemo.core.errors import InvalidInput, MnemoError
 from mnemo.core.models import Context
 
 log = logging.getLogger("mnemo.service")
 
-Progress = Callable[[dict[str, Any]], None]
+# The methods a remote client may call (the daemon refuses anything else), derived from `mnemo.api.Service`.
+SERVICE_METHODS = api.SERVICE_METHODS
+Progress = api.Progress
 
-# The core modules are imported inside the methods: every client imports this module (daemon/client.py reads
-# SERVICE_METHODS), and a client (the language server above all) must start without the core's dependencies.
-
-# The methods a remote client may call; the daemon refuses anything else.
-SERVICE_METHODS = frozenset({
-    "health", "remember", "recall", "hydrate", "get_memory", "promote", "deprecate", "forget", "list_memories",
-    "stats", "index_docs", "skills_list", "skills_check", "activate_skills", "doctor",
-    "team_status", "recent_context",
-    # lifecycle, review and sharing (core/lifecycle/, core/review.py, core/sharing/)
-    "review_list", "review_resolve", "snapshot_export", "snapshot_diff", "snapshot_merge", "branch_diff",
-    "branch_merge", "branch_delete", "decay", "compact", "anchor", "check_anchors", "merged_branches", "restore",
-})
-
-
-class Service(Protocol):
-    def health(self) -> dict[str, Any]: ...
-    def remember(self, ctx: dict, text: str, **kw: Any) -> dict[str, Any]: ...
-    def recall(self, ctx: dict, query: str, **kw: Any) -> dict[str, Any]: ...
-    def hydrate(self, ctx: dict, item_id: str, mode: str = "default") -> dict[str, Any]: ...
-    def get_memory(self, ctx: dict, memory_id: str) -> dict[str, Any]: ...
-    def promote(self, ctx: dict, memory_id: str, to: str = "global") -> dict[str, Any]: ...
-    def deprecate(self, ctx: dict, memory_id: str, reason: str | None = None) -> dict[str, Any]: ...
-    def forget(self, ctx: dict, memory_id: str, reason: str | None = None) -> dict[str, Any]: ...
-    def list_memories(self, ctx: dict, **kw: Any) -> dict[str, Any]: ...
-    def stats(self, ctx: dict) -> dict[str, Any]: ...
-    def index_docs(self, ctx: dict, root: str | None = None, progress: Progress | None = None) -> dict[str, Any]: ...
-    def skills_list(self, ctx: dict) -> dict[str, Any]: ...
-    def skills_check(self, ctx: dict) -> dict[str, Any]: ...
-    def activate_skills(self, ctx: dict, file: str | None = None, message: str | None = None,
-                        **kw: Any) -> dict[str, Any]: ...
-    def doctor(self, ctx: dict) -> dict[str, Any]: ...
-    def team_status(self, ctx: dict) -> dict[str, Any]: ...
-    def recent_context(self, ctx: dict, limit: int = 10, days: float = 14.0) -> dict[str, Any]: ...
+# The core operations are imported inside the methods, for start-up speed: a client that only probes the owner
+# (daemon/client.py -> daemon/server.py -> this module) must not load the core (numpy, the operations: ~0.4 s).
 
 
 WRITE_POLICIES = ("auto", "confirm")
@@ -96,7 +67,7 @@ class LocalService:
         attach(engine)  # resumes sending team promotions queued before a restart (no-op without a team server)
 
     # -- health ----------------------------------------------------------------------------------------------
-    def health(self) -> dict[str, Any]:
+    def health(self) -> api.Health:
         from mnemo.core import config
 
         idx = self.engine.index
@@ -106,51 +77,64 @@ class LocalService:
                 "config": config.owner_view(self.engine.home)}  # what it applies: `mnemo daemon status`
 
     # -- memories --------------------------------------------------------------------------------------------
-    def remember(self, ctx: dict, text: str, **kw: Any) -> dict[str, Any]:
+    def remember(self, ctx: dict, text: str, *, type: str = "project", kind: str = "fact", scope: str = "project",
+                 tags: list[str] | None = None, importance: float = 0.5, source: str = "user",
+                 anchors: list[dict] | None = None, trust: str = "trusted", status: str | None = None,
+                 provenance: dict | None = None, on_conflict: str | None = None) -> api.RememberResult:
         c = _ctx(ctx)
         policy = write_policy(c)  # checked on every write: a bad value is refused, not ignored
-        if kw.get("source", "user") == "agent" and policy == "confirm" and "status" not in kw:
-            kw["status"] = "pending"
+        if status is None:
+            status = "pending" if source == "agent" and policy == "confirm" else "active"
         from mnemo.core.write import remember
 
-        return remember(self.engine, c, text, **kw)
+        return remember(self.engine, c, text, type=type, kind=kind, scope=scope, tags=tags, importance=importance,
+                        source=source, anchors=anchors, trust=trust, status=status, provenance=provenance,
+                        on_conflict=on_conflict)
 
-    def recall(self, ctx: dict, query: str, **kw: Any) -> dict[str, Any]:
+    def recall(self, ctx: dict, query: str, *, scope: str = "hybrid", limit: int = 5, types: list[str] | None = None,
+               include_docs: bool = True, include_cold: bool = False,
+               min_confidence: float | None = None) -> api.RecallResult:
         from mnemo.core.recall import recall
 
-        return recall(self.engine, _ctx(ctx), query, **kw)
+        return recall(self.engine, _ctx(ctx), query, scope=scope, limit=limit, types=types,
+                      include_docs=include_docs, include_cold=include_cold, min_confidence=min_confidence)
 
-    def hydrate(self, ctx: dict, item_id: str, mode: str = "default") -> dict[str, Any]:
+    def hydrate(self, ctx: dict, item_id: str, mode: str = "default") -> api.Hydrated:
         from mnemo.core.recall import hydrate
 
         return hydrate(self.engine, _ctx(ctx), item_id, mode)
 
-    def get_memory(self, ctx: dict, memory_id: str) -> dict[str, Any]:
+    def get_memory(self, ctx: dict, memory_id: str) -> api.Memory:
         from mnemo.core import memories
 
         return memories.get(self.engine, _ctx(ctx), memory_id).to_dict()
 
-    def promote(self, ctx: dict, memory_id: str, to: str = "global") -> dict[str, Any]:
+    def promote(self, ctx: dict, memory_id: str, to: str = "global") -> api.MemoryChange:
         from mnemo.core import memories
 
         return memories.promote(self.engine, _ctx(ctx), memory_id, to)
 
-    def deprecate(self, ctx: dict, memory_id: str, reason: str | None = None) -> dict[str, Any]:
+    def deprecate(self, ctx: dict, memory_id: str, reason: str | None = None) -> api.MemoryChange:
         from mnemo.core import memories
 
         return memories.deprecate(self.engine, _ctx(ctx), memory_id, reason)
 
-    def forget(self, ctx: dict, memory_id: str, reason: str | None = None) -> dict[str, Any]:
+    def forget(self, ctx: dict, memory_id: str, reason: str | None = None) -> api.Forgotten:
         from mnemo.core import memories
 
         return memories.forget(self.engine, _ctx(ctx), memory_id, reason)
 
-    def list_memories(self, ctx: dict, **kw: Any) -> dict[str, Any]:
+    def list_memories(self, ctx: dict, *, scope: str = "hybrid", branch: str | None = None, type: str | None = None,
+                      kind: str | None = None, include_deprecated: bool = False, include_cold: bool = False,
+                      status: str | None = "active", all_branches: bool = False, limit: int = 200,
+                      offset: int = 0) -> api.MemoryList:
         from mnemo.core import memories
 
-        return memories.list_memories(self.engine, _ctx(ctx), **kw)
+        return memories.list_memories(self.engine, _ctx(ctx), scope=scope, branch=branch, type=type, kind=kind,
+                                      include_deprecated=include_deprecated, include_cold=include_cold,
+                                      status=status, all_branches=all_branches, limit=limit, offset=offset)
 
-    def stats(self, ctx: dict) -> dict[str, Any]:
+    def stats(self, ctx: dict) -> api.Stats:
         from mnemo.core import memories
         from mnemo.core.lifecycle import tier_index
 
@@ -158,7 +142,8 @@ class LocalService:
         out["tiers"] = tier_index(self.engine, _ctx(ctx))  # hot / warm / cold, like an index of the memory
         return out
 
-    def index_docs(self, ctx: dict, root: str | None = None, progress: Progress | None = None) -> dict[str, Any]:
+    def index_docs(self, ctx: dict, root: str | None = None, *,
+                   progress: Progress | None = None) -> api.IndexDocsResult:
         from mnemo.core.docs import index_docs
 
         return index_docs(self.engine, _ctx(ctx), root, progress)
@@ -217,118 +202,199 @@ class LocalService:
         eng.accepted = lambda skill: hold_key(skill) in accepted
         return [{**f, "state": "accepted" if f["key"] in accepted else "held"} for f in flagged]
 
-    def skills_list(self, ctx: dict) -> dict[str, Any]:
+    def skills_list(self, ctx: dict) -> api.SkillList:
         eng = self._skills(_ctx(ctx))
         return {"skills": [s.to_dict() for s in eng.skills()]}
 
-    def skills_check(self, ctx: dict) -> dict[str, Any]:
+    def skills_check(self, ctx: dict) -> api.SkillsCheck:
         c = _ctx(ctx)
         eng = self._skills(c)
         out = eng.check().to_dict()
         out["held"] = self._holds(c, eng)
         return out
 
-    def activate_skills(self, ctx: dict, file: str | None = None, message: str | None = None,
-                        **kw: Any) -> dict[str, Any]:
+    def activate_skills(self, ctx: dict, file: str | None = None, message: str | None = None, *,
+                        max_skills: int | None = None, token_budget: int | None = None) -> api.ActivationResult:
         from mnemo.core.skills import render_prompt_block
 
         c = _ctx(ctx)
         eng = self._skills(c)
         eng.maybe_refresh()  # an edited skill file gets its new content's hold state at once
         self._holds(c, eng)
-        result = eng.activate(file, message, **kw)
+        result = eng.activate(file, message, max_skills=max_skills, token_budget=token_budget)
         out = result.to_dict()
         out["prompt_block"] = render_prompt_block(result)
         return out
 
     # -- lifecycle, review and sharing (core/lifecycle/, core/review.py, core/sharing/) ---------------------
-    def review_list(self, ctx: dict, kind: str | None = None, include_resolved: bool = False) -> dict[str, Any]:
+    def review_list(self, ctx: dict, kind: str | None = None, include_resolved: bool = False) -> api.ReviewList:
         from mnemo.core import review
 
         return review.review_list(self.engine, _ctx(ctx), kind, include_resolved)
 
-    def review_resolve(self, ctx: dict, review_id: int, resolution: str) -> dict[str, Any]:
+    def review_resolve(self, ctx: dict, review_id: int, resolution: str) -> api.ReviewResolution:
         from mnemo.core import review
 
         return review.review_resolve(self.engine, _ctx(ctx), review_id, resolution)
 
     def snapshot_export(self, ctx: dict, path: str, scopes: list[str] | None = None,
-                        branches: list[str] | None = None) -> dict[str, Any]:
+                        branches: list[str] | None = None) -> api.SnapshotExport:
         from mnemo.core import sharing
 
         return sharing.export_snapshot(self.engine, _ctx(ctx), path, scopes, branches)
 
-    def snapshot_diff(self, ctx: dict, path: str, strategy: str = "newer_wins") -> dict[str, Any]:
+    def snapshot_diff(self, ctx: dict, path: str, strategy: str = "newer_wins") -> api.SnapshotMergeReport:
         from mnemo.core import sharing
 
         return sharing.diff_snapshot(self.engine, _ctx(ctx), path, strategy)
 
-    def snapshot_merge(self, ctx: dict, path: str, strategy: str = "newer_wins",
-                       progress: Progress | None = None) -> dict[str, Any]:
+    def snapshot_merge(self, ctx: dict, path: str, strategy: str = "newer_wins", *,
+                       progress: Progress | None = None) -> api.SnapshotMergeReport:
         from mnemo.core import sharing
 
         return sharing.merge_snapshot(self.engine, _ctx(ctx), path, strategy, progress=progress)
 
-    def branch_diff(self, ctx: dict, source: str) -> dict[str, Any]:
+    def branch_diff(self, ctx: dict, source: str) -> api.BranchMergeReport:
         from mnemo.core import sharing
 
         return sharing.branch_diff(self.engine, _ctx(ctx), source)
 
-    def branch_merge(self, ctx: dict, source: str) -> dict[str, Any]:
+    def branch_merge(self, ctx: dict, source: str) -> api.BranchMergeReport:
         from mnemo.core import sharing
 
         return sharing.branch_merge(self.engine, _ctx(ctx), source)
 
-    def branch_delete(self, ctx: dict, name: str, force: bool = False) -> dict[str, Any]:
+    def branch_delete(self, ctx: dict, name: str, force: bool = False) -> api.BranchDelete:
         from mnemo.core import sharing
 
         return sharing.branch_delete(self.engine, _ctx(ctx), name, force)
 
-    def merged_branches(self, ctx: dict, queue: bool = True) -> dict[str, Any]:
+    def merged_branches(self, ctx: dict, queue: bool = True) -> api.MergedBranches:
         from mnemo.core import sharing
 
         return sharing.merged_branches(self.engine, _ctx(ctx), queue)
 
     def decay(self, ctx: dict, now: float | str | None = None, dry_run: bool = False,
-              force: bool = False) -> dict[str, Any]:
+              force: bool = False) -> api.DecayReport:
         from mnemo.core import lifecycle
 
         at = lifecycle.check_decay_time(now, force=bool(force or dry_run))  # a future time: force, or a dry run
         return lifecycle.decay(self.engine, _ctx(ctx), at, dry_run=bool(dry_run))
 
-    def compact(self, ctx: dict) -> dict[str, Any]:
+    def compact(self, ctx: dict) -> api.CompactReport:
         from mnemo.core import lifecycle
 
         return lifecycle.compact(self.engine, _ctx(ctx))
 
-    def restore(self, ctx: dict, memory_id: str) -> dict[str, Any]:
+    def restore(self, ctx: dict, memory_id: str) -> api.MemoryChange:
         from mnemo.core import lifecycle
 
         return lifecycle.restore(self.engine, _ctx(ctx), memory_id)
 
-    def anchor(self, ctx: dict, memory_id: str, anchor: dict[str, Any]) -> dict[str, Any]:
+    def anchor(self, ctx: dict, memory_id: str, anchor: dict[str, Any]) -> api.MemoryChange:
         from mnemo.core import lifecycle
 
         return lifecycle.anchor(self.engine, _ctx(ctx), memory_id, anchor)
 
-    def check_anchors(self, ctx: dict, path: str, symbols: list[dict[str, Any]] | None) -> dict[str, Any]:
+    def check_anchors(self, ctx: dict, path: str, symbols: list[dict[str, Any]] | None) -> api.AnchorCheck:
         from mnemo.core import lifecycle
 
         return lifecycle.check_anchors(self.engine, _ctx(ctx), path, symbols)
 
     # -- doctor ----------------------------------------------------------------------------------------------
-    def doctor(self, ctx: dict) -> dict[str, Any]:
+    def doctor(self, ctx: dict) -> api.DoctorResult:
         from mnemo.core.doctor import run_checks
 
         return run_checks(self.engine, _ctx(ctx))
 
     # -- team, hand-off --------------------------------------------------------------------------------------
-    def team_status(self, ctx: dict) -> dict[str, Any]:
+    def team_status(self, ctx: dict) -> api.TeamStatus:
         from mnemo.core.team.ops import team_status
 
         return team_status(self.engine, _ctx(ctx))
 
-    def recent_context(self, ctx: dict, limit: int = 10, days: float = 14.0) -> dict[str, Any]:
+    def recent_context(self, ctx: dict, limit: int = 10, days: float = 14.0) -> api.RecentContext:
         from mnemo.core.recent import recent_context
 
         return recent_context(self.engine, _ctx(ctx), limit, days)
+
+    # -- the editor's context (core/anchored.py) -------------------------------------------------------------
+    def hover_context(self, ctx: dict, path: str | None = None, line: int | None = None, symbol: str | None = None,
+                      query: str | None = None, limit: int = 5, include_docs: bool = True,
+                      min_confidence: float | None = None, skills: bool = True, max_skills: int | None = None,
+                      token_budget: int | None = None) -> api.HoverContext:
+        """What an editor shows at a position, in one round trip: the recall cards for `query` (none without one),
+        the memories anchored to `symbol` in `path` (outside any symbol: to the lines around `line`) as cards with
+        their stale state, every anchor of the file (`file_anchors`, for code lenses), and the skills active for
+        the file (`skills`: activate_skills' answer; None when not asked for)."""
+        from mnemo.core.anchored import anchored_context, check_position
+        from mnemo.core.recall import recall
+
+        c = _ctx(ctx)
+        check_position(path, line, symbol)
+        if query is not None and not isinstance(query, str):
+            raise InvalidInput(f"hover_context: query must be a string, got {type(query).__name__}")
+        out: dict[str, Any] = {"path": path, "symbol": symbol, "cards": [], "warnings": [], "anchored": [],
+                               "file_anchors": {}, "skills": None}
+        if query is not None:
+            recalled = recall(self.engine, c, query, limit=limit, include_docs=include_docs,
+                              min_confidence=min_confidence)
+            out.update(cards=recalled["cards"], warnings=recalled["warnings"])
+        if path:
+            out.update(anchored_context(self.engine, c, path, symbol, line))
+        if skills:
+            try:
+                out["skills"] = self.activate_skills(ctx, path, None, max_skills=max_skills, token_budget=token_budget)
+            except MnemoError as exc:  # skills must not take the memories of a hover down with them
+                log.warning("hover_context: skills: %s", exc)
+                out["skills"] = {"activations": [], "total_tokens": 0, "error": str(exc)}
+        return out
+
+    def memory_cards(self, ctx: dict, ids: list[str]) -> api.MemoryCards:
+        """The card of each memory (the one recall shows, unscored) and its record, for an editor that opens
+        memories by id; ids not visible from this project are `missing`."""
+        from mnemo.core.anchored import memory_cards
+
+        return memory_cards(self.engine, _ctx(ctx), ids)
+
+    # -- what agents receive without asking (core/context.py), session hand-offs (core/handoff.py) -----------
+    def context(self, ctx: dict, file: str | None = None, message: str | None = None, *, event: str = "context",
+                session: str | None = None, budget: int | None = None, learn: str | None = None,
+                client: str | None = None, source: str | None = None, min_confidence: float | None = None,
+                commit: bool = True) -> api.ContextBlock:
+        """The context block for an event (session-start | prompt | pre-tool | context), never repeating what the
+        session (`session`) already received, under `budget` tokens; `learn` (off | confirm | auto) files the
+        corrections a prompt states. Used by the hooks, `mnemo context`, MCP and the editor."""
+        from mnemo.core.context import build_context
+
+        c = _ctx(ctx)
+
+        def activate(file_path: str | None, msg: str | None):
+            eng = self._skills(c)
+            eng.maybe_refresh()
+            self._holds(c, eng)  # held skills never reach an agent
+            return eng.activate(file_path, msg)
+
+        return build_context(self.engine, c, activate, file=file, message=message, event=event, session=session,
+                             budget=budget, learn=learn, client=client, source=source,
+                             min_confidence=min_confidence, commit=commit)
+
+    def context_commit(self, ctx: dict, session: str | None = None, keys: list[str] | None = None,
+                       last_file: str | None = None, reset: bool = False) -> api.ContextCommit:
+        """Record what a session received (a hook calls it once the agent has the block: `context(commit=False)`
+        leaves that to it, so a block lost to a timeout is not counted as given)."""
+        from mnemo.core.context import commit
+
+        _ctx(ctx)
+        return {"session": session, "seen": commit(self.engine.home, session, keys or [], last_file, bool(reset))}
+
+    def session_end(self, ctx: dict, session: str | None = None, summary: dict | None = None,
+                    client: str | None = None) -> api.SessionEnd:
+        """Write the session's hand-off note from its summary and forget what the session was given."""
+        from mnemo.core import sessions
+        from mnemo.core.handoff import write_handoff
+
+        c = _ctx(ctx)
+        session = sessions.check_session(session)
+        res = write_handoff(self.engine, c, summary or {}, session=session, client=client)
+        return {"handoff": res, "session_cleared": sessions.end(self.engine.home, session)}

@@ -86,6 +86,15 @@ class InjectionSettings:
 
 
 @dataclass(frozen=True)
+class CopilotSettings:
+    instructions: bool = _s(True, "Keep Copilot's Mnemo instructions file up to date with the skills and memories "
+                                  "for the file open in the editor (VS Code adds it to agent-mode requests by "
+                                  "itself). Read by the extension only.")
+    token_budget: int = _s(1500, "Tokens of that instructions block and of an answer of the `mnemo_context` "
+                                 "tool. Read by the extension only.", minimum=100, maximum=20000)
+
+
+@dataclass(frozen=True)
 class DocsSettings:
     index_on_startup: bool = _s(True, "Index the workspace's Markdown documentation (changed files only) when "
                                       "the language server starts, with progress in the status bar.")
@@ -120,6 +129,7 @@ class Settings:
     skills: SkillsSettings = field(default_factory=SkillsSettings)
     injection: InjectionSettings = field(default_factory=InjectionSettings)
     docs: DocsSettings = field(default_factory=DocsSettings)
+    copilot: CopilotSettings = field(default_factory=CopilotSettings)
 
 
 def camel(name: str) -> str:

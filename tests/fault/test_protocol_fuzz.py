@@ -5,6 +5,10 @@ LSP (Content-Length framing): broken headers, bodies that are not JSON, not obje
 random methods/ids/params (hypothesis), a message over MNEMO_LSP_MAX_MESSAGE_BYTES. MCP (one JSON object per
 line): garbage lines, batches, wrong versions, unknown methods and tools, tool calls with hostile arguments, a huge
 line. The owner's socket: garbage lines between valid calls.
+
+Each server reports its figures when it is stopped (the LSP and MCP servers at the end of their module-scoped
+fixture, the owner at the end of its test), whatever ran before: messages sent, valid requests sent after them and
+how many were answered, and whether it was still the same live process.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import sys
 import time
 
 import pytest
-from _helpers import FULL, figure, stop_owner
+from _helpers import FULL, figure, owner_pid, stop_owner
 from _rpc import RawServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -30,17 +34,46 @@ STATS: dict[str, dict] = {}
 
 
 def _stats(name: str) -> dict:
-    return STATS.setdefault(name, {"sent": 0, "probes": 0, "max_probe_s": 0.0, "deaths": 0})
+    return STATS.setdefault(name, {"sent": 0, "probes": 0, "answered": 0, "max_probe_s": 0.0})
 
 
 def probe(srv: RawServer, name: str, method: str, params=None) -> dict:
     s = _stats(name)
+    s["probes"] += 1
     t0 = time.monotonic()
     ans = srv.request(method, params, timeout=20)
-    s["probes"] += 1
     s["max_probe_s"] = max(s["max_probe_s"], time.monotonic() - t0)
     assert "result" in ans, ans
+    s["answered"] += 1
     return ans
+
+
+def report(name: str, crashed: bool, how: str) -> None:
+    """The figures of one server's run, as measured."""
+    s = _stats(name)
+    figure(f"test_protocol_fuzz[{name}]", "malformed messages sent", s["sent"])
+    figure(f"test_protocol_fuzz[{name}]", "valid requests answered after them", f"{s['answered']}/{s['probes']}",
+           slowest=f"{s['max_probe_s'] * 1000:.0f} ms")
+    figure(f"test_protocol_fuzz[{name}]", "server crashes", int(crashed), detail=how)
+
+
+def stop_and_report(srv: RawServer, name: str) -> None:
+    alive = srv.alive()
+    how = "alive until stopped" if alive else f"exited with code {srv.proc.returncode}"
+    tail = "" if alive else srv.stderr_tail()
+    srv.close()
+    report(name, not alive, how)
+    assert alive, f"the {name} server died: {tail}"
+
+
+def _alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +100,7 @@ def lsp(env):
                                "workspaceFolders": [{"uri": env["repo"].as_uri(), "name": "repo"}]}, timeout=60)
     srv.notify("initialized", {})
     yield srv
-    srv.close()
+    stop_and_report(srv, "lsp")
 
 
 LSP_FRAMING = {
@@ -144,7 +177,7 @@ def mcp(env):
                                "clientInfo": {"name": "fuzz", "version": "0"}}, timeout=60)
     srv.notify("notifications/initialized", {})
     yield srv
-    srv.close()
+    stop_and_report(srv, "mcp")
 
 
 MCP_LINES = {
@@ -177,7 +210,7 @@ def test_mcp_survives_malformed_lines(mcp):
 
 
 TOOLS = ["remember", "recall", "hydrate", "activate_skills", "promote", "deprecate", "stats", "recent_context",
-         "no_such_tool"]
+         "context", "no_such_tool"]
 mcp_message = st.one_of(
     st.fixed_dictionaries({"jsonrpc": st.just("2.0"), "id": st.integers(1000, 10**6), "method": st.just("tools/call"),
                            "params": st.fixed_dictionaries({"name": st.sampled_from(TOOLS),
@@ -209,6 +242,7 @@ def test_owner_socket_survives_garbage(env, monkeypatch):
     monkeypatch.setenv("MNEMO_HOME", str(env["home"]))
     monkeypatch.setenv("MNEMO_EMBEDDER", "hash")
     DaemonService(env["home"]).connect()  # make sure an owner runs
+    pid = owner_pid(env["home"])
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(str(socket_path(env["home"])))
     f = s.makefile("rb")
@@ -226,20 +260,19 @@ def test_owner_socket_survives_garbage(env, monkeypatch):
                b'{"id": 4, "method": "remember", "params": []}', b'{"id": 5, "method": "remember", "params": '
                b'{"ctx": 1, "text": 2}}', b"\xff\xfe", b"[" * 50_000] + [rnd.randbytes(200).replace(b"\n", b" ")
                                                                      for _ in range(20)]
-    for i, g in enumerate(garbage):
-        s.sendall(g + b"\n")
-        _stats("owner socket")["sent"] += 1
-        t0 = time.monotonic()
-        ans = call({"id": 100 + i, "method": "health", "params": {}})
-        _stats("owner socket")["probes"] += 1
-        _stats("owner socket")["max_probe_s"] = max(_stats("owner socket")["max_probe_s"], time.monotonic() - t0)
-        assert "result" in ans
-    s.close()
-
-
-def test_zz_report():
-    for name, s in STATS.items():
-        figure(f"test_protocol_fuzz[{name}]", "malformed messages sent", s["sent"])
-        figure(f"test_protocol_fuzz[{name}]", "valid requests answered after them", f"{s['probes']}/{s['probes']}",
-               slowest=f"{s['max_probe_s'] * 1000:.0f} ms")
-        figure(f"test_protocol_fuzz[{name}]", "server crashes", 0)
+    st = _stats("owner socket")
+    try:
+        for i, g in enumerate(garbage):
+            s.sendall(g + b"\n")
+            st["sent"] += 1
+            st["probes"] += 1
+            t0 = time.monotonic()
+            ans = call({"id": 100 + i, "method": "health", "params": {}})
+            st["max_probe_s"] = max(st["max_probe_s"], time.monotonic() - t0)
+            assert "result" in ans
+            st["answered"] += 1
+    finally:
+        s.close()
+        same = owner_pid(env["home"]) == pid and _alive(pid)
+        report("owner socket", not same, f"pid {pid} " + ("alive throughout" if same else "gone or replaced"))
+    assert same

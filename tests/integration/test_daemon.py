@@ -207,3 +207,27 @@ def test_store_held_in_process_gives_a_clear_error(home, hash_embedder, monkeypa
         assert not socket_path(home).exists()  # no owner was started behind the holder's back
     finally:
         holder.close()
+
+
+def test_owner_refuses_arguments_a_method_does_not_take_naming_the_accepted_ones(owner_home, git_repo, monkeypatch):
+    from mnemo.core.errors import InvalidInput
+
+    monkeypatch.setenv("MNEMO_EMBEDDER", "hash")
+    ctx = detect_context(git_repo).to_dict()
+    svc = DaemonService(owner_home)
+    try:
+        svc.connect()
+        with svc._lock:  # straight onto the wire, past the client's own check (an older or foreign client)
+            with pytest.raises(InvalidInput) as err:
+                svc._request("recall", {"ctx": ctx, "query": "retries", "lmit": 3})
+            assert "recall does not take `lmit`" in err.value.message
+            assert err.value.hint.startswith("recall takes: ctx (required), query (required), scope, limit")
+            with pytest.raises(InvalidInput, match="does not take `progress`"):  # a callable never crosses
+                svc._request("index_docs", {"ctx": ctx, "progress": 1})
+            with pytest.raises(InvalidInput, match="stats does not report progress"):
+                svc._request("stats", {"ctx": ctx}, progress=lambda _p: None)
+            with pytest.raises(InvalidInput, match="missing a required argument: 'text'"):
+                svc._request("remember", {"ctx": ctx})
+        assert svc.list_memories(ctx)["total"] == 0  # nothing was stored; the connection still serves
+    finally:
+        svc.close()

@@ -20,20 +20,21 @@ PACKAGE = SERVER / "mnemo"
 # surfaces 50 > daemon 40 > service 30 > core operations 20-29 > core resources 10-19 > floor 0 (data and pure
 # functions: no store, no model, no network) 0-9. Inside the core the ranks order the modules too, lowest first.
 LAYERS: dict[str, int] = {
-    # surfaces
-    "mnemo.__main__": 50, "mnemo.cli.*": 50, "mnemo.lsp.*": 50, "mnemo.mcp.*": 50,
+    # surfaces (mnemo.hooks: the Claude Code hooks' stdlib-only fast path)
+    "mnemo.__main__": 50, "mnemo.cli.*": 50, "mnemo.lsp.*": 50, "mnemo.mcp.*": 50, "mnemo.hooks.*": 50,
     # the owner process, its client, the checks around it
     "mnemo.daemon.*": 40,
-    # the one API
-    "mnemo.service": 30,
+    # the one API: its declaration (mnemo.api: the typed Service, records, results) and the in-process service
+    "mnemo.service": 30, "mnemo.api.*": 30,
     # core operations, bottom to top
-    "mnemo.core.search": 20, "mnemo.core.cards": 20, "mnemo.core.skills.*": 20,
+    "mnemo.core.search": 20, "mnemo.core.cards": 20, "mnemo.core.skills.*": 20, "mnemo.core.sessions": 20,
     "mnemo.core.team.ops": 21,
     "mnemo.core.neighbours": 22, "mnemo.core.write": 22,
     "mnemo.core.recall": 23,
-    "mnemo.core.memories": 24, "mnemo.core.docs": 24, "mnemo.core.recent": 24,
+    "mnemo.core.memories": 24, "mnemo.core.docs": 24, "mnemo.core.recent": 24, "mnemo.core.anchored": 24,
+    "mnemo.core.corrections": 24, "mnemo.core.handoff": 24,
     "mnemo.core.lifecycle.*": 25,
-    "mnemo.core.sharing.*": 26,
+    "mnemo.core.sharing.*": 26, "mnemo.core.context": 26,
     "mnemo.core.review": 27,
     "mnemo.core.doctor": 28, "mnemo.core.repair": 28,
     # core resources: the store (every table and statement) at the bottom, the engine (their holder) on top
@@ -45,7 +46,8 @@ LAYERS: dict[str, int] = {
     # floor 0
     "mnemo": 0, "mnemo.settings": 0, "mnemo.core": 0, "mnemo.core.team": 0,
     "mnemo.core.errors": 0, "mnemo.core.env": 0, "mnemo.core.text": 0, "mnemo.core.markdown": 0,
-    "mnemo.core.models": 1, "mnemo.core.relation": 1, "mnemo.core.identity": 2, "mnemo.core.config": 3,
+    "mnemo.core.models": 1, "mnemo.core.relation": 1, "mnemo.core.relation_words": 1, "mnemo.core.identity": 2,
+    "mnemo.core.config": 3,
     "mnemo.core.secret_scan": 3, "mnemo.core.safety": 3, "mnemo.core.policy": 4, "mnemo.core.team.settings": 4,
 }
 NAMES = {0: "floor 0", 1: "core resources", 2: "core operations", 3: "service", 4: "daemon", 5: "surfaces"}
@@ -184,22 +186,10 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-# The language server's features import lsp/server.py, which imports them: the branch wave2-lsp (issue 14, R3)
-# turns that around (features register through lsp/feature.py). Listed exactly, so this test fails as soon as the
-# circle changes or is gone: then delete the entry.
-KNOWN_CYCLES = [
-    ["mnemo.lsp.features.code_actions", "mnemo.lsp.features.code_lens", "mnemo.lsp.features.commands",
-     "mnemo.lsp.features.documents", "mnemo.lsp.features.hover", "mnemo.lsp.features.sidebar", "mnemo.lsp.server"],
-]
-
-
 def test_no_import_cycles():
     cycles = _cycles({m: {d for d, _ in targets} for m, targets in GRAPH.items()})
-    new = [c for c in cycles if c not in KNOWN_CYCLES]
-    assert not new, "modules that import each other (directly or around a circle):\n" + "\n".join(
-        " <-> ".join(c) for c in new)
-    gone = [c for c in KNOWN_CYCLES if c not in cycles]
-    assert not gone, f"these circles are gone: delete them from KNOWN_CYCLES: {gone}"
+    assert not cycles, "modules that import each other (directly or around a circle):\n" + "\n".join(
+        " <-> ".join(c) for c in cycles)
 
 
 def test_the_cycle_finder_finds_a_circle():

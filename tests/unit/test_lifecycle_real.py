@@ -19,6 +19,8 @@ CONFLICTS = [  # the same subject, another value: each pair must be caught
     ("Indent Python code with spaces", "Indent Python code with tabs"),  # one of two alternatives
     ("Line length limit is 100 characters", "Line length limit is 120 characters"),
     ("We use pytest for tests", "We use unittest for tests"),  # another tool for the same job (cosine 0.57)
+    ("Use dayjs for dates in the frontend", "Use date-fns for dates in the frontend"),  # a tool no list knows
+    ("Orders use optimistic locking", "Orders use pessimistic locking"),  # an opposite no list knows
 ]
 SAME_CLAIM = [  # a paraphrase: a confirmation, not a conflict (issue 13, item 6)
     ("payments API requires idempotency keys on every POST",

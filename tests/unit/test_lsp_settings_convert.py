@@ -92,7 +92,7 @@ def test_expected_request_errors_are_not_logged_with_tracebacks():
 
     from mnemo.core.errors import NotFound
     from mnemo.lsp import convert
-    from mnemo.lsp.server import _expected_errors_filter
+    from mnemo.lsp.logs import expected_errors_filter as _expected_errors_filter
 
     def record(exc: BaseException) -> logging.LogRecord:
         try:

@@ -897,6 +897,24 @@ describe("Mnemo in a real VS Code (code-server)", { timeout: 480_000 }, () => {
     await screenshot(page, "injection-preview");
   });
 
+  step("Copilot gets the open file's skills and memories: its tools and its instructions file", async (page) => {
+    await waitUntil("the language model tools in the extension's log", () =>
+      /Registered Mnemo's language model tools \(mnemo_context, mnemo_remember\)/.test(extensionLog(scratch)), 15_000);
+    await openFile(page, "src/payments/client.py");
+    const installed = fs.readdirSync(scratch.extensions).find((d) => d.startsWith("mnemo.mnemo-"));
+    assert.ok(installed, "the installed extension's folder");
+    const file = path.join(scratch.extensions, installed, "resources", "copilot", "mnemo.instructions.md");
+    const read = (): string => (fs.existsSync(file) ? fs.readFileSync(file, "utf8") : "");
+    await waitUntil("Copilot's instructions file for client.py", () =>
+      /now `src\/payments\/client\.py`/.test(read()) && /Mnemo memory: data with provenance/.test(read()) &&
+      /payments-api/.test(read()), 60_000);
+    assert.match(read(), /^---\napplyTo: "\*\*"\n/);
+    await runCommand(page, "Mnemo: Show What Copilot Gets for This File");
+    await page.locator(".monaco-editor .view-lines", { hasText: /Mnemo memory: data with provenance/ }).first()
+      .waitFor({ state: "visible" });
+    await screenshot(page, "copilot-context");
+  });
+
   step("Deprecate from the context menu takes a memory out of the view", async (page) => {
     const memories = pane(page, "Memories");
     await contextMenu(page, row(memories, IMPORTED), "Deprecate");

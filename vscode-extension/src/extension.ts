@@ -1,11 +1,12 @@
 /**
- * Mnemo's VS Code extension: wiring only. Each concern lives in `common/` (server, settings, commands, status,
- * MCP) or `views/` (memories, skills, review).
+ * Mnemo's VS Code extension: wiring only. Each concern lives in `common/` (server, settings, the command table,
+ * status, MCP), `commands/` (one module per command group) or `views/` (memories, skills, review).
  */
 import * as vscode from "vscode";
 
 import { CommandHandlers } from "./common/commands";
 import { Views } from "./common/constants";
+import { registerCopilot } from "./common/copilot";
 import { MnemoDocuments } from "./common/documents";
 import { createLogger, logger } from "./common/logger";
 import { registerMcpServer } from "./common/mcp";
@@ -54,6 +55,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     ...commands.register(),
     createStatusItem(server),
     registerMcpServer(server, version),
+    registerCopilot(server, context),
     server.onDidChangeClientState(() => void commands.refreshAll()),
     server.onDidChangeMemories(() => {
       void memories.refresh();

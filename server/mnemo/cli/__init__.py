@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from mnemo import __version__
+from mnemo.cli.context import close_service, make_service
 from mnemo.core.errors import MnemoError
 
 
@@ -21,63 +21,24 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from mnemo.cli import commands
+    # imported here, not at the top: `mnemo lsp` (below) answers the editor's `initialize` without loading them
+    from mnemo.cli import (
+        commands,
+        config_cmd,
+        hooks_cmd,
+        lifecycle_cmd,
+        mcp_cmd,
+        server_cmd,
+        skills_cmd,
+        team_cmd,
+    )
 
     parser = argparse.ArgumentParser(prog="mnemo", description="Memory and skills for AI coding agents.")
     parser.add_argument("--version", action="version", version=f"mnemo {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.register(sub, _common)
-    try:
-        from mnemo.cli import skills_cmd
-    except ImportError:  # skills engine not installed in this checkout
-        skills_cmd = None
-    if skills_cmd is not None:
-        skills_cmd.register(sub, _common)
-    for _name, mod in _optional_command_modules():
-        mod.register(sub, _common)
+    for module in (commands, skills_cmd, lifecycle_cmd, team_cmd, server_cmd, mcp_cmd, config_cmd, hooks_cmd):
+        module.register(sub, _common)
     return parser
-
-
-def _optional_command_modules():
-    import importlib
-
-    for name in ("lifecycle_cmd", "team_cmd", "server_cmd", "mcp_cmd", "config_cmd"):
-        try:
-            yield name, importlib.import_module(f"mnemo.cli.{name}")
-        except ImportError:
-            continue
-
-
-def make_service(args: argparse.Namespace):
-    """The daemon client by default; an in-process service with --no-daemon (or MNEMO_NO_DAEMON=1)."""
-    from mnemo.daemon.paths import default_home
-
-    home = Path(args.home) if getattr(args, "home", None) else default_home()
-    if getattr(args, "no_daemon", False) or os.environ.get("MNEMO_NO_DAEMON") == "1":
-        from mnemo.core.engine import Engine
-        from mnemo.service import LocalService
-
-        engine = Engine(home)
-        problem = engine.store_problem()  # a damaged store: say what to run before anything reads it
-        if problem is not None:
-            engine.close()
-            raise problem
-        return LocalService(engine)
-    from mnemo.daemon.client import DaemonService
-
-    return DaemonService(home, client_name="cli", on_warning=warn)
-
-
-def warn(message: str) -> None:
-    """A warning on stderr (stdout stays the command's output)."""
-    sys.stderr.write(f"warning: {message}\n")
-
-
-def close_service(service) -> None:
-    if hasattr(service, "engine"):
-        service.engine.close()
-    elif hasattr(service, "close"):
-        service.close()
 
 
 def _lsp_main(argv: list[str]) -> int:
@@ -97,6 +58,10 @@ def main(argv: list[str] | None = None, service=None) -> int:
         argv = sys.argv[1:]
     if argv[:1] == ["lsp"]:
         return _lsp_main(argv)
+    if argv[:1] == ["hook"] and argv[1:2] != ["--help"] and argv[1:2] != ["-h"]:
+        from mnemo.hooks.entry import main as hook_main  # an agent's hook: stdlib + the owner socket only
+
+        return hook_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):

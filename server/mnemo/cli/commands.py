@@ -7,6 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from mnemo.cli import quickstart
+from mnemo.cli.context import make_context
 from mnemo.cli.output import (
     console,
     emit_json,
@@ -22,6 +24,13 @@ from mnemo.core.models import DEFAULT_KINDS, MEMORY_TYPES, READ_SCOPES, STATUSES
 
 
 def register(sub: argparse._SubParsersAction, common) -> None:
+    _register_read_write(sub, common)
+    _register_changes(sub, common)
+    _register_store(sub, common)
+    quickstart.register(sub, common)
+
+
+def _register_read_write(sub: argparse._SubParsersAction, common) -> None:
     p = sub.add_parser("remember", help="store a memory in this project")
     p.add_argument("text")
     p.add_argument("--type", default="project", help=f"one of {', '.join(MEMORY_TYPES)} (default project)")
@@ -52,6 +61,8 @@ def register(sub: argparse._SubParsersAction, common) -> None:
     common(p)
     p.set_defaults(func=cmd_hydrate)
 
+
+def _register_changes(sub: argparse._SubParsersAction, common) -> None:
     p = sub.add_parser("promote", help="promote a project memory to global (keeps promoted_from)")
     p.add_argument("memory_id")
     p.add_argument("--to", default="global", choices=["global", "team"])
@@ -83,6 +94,8 @@ def register(sub: argparse._SubParsersAction, common) -> None:
     common(p)
     p.set_defaults(func=cmd_list)
 
+
+def _register_store(sub: argparse._SubParsersAction, common) -> None:
     p = sub.add_parser("stats", help="what the store holds for this project, like an index of the memory")
     common(p)
     p.set_defaults(func=cmd_stats)
@@ -105,14 +118,8 @@ def register(sub: argparse._SubParsersAction, common) -> None:
     common(p)
     p.set_defaults(func=cmd_doctor, needs_service=False)
 
-    from mnemo.cli import quickstart
-
-    quickstart.register(sub, common)
-
 
 def _ctx(args):
-    from mnemo.cli.context import make_context
-
     return make_context(args)
 
 

@@ -1,9 +1,37 @@
-"""The workspace a command acts for, as a service context (`-C/--project-root`, else the current directory)."""
+"""What every CLI command needs: the Service to call (the owner's client, or in process) and the caller's context."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from pathlib import Path
 from typing import Any
+
+
+def make_service(args: argparse.Namespace):
+    """The daemon client by default; an in-process service with --no-daemon (or MNEMO_NO_DAEMON=1)."""
+    from mnemo.daemon.paths import default_home  # lazy (as below): `mnemo lsp` never opens a service
+
+    home = Path(args.home) if getattr(args, "home", None) else default_home()
+    if getattr(args, "no_daemon", False) or os.environ.get("MNEMO_NO_DAEMON") == "1":
+        from mnemo.core.engine import Engine
+        from mnemo.service import LocalService
+
+        engine = Engine(home)
+        problem = engine.store_problem()  # a damaged store: say what to run before anything reads it
+        if problem is not None:
+            engine.close()
+            raise problem
+        return LocalService(engine)
+    from mnemo.daemon.client import DaemonService
+
+    return DaemonService(home, client_name="cli", on_warning=warn)
+
+
+def warn(message: str) -> None:
+    """A warning on stderr (stdout stays the command's output)."""
+    sys.stderr.write(f"warning: {message}\n")
 
 
 def make_context(args: argparse.Namespace) -> dict[str, Any]:
@@ -11,3 +39,10 @@ def make_context(args: argparse.Namespace) -> dict[str, Any]:
 
     root = getattr(args, "project_root", None)
     return detect_context(root).to_dict()
+
+
+def close_service(service) -> None:
+    if hasattr(service, "engine"):
+        service.engine.close()
+    elif hasattr(service, "close"):
+        service.close()

@@ -7,12 +7,19 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from mnemo.cli.context import make_context
 from mnemo.cli.output import age, console, emit_json, say
 
 STRATEGIES = ("local_wins", "remote_wins", "newer_wins", "keep_both")
 
 
 def register(sub: argparse._SubParsersAction, common) -> None:
+    _register_snapshot(sub, common)
+    _register_branch(sub, common)
+    _register_lifecycle(sub, common)
+
+
+def _register_snapshot(sub: argparse._SubParsersAction, common) -> None:
     p = sub.add_parser("snapshot", help="export / diff / merge a portable snapshot of the memory")
     ssub = p.add_subparsers(dest="snapshot_action", metavar="ACTION", required=True)
     q = ssub.add_parser("export", help="write this project's memories (and global) to one file, atomically")
@@ -35,6 +42,8 @@ def register(sub: argparse._SubParsersAction, common) -> None:
     common(q)
     q.set_defaults(func=cmd_snapshot_merge)
 
+
+def _register_branch(sub: argparse._SubParsersAction, common) -> None:
     p = sub.add_parser("branch", help="branch memory: diff / merge / delete a branch's memories")
     bsub = p.add_subparsers(dest="branch_action", metavar="ACTION", required=True)
     q = bsub.add_parser("diff", help="what merging SOURCE's memories into the current branch would do")
@@ -55,6 +64,8 @@ def register(sub: argparse._SubParsersAction, common) -> None:
     common(q)
     q.set_defaults(func=cmd_branch_merged)
 
+
+def _register_lifecycle(sub: argparse._SubParsersAction, common) -> None:
     p = sub.add_parser("decay", help="age importance (half-life), move faded memories to the cold tier")
     p.add_argument("--now", default=None, help="evaluate at this time (epoch seconds or ISO 8601; a future time "
                                                "needs --force)")
@@ -83,8 +94,6 @@ def register(sub: argparse._SubParsersAction, common) -> None:
 
 
 def _ctx(args):
-    from mnemo.cli.context import make_context
-
     return make_context(args)
 
 

@@ -7,6 +7,7 @@ import argparse
 import os
 from typing import Any
 
+from mnemo.cli.context import make_context
 from mnemo.cli.output import console, emit_json, line, say
 
 
@@ -40,8 +41,6 @@ def register(sub: argparse._SubParsersAction, common) -> None:
 
 
 def _ctx(args) -> dict[str, Any]:
-    from mnemo.cli.context import make_context
-
     return make_context(args)
 
 

@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from mnemo.cli.context import make_context
 from mnemo.cli.output import console, emit_json, print_kv, say
 
 DEFAULT_PORT = 8765
@@ -208,8 +209,6 @@ def cmd_disconnect(args, _service) -> int:
 
 
 def cmd_status(args, service) -> int:
-    from mnemo.cli.context import make_context
-
     res = service.team_status(make_context(args))
     if args.json:
         emit_json(res)

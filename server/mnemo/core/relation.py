@@ -1,31 +1,54 @@
 """How a new note relates to an existing one it is close to: the same claim again, a contradiction, or another fact.
 
-No language model: the cosine of the real embedder plus text features of the two notes.
+No language model: the cosine of the real embedder (MiniLM), text features of the two notes, and a small logistic
+regression over them whose coefficients are stored below (`MODEL`, fit on the tune split).
 
-- Contradiction signals (each names what changed): a number or version replaced by another (`30 s` -> `60 s`,
-  `PostgreSQL 14` -> `16`), a negation added or removed over the same statement (`run` -> `do not run`; a negation
-  inside a clause that only the new note has, "..., never the production one", is new detail, not a negation),
-  one of two alternatives swapped (tabs/spaces, sync/async, before/after, and tools for the same job: pytest/unittest,
-  yarn/pnpm, Redis/Memcached, ... in `ALTERNATIVES`), one identifier replaced by another (a command, a path, a URL, a
-  channel), a change marker ("moved to", "switched", "no longer", "replaced") or two preferred items in swapped order.
-- A signal makes a conflict only when the rest of the two notes still says the same thing: the cosine of the two
-  notes with every explained token (the numbers, the swapped words, the negations, ...) masked must stay high
-  (`mask_min`). "Retry webhooks 5 times" vs "retry emails 3 times" changes a number AND the subject: another fact.
-- Without a signal, a close pair is the same claim (a paraphrase, or a refinement that adds detail) when its cosine
-  is high, or when one note's content words are (nearly) all in the other and the cosine is moderate; anything else
-  is another fact about something nearby (stored on its own).
+- Cues (each names what changed):
+  - signals: a number, version or duration replaced (`30 s` -> `60 s`, `PostgreSQL 14` -> `16`; `24 hours` equals
+    `one day`), a negation added or removed over the same statement (`run` -> `do not run`; words that say no by
+    themselves count: `disabled`, `excluded`, `outside`, `out of`; a negation inside a clause only the new note has,
+    "..., never the production one", is new detail), a listed alternative swapped (`ALTERNATIVES`, in
+    relation_words.py with the other word lists: tabs/spaces, pytest/unittest, ...), an identifier replaced (a command, a path, a URL, a channel), a change marker ("moved
+    to", "no longer") or two preferred items in swapped order;
+  - the replaced slot: the two notes aligned word by word (light verbs like "uses" / "is written in" left out) differ
+    in one span of at most `SLOT_WORDS` words ("dayjs" / "date-fns", "optimistic" / "pessimistic", "Okta" / "Google
+    Workspace SSO"): whether both sides are names (capitalized, rare for the embedder's vocabulary, identifiers,
+    numbers), and how close the two sides embed (same-category alternatives and opposites embed close);
+  - an opposite by form (signed/unsigned, read-only/read-write, inside/outside) and the same words in swapped order
+    around "over", "before", "to", ... ("prefer X over Y" / "prefer Y over X").
+- A pair with a cue is a conflict when the model says so: P(conflict) from the cosine, the masked cosine (the notes
+  with the signal's tokens masked: does the rest still say the same thing?), the cue kinds, the slot's features,
+  how many words were replaced in place with no signal to explain them ("retry webhooks 5 times" / "retry emails 3
+  times" changes the number AND the subject: another fact), how many words differ, how many are shared.
+- A pair without a cue is never a conflict. It is the same claim (a paraphrase, or a refinement that adds detail)
+  when its cosine is high, or when one note's content words are (nearly) all in the other and the cosine is
+  moderate; anything else is another fact about something nearby (stored on its own). A pair with a cue the model
+  does not call a conflict is never folded into a confirmation either.
 
-Thresholds are fit on the tune split of `bench/data/conflict_pairs.jsonl` (`bench/conflict_decision.py`); the test
-split is reported in docs/reliability.md.
+The model and the thresholds are fit on the tune split of `bench/data/conflict_pairs.jsonl` (`python
+bench/conflict_decision.py --fit`, each round of pairs held out in turn to choose the regularization and the
+decision threshold); the held-out test split is reported in docs/reliability.md.
 """
 
 from __future__ import annotations
 
 import difflib
+import math
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from mnemo.core.relation_words import (
+    _ALT_INDEX,
+    CHANGE_MARKERS,
+    NEGATIONS,
+    PREFER_VERBS,
+    STOP,
+    Token,
+    _norm_word,
+    tokens,
+)
 from mnemo.core.text import _stem
 
 
@@ -33,159 +56,14 @@ from mnemo.core.text import _stem
 @dataclass(frozen=True)
 class Thresholds:
     signal_min_cosine: float = 0.34  # below this two notes are not about the same thing, whatever the words
-    mask_min: float = 0.64  # cosine of the two notes with the explained tokens masked: "the rest says the same"
-    dup_cosine: float = 0.80  # a paraphrase: no signal and at least this close
-    refine_cosine: float = 0.52  # or: one note's content words nearly all in the other, and at least this close
-    refine_contain: float = 0.70
+    dup_cosine: float = 0.74  # a paraphrase: no contradiction cue and at least this close
+    refine_cosine: float = 0.42  # or: one note's content words nearly all in the other, and at least this close
+    refine_contain: float = 0.80
     max_added: int = 2  # content words a confirmation may add (a rewording); more is new detail, never dropped
 
 
 DEFAULT = Thresholds()
 SIGNAL_MIN_COSINE = DEFAULT.signal_min_cosine
-
-STOP = frozenset("""a an the and or of to in on at by for from with as is are was were be been being it its this that
-these those we our us you your they their he she i me my do does did done have has had can could would should will
-shall so than then there here also just only very all any each every some such into onto via up out about over under
-what when where which who whom why how if but yet s t""".split())
-NEGATIONS = frozenset("not no never without none nor neither cannot avoid discourage forbid disallow nothing instead "
-                      "rather".split())  # "X instead of Y", "X rather than Y" deny Y
-CHANGE_MARKERS = frozenset("moved switch switched migrated replaced deprecated gone dropped retired abandoned anymore "
-                           "longer".split())
-PREFER_VERBS = frozenset(["prefer", "favor", "favour", "choose", "pick"])
-NUMBER_WORDS = {"zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
-                "seven": "7", "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12",
-                "twenty": "20", "thirty": "30", "hundred": "100", "thousand": "1000", "once": "1", "twice": "2",
-                "single": "1", "double": "2"}
-# Multi-word names and spellings folded to one token before anything else.
-PHRASES = {
-    "github actions": "github_actions", "gitlab ci": "gitlab_ci", "azure pipelines": "azure_pipelines",
-    "secrets manager": "secrets_manager", "key vault": "key_vault", "new relic": "new_relic",
-    "github pages": "github_pages", "cloudflare pages": "cloudflare_pages", "sql server": "mssql",
-    "google cloud": "gcp", "local time": "local_time", "non-blocking": "nonblocking", "kebab-case": "kebab_case",
-    "camel case": "camelcase", "snake case": "snake_case", "pascal case": "pascalcase", "pip-tools": "pip_tools",
-    "no longer": "not longer", "instead of": "instead", "rather than": "rather", "postgresql": "postgres",
-    "semantic versioning": "semver", "semantic versions": "semver", "semantic version": "semver",
-    "mongodb": "mongo", "hashicorp vault": "vault", "aws secrets manager": "secrets_manager", "golang": "go", "k8s": "kubernetes", "node.js": "node", "nodejs": "node",
-    "react testing library": "react_testing_library", "cloud run": "cloud_run", "app engine": "app_engine",
-}
-_PHRASES_LONGEST_FIRST = sorted(PHRASES.items(), key=lambda kv: -len(kv[0]))
-SYNONYMS = {"db": "database", "repo": "repository", "env": "environment", "config": "configuration",
-            "deps": "dependency", "pr": "pull_request", "prs": "pull_request", "js": "javascript",
-            "ts": "typescript", "py": "python", "k8s": "kubernetes", "msg": "message", "auth": "authentication",
-            "dir": "directory", "folder": "directory", "id": "identifier", "ids": "identifier",
-            "e2e": "end_to_end", "ci/cd": "ci", "uuidv4": "uuid", "semver": "semantic_version"}
-
-# Groups of mutually exclusive choices for one slot: saying one where the other note says another is a contradiction.
-ALTERNATIVES: tuple[frozenset[str], ...] = tuple(frozenset(g.split()) for g in (
-    # opposites
-    "tab space", "sync async synchronous asynchronous blocking nonblocking", "enable disable", "public private",
-    "ascending descending asc desc", "required optional mandatory", "before after", "single double",
-    "camelcase snake_case kebab_case pascalcase", "utc local_time", "stateless stateful", "allow deny forbid block",
-    "must may", "min max minimum maximum", "upper lower uppercase lowercase", "first last",
-    "increase decrease", "include exclude", "accept reject", "true false", "eager lazy", "mutable immutable",
-    "strict loose lenient", "allowlist denylist whitelist blacklist", "rebase merge squash", "http https", "tcp udp",
-    "get post put patch delete", "light dark", "monorepo polyrepo", "horizontal vertical", "inline external",
-    # tools for the same job
-    "pytest unittest nose nose2 ward", "jest mocha vitest jasmine ava",
-    "cypress playwright selenium puppeteer webdriverio testcafe", "black autopep8 yapf ruff blue",
-    "ruff flake8 pylint pyflakes", "eslint tslint biome standard rome", "prettier biome dprint",
-    "pip poetry pipenv uv conda pdm hatch pip_tools rye", "npm yarn pnpm bun",
-    "jenkins github_actions gitlab_ci circleci travis buildkite teamcity drone azure_pipelines bamboo",
-    "redis memcached valkey keydb dragonfly",
-    "postgres mysql mariadb sqlite oracle mssql cockroachdb aurora mongo dynamodb couchdb cassandra firestore",
-    "snowflake bigquery redshift databricks clickhouse synapse duckdb",
-    "kafka rabbitmq sqs nats pulsar kinesis activemq pubsub",
-    "celery rq dramatiq huey sidekiq resque bullmq arq", "webpack vite rollup parcel esbuild turbopack browserify",
-    "sentry rollbar bugsnag honeybadger airbrake", "datadog new_relic dynatrace appdynamics",
-    "elasticsearch opensearch solr algolia meilisearch typesense", "elasticsearch loki splunk papertrail cloudwatch",
-    "terraform pulumi cloudformation cdk opentofu", "vercel netlify heroku render fly cloudflare_pages",
-    "vault secrets_manager doppler sops key_vault 1password", "react vue angular svelte solid ember preact",
-    "redux zustand mobx recoil jotai pinia", "django flask fastapi starlette pyramid tornado sanic",
-    "sqlalchemy peewee tortoise sqlmodel prisma typeorm sequelize",
-    "python go rust java kotlin ruby php scala elixir", "javascript typescript",
-    "kubernetes nomad ecs swarm", "requests httpx aiohttp urllib3", "mypy pyright pyre pytype",
-    "alembic flyway liquibase", "launchdarkly unleash flagsmith growthbook configcat",
-    "sendgrid mailgun ses postmark sparkpost", "auth0 okta cognito keycloak clerk", "github gitlab bitbucket",
-    "pagerduty opsgenie", "aws gcp azure", "main master develop trunk", "grpc rest graphql thrift soap",
-    "json yaml toml xml protobuf avro msgpack", "istio linkerd consul", "jaeger zipkin tempo",
-    "crowdin lokalise transifex", "dependabot renovate", "helm kustomize jsonnet", "sphinx mkdocs docusaurus",
-    "nginx apache caddy traefik haproxy envoy", "argon2 argon2id bcrypt scrypt pbkdf2", "rs256 hs256 es256",
-    "ubuntu debian alpine centos fedora", "docker podman", "make just task", "zod yup joi ajv valibot superstruct",
-    "pydantic marshmallow cerberus",
-))
-_ALT_INDEX: dict[str, set[int]] = {}
-for _i, _g in enumerate(ALTERNATIVES):
-    for _w in _g:
-        _ALT_INDEX.setdefault(_w, set()).add(_i)
-
-_TOKEN_RE = re.compile(
-    r"`[^`]+`"  # a code span: one identifier
-    r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"  # an email address
-    r"|https?://[^\s,;]+"  # a URL
-    r"|[#@][\w][\w./-]*"  # a channel, a scoped package
-    r"|--?[a-z][\w-]*"  # a flag
-    r"|v?\d+(?:[.:]\d+)*(?:[a-z]+)?"  # a number, a version, a time (2, 3.11, v1.4.2, 02:00, 30s)
-    r"|[\w-]*[/\\][\w./\\<>-]*"  # a path
-    r"|[a-z_][\w-]*(?:\.[a-z_]\w*)*(?:\(\))?"  # a word, a dotted name, a call
-    r"|,",  # a clause break (see _split_clauses)
-    re.I)
-
-
-@dataclass(frozen=True)
-class Token:
-    raw: str  # as written (for masking)
-    norm: str  # normalized (stemmed, synonyms folded)
-    kind: str  # word | number | ident | stop
-
-
-def _norm_word(w: str) -> str:
-    w = w.lower().strip("'’")
-    w = SYNONYMS.get(w, w)
-    if w in NUMBER_WORDS:
-        return NUMBER_WORDS[w]
-    if w in _ALT_INDEX or "_" in w:
-        return w
-    s = _stem(w)
-    return s if s in _ALT_INDEX or s not in _STEM_FIX else _STEM_FIX[s]
-
-
-# Stems whose alternative-group spelling differs from the word (enabled -> enabl -> enable).
-_STEM_FIX = {"enabl": "enable", "disabl": "disable", "synchron": "synchronous", "asynchron": "asynchronous",
-             "ascend": "ascending", "descend": "descending", "requir": "required", "option": "optional",
-             "mandatori": "mandatory", "stateless": "stateless", "immut": "immutable", "mutabl": "mutable",
-             "uppercas": "uppercase", "lowercas": "lowercase", "increas": "increase", "decreas": "decrease",
-             "includ": "include", "exclud": "exclude", "privat": "private", "singl": "single", "doubl": "double",
-             "discourag": "discourage", "forbidden": "forbid", "disallow": "disallow", "minimum": "minimum",
-             "maximum": "maximum", "rebas": "rebase", "lazili": "lazy", "eager": "eager"}
-
-
-def tokens(text: str) -> list[Token]:
-    t = re.sub(r"(\w)n['’]t\b", r"\1 not", text)  # don't -> do not, isn't -> is not
-    t = re.sub(r"\bcan ?not\b", "can not", t, flags=re.I)
-    low = t.lower()
-    for phrase, rep in _PHRASES_LONGEST_FIRST:
-        low = re.sub(rf"(?<![\w-]){re.escape(phrase)}(?![\w-])", rep, low)
-    low = re.sub(r"\b((?:prefer|favou?r|choose|pick)\b[^,;]*?)\bover\b", r"\1instead", low)
-    out: list[Token] = []
-    for m in _TOKEN_RE.finditer(low):
-        raw = m.group(0)
-        if raw == ",":
-            out.append(Token(",", ",", "stop"))
-        elif raw.startswith("`") or raw.startswith(("http://", "https://", "#", "@", "-")) or "/" in raw \
-                or re.fullmatch(r"[\w.+-]+@[\w.-]+", raw) \
-                or "\\" in raw or re.search(r"\w\.\w", raw) and not re.fullmatch(r"v?\d+(?:[.:]\d+)*", raw) \
-                or raw.endswith("()"):
-            out.append(Token(raw, raw.strip("`").rstrip(".,;:"), "ident"))
-        elif re.fullmatch(r"v?\d+(?:[.:]\d+)*[a-z]*", raw):
-            num = re.match(r"v?(\d+(?:[.:]\d+)*)", raw).group(1)
-            out.append(Token(raw, num, "number"))
-        elif raw in STOP:
-            out.append(Token(raw, raw, "stop"))
-        else:
-            n = _norm_word(raw.replace("-", "_") if raw.replace("-", "_") in _ALT_INDEX else raw)
-            kind = "number" if n.isdigit() else "word"
-            out.append(Token(raw, n, kind))
-    return out
 
 
 @dataclass
@@ -197,6 +75,18 @@ class Features:
     one_slot: bool = False  # the same words in the same order but one slot replaced (a value, or a synonym)
     added: int = 0  # content words only the new note has
     removed: int = 0  # content words only the old note has
+    kinds: set[str] = field(default_factory=set)  # the kinds of the signals: value | negation | listed
+    slot: tuple[str, str] | None = None  # the one replaced span of otherwise identical notes ("yarn", "pnpm")
+    slot_names: bool = False  # ... and each side of it holds a name (a tool, a product, a person)
+    opposite: str | None = None  # a replaced word and its opposite by form ("read-only -> read-write")
+    reordered: str | None = None  # the same words, two of them swapped around "over", "before", "to", ...
+    diff_words: int = 0  # content words that differ, aligned in order (light verbs left out)
+    slot_words: int = 0  # the longer side of the slot, in words (1 to SLOT_WORDS)
+    slot_mixed: bool = False  # a number on one side of the slot only ("Go 1.21" / "Bazel")
+    slot_after_preposition: bool = False  # the slot follows "as", "with", "to", ...: the value of a kept predicate
+    swapped_other: int = 0  # words replaced in place that no signal accounts for ("webhooks 5" / "emails 3")
+    two_slots: bool = False  # the notes differ only in two or more short replaced spans: never the same claim
+    unexplained: int = 0  # content words only one note has that no signal accounts for
 
 
 def _content(toks: Sequence[Token]) -> list[Token]:
@@ -216,15 +106,29 @@ def _own_clause_negations(toks: Sequence[Token], other: set[str]) -> bool:
         if t.norm not in NEGATIONS:
             continue
         found = True
-        scope: list[Token] = []
-        for u in toks[i + 1:]:
-            if u.raw in (",", "but", "except"):
-                break
-            if u.kind != "stop" and u.norm not in NEGATIONS and u.norm not in CHANGE_MARKERS:
-                scope.append(u)
-        if not scope or sum(u.norm in other for u in scope) * 2 >= len(scope):
+        # what the negation governs: the words after it in its clause, or before it ("logins are disabled")
+        scope = _clause_words(toks[i + 1:]) or _clause_words(toks[:i][::-1])
+        if not scope or sum(_shares(u, other) for u in scope) * 2 >= len(scope):
             return False
     return found
+
+
+def _shares(t: Token, other: set[str]) -> bool:
+    """Whether the other note has this word, or a part of it ("soft-deleted" / "soft deletes")."""
+    return t.norm in other or "-" in t.raw and all(_stem(p) in other for p in t.raw.split("-") if p)
+
+
+CLAUSE_BREAKS = frozenset(", but except and when if because so while which".split())
+
+
+def _clause_words(toks: Sequence[Token]) -> list[Token]:
+    out: list[Token] = []
+    for u in toks:
+        if u.raw in CLAUSE_BREAKS:
+            break
+        if u.kind != "stop" and u.norm not in NEGATIONS and u.norm not in CHANGE_MARKERS:
+            out.append(u)
+    return out
 
 
 def _preferred(toks: Sequence[Token]) -> tuple[str, str] | None:
@@ -253,17 +157,17 @@ def _swapped_alternatives(ca: Sequence[Token], cb: Sequence[Token], shared: set[
     return None
 
 
-def _tail_swap(content: Sequence[Token], only: set[str]) -> bool:
-    """1..3 words of the note are not in the other one, and all of them sit in its second half."""
-    pos = [i for i, t in enumerate(content) if t.norm in only]
-    return 0 < len(set(only)) <= 3 and bool(pos) and min(pos) >= len(content) / 2
-
-
-def _one_slot(ca: Sequence[Token], cb: Sequence[Token]) -> bool:
-    """The two notes are one sentence with one slot of 1-2 words replaced ("uses zerolog" / "uses zap")."""
-    ops = [op for op in difflib.SequenceMatcher(a=[t.norm for t in ca], b=[t.norm for t in cb],
-                                                autojunk=False).get_opcodes() if op[0] != "equal"]
-    return len(ops) == 1 and ops[0][0] == "replace" and ops[0][2] - ops[0][1] <= 2 and ops[0][4] - ops[0][3] <= 2
+def _diff(a: Sequence[str], b: Sequence[str]) -> list[tuple[str, int, int, int, int]]:
+    """difflib's non-equal opcodes of two word sequences; the common beginning and end are cut off first, which
+    keeps two long notes that differ in a few words (a shared 700-word body) linear instead of quadratic."""
+    lo = 0
+    while lo < len(a) and lo < len(b) and a[lo] == b[lo]:
+        lo += 1
+    hi = 0
+    while hi < len(a) - lo and hi < len(b) - lo and a[-1 - hi] == b[-1 - hi]:
+        hi += 1
+    sm = difflib.SequenceMatcher(a=a[lo:len(a) - hi], b=b[lo:len(b) - hi], autojunk=False)
+    return [(op, i1 + lo, i2 + lo, j1 + lo, j2 + lo) for op, i1, i2, j1, j2 in sm.get_opcodes() if op != "equal"]
 
 
 def _names(text: str, vocab: frozenset[str]) -> set[str]:
@@ -275,7 +179,8 @@ def _names(text: str, vocab: frozenset[str]) -> set[str]:
         before = text[:m.start()].rstrip()
         inner = bool(before) and not before.endswith((".", "!", "?", ":", ";"))
         low = w.lower()
-        rare = bool(vocab) and low.isalpha() and len(low) >= 3 and low not in vocab and low not in STOP
+        rare = bool(vocab) and any(p.isalpha() and len(p) >= 3 and p not in vocab and p not in STOP
+                                   for p in low.split("-"))  # zerolog, date-fns
         if (inner and w[0].isupper()) or re.search(r"\d", w) or re.search(r"[a-z][A-Z]", w) or rare:
             out.add(_norm_word(low))
     return out
@@ -288,7 +193,7 @@ def _split_clauses(text: str) -> str:
 
 SECONDS = {"ms": 0.001, "millisecond": 0.001, "second": 1, "sec": 1, "s": 1, "minut": 60, "minute": 60,
            "min": 60, "hour": 3600, "hr": 3600, "h": 3600, "day": 86400, "d": 86400, "week": 604800,
-           "month": 2592000, "year": 31536000}
+           "month": 2629800, "year": 31557600}
 
 
 def _quantities(content: Sequence[Token]) -> dict[str, tuple[set[str], set[str]]]:
@@ -312,40 +217,56 @@ def _quantities(content: Sequence[Token]) -> dict[str, tuple[set[str], set[str]]
                 add("duration", f"{float(t.norm) * SECONDS[unit]:g}s", {t.norm, unit})
             else:  # keyed by both neighbours: "4.2 LTS" / "Django 5.0" still share "django"
                 before = prev.norm if prev is not None and prev.kind == "word" else ""
-                for key in {unit, before} - {""} or {""}:
-                    add(key, t.norm, {t.norm} | ({unit} if unit and not suffix else set()))
+                for key in {unit, before} - {""} or {""}:  # the unit is explained only where it is the key:
+                    add(key, t.norm, {t.norm} | ({unit} if key == unit and not suffix else set()))  # 3 shards/2 replicas
         elif t.raw in ("week", "day", "hour", "minute", "month", "year", "second") and \
                 (prev is None or prev.kind != "number") and (prev is None or prev.raw not in ("per", "every", "each")):
             add("duration", f"{SECONDS[t.norm]:g}s", {t.norm})  # "a week", "an hour"
     return out
 
 
-def features(old: str, new: str, cosine: float, vocab: frozenset[str] = frozenset()) -> Features:
-    ta, tb = tokens(_split_clauses(old)), tokens(_split_clauses(new))
-    ca, cb = _content(ta), _content(tb)
-    sa, sb = {t.norm for t in ca}, {t.norm for t in cb}
-    only_a, only_b = sa - sb, sb - sa
-    f = Features(cosine)
-    # numbers and versions
+def _unmatched(values: set[str], others: set[str], key: str) -> set[str]:
+    """The values with no equal among the others; durations are equal within 2.5% ("12 months" is "a year",
+    "90 days" is "three months")."""
+    if key != "duration":
+        return values - others
+    secs = [float(o[:-1]) for o in others]
+    return {v for v in values if not any(abs(float(v[:-1]) - o) <= 0.025 * max(float(v[:-1]), o) for o in secs)}
+
+
+def _value_signals(f: Features, ca: Sequence[Token], cb: Sequence[Token]) -> None:
+    """A number, version or duration replaced: keyed by what it counts, or the only number of each note."""
     qa, qb = _quantities(ca), _quantities(cb)
     for key in sorted(set(qa) & set(qb)):
         (va, ta_), (vb, tb_) = qa[key], qb[key]
-        if va - vb and vb - va:
-            change = f"{', '.join(sorted(va - vb))} -> {', '.join(sorted(vb - va))}"
+        only_a, only_b = _unmatched(va, vb, key), _unmatched(vb, va, key)
+        if only_a and only_b:
+            change = f"{', '.join(sorted(only_a))} -> {', '.join(sorted(only_b))}"
             if not any(sig.endswith(change) for sig in f.signals):
                 f.signals.append(f"{key or 'number'} {change}")
             f.explained |= ta_ | tb_
-    # negation added or removed over the shared statement
-    neg_a, neg_b = _negated(ta), _negated(tb)
-    if neg_a != neg_b and not _own_clause_negations(ta if neg_a else tb, sb if neg_a else sa):
-        f.signals.append("negation " + ("removed" if neg_a else "added"))
-    # alternatives swapped
-    for wa in only_a:
-        for wb in only_b:
+    timed = qa.get("duration", (set(), set()))[1] | qb.get("duration", (set(), set()))[1]
+    na = [t for t in ca if t.kind == "number" and t.norm not in timed]
+    nb = [t for t in cb if t.kind == "number" and t.norm not in timed]
+    if not f.signals and len(na) == len(nb) == 1 and na[0].norm != nb[0].norm \
+            and ("." in na[0].norm) == ("." in nb[0].norm):  # "a concurrency of 8" / "set to 4"
+        f.signals.append(f"number {na[0].norm} -> {nb[0].norm}")
+        f.explained |= {na[0].norm, nb[0].norm}
+    if f.signals:
+        f.kinds.add("value")
+
+
+def _listed_signals(f: Features, ta: Sequence[Token], tb: Sequence[Token], ca: Sequence[Token],
+                    cb: Sequence[Token]) -> None:
+    """Listed alternatives, identifiers, change markers, swapped preferences."""
+    sa, sb = {t.norm for t in ca}, {t.norm for t in cb}
+    only_a, only_b = sa - sb, sb - sa
+    before = len(f.signals)
+    for wa in sorted(only_a):
+        for wb in sorted(only_b):
             if _ALT_INDEX.get(wa, set()) & _ALT_INDEX.get(wb, set()):
                 f.signals.append(f"{wa} -> {wb}")
                 f.explained |= {wa, wb}
-    # identifiers replaced
     ia = {t.norm for t in ca if t.kind == "ident"} - sb
     ib = {t.norm for t in cb if t.kind == "ident"} - sa
     if ia and ib:
@@ -354,11 +275,9 @@ def features(old: str, new: str, cosine: float, vocab: frozenset[str] = frozense
     # a change announced by one note only ("we moved CI to GitHub Actions; Jenkins is gone")
     marks_a, marks_b = {t.norm for t in ta} & CHANGE_MARKERS, {t.norm for t in tb} & CHANGE_MARKERS
     if bool(marks_a) != bool(marks_b) and sa & sb:
-        f.signals.append("change: " + ", ".join(sorted({t.raw for t in ta + tb if t.norm in CHANGE_MARKERS})))
-        # the old choice and the new one are both explained
+        f.signals.append("change: " + ", ".join(sorted({t.raw for t in [*ta, *tb] if t.norm in CHANGE_MARKERS})))
         f.explained |= {w for w in sa | sb if any(_ALT_INDEX.get(w, set()) & _ALT_INDEX.get(v, set())
                                                   for v in sa | sb if v != w)}
-    # two preferred things in swapped order ("prefer X over Y" / "prefer Y over X")
     pa, pb = _preferred(ta), _preferred(tb)
     if pa and pb and pa == pb[::-1]:
         f.signals.append(f"preference swapped: {pa[0]} over {pa[1]} -> {pb[0]} over {pb[1]}")
@@ -367,17 +286,119 @@ def features(old: str, new: str, cosine: float, vocab: frozenset[str] = frozense
     if swapped:
         f.signals.append(f"{swapped[0]} and {swapped[1]} swapped")
         f.explained |= set(swapped)
-    # one value replaced at the end of otherwise similar notes ("... uses zerolog" / "... uses zap"): a tool or a
-    # name this module does not list; the masked cosine below decides whether the rest says the same thing
-    if not f.signals and _tail_swap(ca, only_a) and _tail_swap(cb, only_b) and only_a & _names(old, vocab) \
-            and only_b & _names(new, vocab):
-        f.signals.append(f"{' '.join(sorted(only_a))} -> {' '.join(sorted(only_b))}")
-        f.explained |= only_a | only_b
-    f.one_slot = _one_slot(ca, cb)
-    shorter = min(len(sa), len(sb)) or 1
-    f.contain = len(sa & sb) / shorter
-    f.added, f.removed = len(only_b), len(only_a)
+    if len(f.signals) > before:
+        f.kinds.add("listed")
+
+
+def features(old: str, new: str, cosine: float, vocab: frozenset[str] = frozenset()) -> Features:
+    ta, tb = tokens(_split_clauses(old)), tokens(_split_clauses(new))
+    ca, cb = _content(ta), _content(tb)
+    sa, sb = {t.norm for t in ca}, {t.norm for t in cb}
+    f = Features(cosine)
+    _value_signals(f, ca, cb)
+    neg_a, neg_b = _negated(ta), _negated(tb)  # a negation added or removed over the shared statement
+    if neg_a != neg_b and not _own_clause_negations(ta if neg_a else tb, sb if neg_a else sa):
+        f.signals.append("negation " + ("removed" if neg_a else "added"))
+        f.kinds.add("negation")
+    _listed_signals(f, ta, tb, ca, cb)
+    _align(f, ta, tb, _names(old, vocab) | _names(new, vocab), vocab)
+    f.unexplained = len((sa ^ sb) - f.explained - LIGHT_VERBS)
+    f.reordered = _reordered(ta, tb)
+    f.contain = len(sa & sb) / (min(len(sa), len(sb)) or 1)
+    f.added, f.removed = len(sb - sa), len(sa - sb)
     return f
+
+
+# Verbs a rewording swaps freely ("is written in" / "uses", "is built with" / "uses"): left out of the alignment.
+LIGHT_VERBS = frozenset(_stem(w) for w in "use uses used using write writes written wrote build builds built do "
+                        "does done make makes made go goes get gets got take takes took taken happen happens now"
+                        .split())
+# Prefixes that turn a word into its opposite (signed/unsigned, normalized/denormalized, blocking/nonblocking).
+OPPOSITE_PREFIXES = ("un", "non", "de", "dis", "in", "im", "il", "ir", "anti", "a")
+# Words around which two notes may name the same two things in the opposite order.
+ORDER_MARKERS = frozenset("over than instead rather before after from to into vs versus then".split())
+
+
+def _opposite(a: str, b: str, vocab: frozenset[str] = frozenset()) -> bool:
+    """Whether two words are opposites by their form alone: a negating prefix (signed/unsigned), a compound
+    with one part replaced (read-only/read-write, opt-in/opt-out, write-through/write-back), or a word of the
+    vocabulary after two short different beginnings (inside/outside, upstream/downstream, uppercase/lowercase)."""
+    a, b = a.lower(), b.lower()
+    if a == b or not all(re.fullmatch(r"[a-z]+(?:[-_][a-z]+)*", w) for w in (a, b)):
+        return False
+    for x, y in ((a, b), (b, a)):
+        if any(y in (p + x, p + "-" + x) for p in OPPOSITE_PREFIXES if len(x) >= 4):
+            return True
+    pa, pb = re.split(r"[-_]", a), re.split(r"[-_]", b)
+    if len(pa) == len(pb) >= 2:
+        return sum(x != y for x, y in zip(pa, pb, strict=True)) == 1
+    n = len(os.path.commonprefix([a[::-1], b[::-1]]))
+    return n >= 4 and a[-n:] in vocab and 2 <= len(a) - n <= 5 and 2 <= len(b) - n <= 5
+
+
+SLOT_WORDS = 3  # the longest replaced span taken for one slot ("Okta" / "Google Workspace SSO")
+
+
+# After one of these the slot is the object of an unchanged predicate ("returns dates as __", "built with __").
+PREPOSITIONS = frozenset("as with in on to by from into via through using at for of onto".split())
+
+
+def _before(toks: Sequence[Token], first: Token) -> str:
+    """The word before `first` in the note, articles skipped."""
+    i = next(k for k, t in enumerate(toks) if t is first)
+    return next((t.raw for t in reversed(toks[:i]) if t.raw not in ("a", "an", "the")), "")
+
+
+def _align(f: Features, ta: Sequence[Token], tb: Sequence[Token], names: set[str], vocab: frozenset[str]) -> None:
+    """The two notes' content words aligned in order (light verbs left out): how many differ, how many of them
+    replace a word in place with no signal to account for it, a replaced word that is the opposite of the other
+    by form, and the one replaced slot when that is all that differs (unless its sides share a word: "a two-pane
+    design" / "two panes" is a rewording)."""
+    a = [t for t in _content(ta) if t.norm not in LIGHT_VERBS]
+    b = [t for t in _content(tb) if t.norm not in LIGHT_VERBS]
+    ops = _diff([t.norm for t in a], [t.norm for t in b])
+    # one sentence with one slot of 1-2 words replaced ("uses zerolog" / "uses zap"), a swapped light verb aside
+    f.one_slot = len(ops) == 1 and ops[0][0] == "replace" and ops[0][2] - ops[0][1] <= 2 and ops[0][4] - ops[0][3] <= 2
+    f.diff_words = sum(i2 - i1 + j2 - j1 for _, i1, i2, j1, j2 in ops)
+    f.swapped_other = sum(min(sum(t.norm not in f.explained for t in a[i1:i2]),
+                              sum(t.norm not in f.explained for t in b[j1:j2]))
+                          for op, i1, i2, j1, j2 in ops if op == "replace")
+    f.two_slots = len(ops) >= 2 and all(op == "replace" and i2 - i1 <= 2 and j2 - j1 <= 2
+                                        for op, i1, i2, j1, j2 in ops)  # "frontend ... Mondays" / "backend ... Wednesdays"
+    gone = [t for _, i1, i2, _, _ in ops for t in a[i1:i2]]
+    came = [t for _, _, _, j1, j2 in ops for t in b[j1:j2]]
+    if len(ops) == 1:  # an opposite by form counts where it is the one thing that differs
+        f.opposite = next((f"{x.raw} -> {y.raw}" for x in gone for y in came if _opposite(x.raw, y.raw, vocab)),
+                          None)
+    if len(ops) != 1 or ops[0][0] != "replace" or max(ops[0][2] - ops[0][1], ops[0][4] - ops[0][3]) > SLOT_WORDS:
+        return
+    _, i1, i2, j1, j2 = ops[0]
+    sides = (a[i1:i2], b[j1:j2])
+    parts = [{p for t in side for p in map(_stem, re.split(r"[-_]", t.raw)) if len(p) > 2} for side in sides]
+    whole = [{t.norm for t in side} for side in sides]
+    if (whole[0] & parts[1] or parts[0] & whole[1]) - names:  # "a two-pane design" / "two panes": a rewording
+        return  # (a shared name is not: "electron-builder" / "Electron Forge")
+    f.slot = (" ".join(t.raw.strip("`") for t in sides[0]), " ".join(t.raw.strip("`") for t in sides[1]))
+    f.slot_words = max(len(sides[0]), len(sides[1]))
+    f.slot_names = all(t.kind in ("ident", "number") or t.norm in names for t in [*sides[0], *sides[1]])
+    f.slot_mixed = len({any(t.kind == "number" for t in side) for side in sides}) == 2  # "Go 1.21" / "Bazel"
+    f.slot_after_preposition = all(_before(toks, side[0]) in PREPOSITIONS for toks, side in zip((ta, tb), sides,
+                                                                                               strict=True))
+
+
+def _reordered(ta: Sequence[Token], tb: Sequence[Token]) -> str | None:
+    """"X over Y" / "Y over X", "from X to Y" / "from Y to X": the same content words, and what comes before a
+    marker both notes share in one comes after it in the other."""
+    ca, cb = _content(ta), _content(tb)
+    if sorted(t.norm for t in ca) != sorted(t.norm for t in cb) or [t.norm for t in ca] == [t.norm for t in cb]:
+        return None
+    for m in ORDER_MARKERS & {t.raw for t in ta} & {t.raw for t in tb}:
+        ia, ib = [t.raw for t in ta].index(m), [t.raw for t in tb].index(m)
+        before_a = {t.norm for t in _content(ta[:ia])}
+        after_b = {t.norm for t in _content(tb[ib + 1:])}
+        if before_a & after_b and {t.norm for t in _content(ta[ia + 1:])} & {t.norm for t in _content(tb[:ib])}:
+            return m
+    return None
 
 
 def masked(text: str, explained: set[str]) -> str:
@@ -394,10 +415,12 @@ class Decision:
     refines: bool  # duplicate whose new note adds detail the old one lacks
     reasons: list[str]
     masked_cosine: float | None = None
+    score: float | None = None  # P(conflict) from the model, when it was asked
 
     def to_dict(self) -> dict:
         return {"relation": self.relation, "refines": self.refines, "reasons": self.reasons,
-                "masked_cosine": None if self.masked_cosine is None else round(self.masked_cosine, 4)}
+                "masked_cosine": None if self.masked_cosine is None else round(self.masked_cosine, 4),
+                "score": None if self.score is None else round(self.score, 4)}
 
 
 Embed = Callable[[list[str]], Sequence]
@@ -407,17 +430,82 @@ def _cos(a: Sequence, b: Sequence) -> float:
     return float(sum(float(x) * float(y) for x, y in zip(a, b, strict=True)))
 
 
-def classify(f: Features, cosine: float, masked_cosine: float | None, t: Thresholds = DEFAULT) -> Decision:
-    """The decision from a pair's features, its cosine and (for a pair with a signal) its masked cosine."""
+# -- the conflict model: a logistic regression over the pair's features, fit on the tune split --------------------
+FEATURES = ("cosine", "masked", "value", "negation", "listed", "slot", "slot_names", "slot_similarity",
+            "slot_words", "slot_mixed", "slot_after_preposition", "opposite", "reordered", "swapped_other", "unexplained", "diff_words",
+            "contain")
+
+
+@dataclass(frozen=True)
+class Model:
+    """P(conflict) = sigmoid(bias + weights . vector(...)); a conflict from `threshold` on."""
+    weights: tuple[float, ...]
+    bias: float
+    threshold: float
+
+
+MODEL_L2 = 30.0
+MODEL = Model(weights=(3.1731, 0.5954, -0.0457, -0.0133, -0.0226, 0.0103, 1.0122, 0.8208, -0.1541, -1.0637, 1.4459,
+                       1.3023, 0.4724, -0.7941, -0.7975, -0.9681, 2.2298),
+              bias=-0.669, threshold=0.475)
+
+
+def vector(f: Features, masked_cosine: float | None, slot_cosine: float | None) -> list[float]:
+    """The model's input, in the order of FEATURES: the cosine; the masked cosine of a pair with a signal (else 0);
+    the signal kinds; the replaced slot: whether both sides are names, the cosine of its two sides, a number on
+    one side only, whether it follows a preposition; the length of the one replaced span (also when a signal
+    explains it); an opposite by form; a swapped order; words replaced in place that no signal
+    explains (log); how many words differ (log): unexplained by a signal, and aligned in order; the shared words."""
+    slot = f.slot is not None and not f.signals  # with a signal, the replaced words are the signal's
+    return [f.cosine, masked_cosine if f.signals and masked_cosine is not None else 0.0, float("value" in f.kinds),
+            float("negation" in f.kinds), float("listed" in f.kinds), float(slot), float(slot and f.slot_names),
+            (slot_cosine or 0.0) if slot else 0.0, float(max(0, f.slot_words - 1)),
+            float(slot and f.slot_mixed), float(slot and f.slot_after_preposition), float(f.opposite is not None), float(f.reordered is not None),
+            math.log1p(f.swapped_other), math.log1p(f.unexplained), math.log1p(f.diff_words), f.contain]
+
+
+def has_cue(f: Features) -> bool:
+    """Whether anything in the pair could make a contradiction: without one the model is not asked."""
+    return bool(f.signals or f.slot or f.opposite or f.reordered)
+
+
+def conflict_probability(x: Sequence[float], model: Model = MODEL) -> float:
+    z = model.bias + sum(w * v for w, v in zip(model.weights, x, strict=True))
+    return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
+
+
+def _conflict_reasons(f: Features) -> list[str]:
     if f.signals:
-        if cosine < t.signal_min_cosine or masked_cosine is None:
-            return Decision("distinct", False, [f"not about the same thing (cosine {cosine:.2f})"])
-        if masked_cosine >= t.mask_min:
-            return Decision("conflict", False, f.signals, masked_cosine)
-        return Decision("distinct", False, [f"{'; '.join(f.signals)}, but about something else (masked cosine "
-                                            f"{masked_cosine:.2f})"], masked_cosine)
-    if f.one_slot:  # a replaced value this module cannot name: never folded into a confirmation
-        return Decision("distinct", False, [f"one word replaced (cosine {cosine:.2f}): kept as its own note"])
+        return list(f.signals)
+    out = [f"{f.slot[0]} -> {f.slot[1]} (the same sentence otherwise)"] if f.slot else []
+    if f.opposite:
+        out.append(f"opposite: {f.opposite}")
+    if f.reordered:
+        out.append(f"order swapped around '{f.reordered}'")
+    return out or ["says the opposite"]
+
+
+def classify(f: Features, cosine: float, masked_cosine: float | None, t: Thresholds = DEFAULT,
+             slot_cosine: float | None = None, model: Model = MODEL) -> Decision:
+    """The decision from a pair's features, its cosine, its masked cosine (for a pair with a signal) and the
+    cosine of its replaced slot's two sides (for a pair with one)."""
+    if cosine < t.signal_min_cosine:
+        return Decision("distinct", False, [f"not about the same thing (cosine {cosine:.2f})"])
+    p = conflict_probability(vector(f, masked_cosine, slot_cosine), model) if has_cue(f) else 0.0
+    if p >= model.threshold:
+        return Decision("conflict", False, _conflict_reasons(f), masked_cosine, p)
+    if has_cue(f):  # never folded into a confirmation
+        why = "; ".join(f.signals) or (f.slot and f"{f.slot[0]} -> {f.slot[1]}") or f.opposite or f.reordered
+        return Decision("distinct", False, [f"{why}, but about something else (conflict score {p:.2f})"],
+                        masked_cosine, p)
+    return _same_or_other(f, cosine, t)
+
+
+def _same_or_other(f: Features, cosine: float, t: Thresholds) -> Decision:
+    """A pair without any contradiction feature: the same claim (a paraphrase or a refinement), or another fact."""
+    if f.one_slot or f.two_slots:  # replaced values this module cannot name: never folded into a confirmation
+        return Decision("distinct", False, [f"{'one word' if f.one_slot else 'words'} replaced (cosine "
+                                            f"{cosine:.2f}): kept as its own note"])
     if cosine >= t.dup_cosine or (cosine >= t.refine_cosine and f.contain >= t.refine_contain):
         # Nothing the user wrote is dropped: a confirmation keeps only the old text, so the new one may add at most
         # a rewording (max_added words); more detail makes a refinement, whose text keeps the old one's words.
@@ -430,15 +518,31 @@ def classify(f: Features, cosine: float, masked_cosine: float | None, t: Thresho
     return Decision("distinct", False, [f"another fact (cosine {cosine:.2f}, {f.contain:.0%} shared words)"])
 
 
+def embedded_cosines(pairs: Sequence[tuple[str, str, float]], feats: Sequence[Features], embed: Embed,
+                     t: Thresholds = DEFAULT) -> tuple[dict[int, float], dict[int, float]]:
+    """The masked cosines (pairs with a signal) and the slot cosines (pairs with one replaced slot and no signal)
+    of the pairs at or above the cosine gate, from one call to `embed`."""
+    todo = [(i, "mask") for i, f in enumerate(feats) if f.signals and pairs[i][2] >= t.signal_min_cosine]
+    todo += [(i, "slot") for i, f in enumerate(feats)
+             if f.slot and not f.signals and pairs[i][2] >= t.signal_min_cosine]
+    texts: list[str] = []
+    for i, what in todo:
+        texts += ([masked(pairs[i][0], feats[i].explained), masked(pairs[i][1], feats[i].explained)]
+                  if what == "mask" else list(feats[i].slot))
+    vecs = embed(texts) if texts else []
+    out: tuple[dict[int, float], dict[int, float]] = ({}, {})
+    for n, (i, what) in enumerate(todo):
+        out[what == "slot"][i] = _cos(vecs[2 * n], vecs[2 * n + 1])
+    return out
+
+
 def decide_many(pairs: Sequence[tuple[str, str, float]], embed: Embed, vocab: frozenset[str] = frozenset(),
                 t: Thresholds = DEFAULT) -> list[Decision]:
-    """`decide` for several (old, new, cosine) pairs, with one call to `embed` for all masked notes."""
+    """`decide` for several (old, new, cosine) pairs, with one call to `embed` for all masked notes and slots."""
     feats = [features(old, new, cos, vocab) for old, new, cos in pairs]
-    todo = [i for i, f in enumerate(feats) if f.signals and pairs[i][2] >= t.signal_min_cosine]
-    texts = [masked(pairs[i][k], feats[i].explained) for i in todo for k in (0, 1)]
-    vecs = embed(texts) if texts else []
-    masked_cos = {i: _cos(vecs[2 * n], vecs[2 * n + 1]) for n, i in enumerate(todo)}
-    return [classify(f, pair[2], masked_cos.get(i), t) for i, (pair, f) in enumerate(zip(pairs, feats, strict=True))]
+    masked_cos, slot_cos = embedded_cosines(pairs, feats, embed, t)
+    return [classify(f, pair[2], masked_cos.get(i), t, slot_cos.get(i))
+            for i, (pair, f) in enumerate(zip(pairs, feats, strict=True))]
 
 
 def decide(old: str, new: str, cosine: float, embed: Embed, vocab: frozenset[str] = frozenset()) -> Decision:
@@ -447,10 +551,12 @@ def decide(old: str, new: str, cosine: float, embed: Embed, vocab: frozenset[str
 
 
 def same_claim(old: str, new: str, cosine: float, vocab: frozenset[str] = frozenset()) -> bool:
-    """Whether `new` says what `old` says (a paraphrase or refinement), without embedding anything: a pair with a
-    contradiction signal is never the same claim, whatever its masked cosine."""
+    """Whether `new` says what `old` says (a paraphrase or refinement), without embedding anything: a pair with
+    any contradiction feature (a signal, a replaced slot, an opposite, a swapped order) is never the same claim."""
     f = features(old, new, cosine, vocab)
-    return not f.signals and classify(f, cosine, None).relation == "duplicate"
+    if has_cue(f) or cosine < DEFAULT.signal_min_cosine:
+        return False
+    return _same_or_other(f, cosine, DEFAULT).relation == "duplicate"
 
 
 def vocabulary_of(embedder) -> frozenset[str]:
@@ -462,5 +568,6 @@ def vocabulary_of(embedder) -> frozenset[str]:
         return frozenset()
 
 
-__all__ = ["DEFAULT", "Decision", "Features", "Thresholds", "classify", "decide", "decide_many", "features", "masked", "same_claim", "tokens",
-           "vocabulary_of"]
+__all__ = ["DEFAULT", "FEATURES", "MODEL", "Decision", "Features", "Model", "Thresholds", "classify",
+           "conflict_probability", "decide", "decide_many", "embedded_cosines", "features", "has_cue", "masked",
+           "same_claim", "tokens", "vector", "vocabulary_of"]

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from mnemo import PROTOCOL_VERSION, __version__
+from mnemo.api import SERVICE_METHODS, call_arguments
 from mnemo.core.errors import DaemonError, MnemoError, StoreLocked, VersionMismatch, error_from_dict
 from mnemo.daemon.paths import failure_path, log_path, socket_path
-from mnemo.service import SERVICE_METHODS
 
 log = logging.getLogger("mnemo.client")
 REQUEST_SHAPED_ENV = ("MNEMO_PROJECT_ROOT", "MNEMO_PROJECT_ID", "MNEMO_PROJECT_NAME", "MNEMO_DEFAULT_BRANCH",
@@ -193,7 +193,10 @@ class DaemonService:
                 raise err
             return msg.get("result")
 
-    def call(self, method: str, **params: Any) -> Any:
+    def call(self, method: str, *args: Any, **kw: Any) -> Any:
+        """Call `method` of `mnemo.api.Service` with its arguments, checked against its declaration before anything
+        is sent (an argument it does not take is an `InvalidInput` naming the ones it does)."""
+        params = call_arguments(method, args, kw)
         progress = params.pop("progress", None)
         with self._lock:
             for attempt in (1, 2):
@@ -222,29 +225,10 @@ class DaemonService:
     def __getattr__(self, name: str):
         if name in SERVICE_METHODS:
             def method(*args: Any, **kw: Any) -> Any:
-                if args:
-                    names = _POSITIONAL.get(name, ())
-                    kw.update(dict(zip(names, args, strict=False)))
-                return self.call(name, **kw)
+                return self.call(name, *args, **kw)
             method.__name__ = name
             return method
         raise AttributeError(name)
-
-
-_POSITIONAL = {
-    "remember": ("ctx", "text"), "recall": ("ctx", "query"), "hydrate": ("ctx", "item_id", "mode"),
-    "get_memory": ("ctx", "memory_id"), "promote": ("ctx", "memory_id", "to"),
-    "deprecate": ("ctx", "memory_id", "reason"), "forget": ("ctx", "memory_id", "reason"),
-    "list_memories": ("ctx",), "stats": ("ctx",), "index_docs": ("ctx", "root"), "skills_list": ("ctx",),
-    "skills_check": ("ctx",), "activate_skills": ("ctx", "file", "message"), "doctor": ("ctx",),
-    "team_status": ("ctx",), "recent_context": ("ctx", "limit", "days"),
-    "review_list": ("ctx", "kind"), "review_resolve": ("ctx", "review_id", "resolution"),
-    "snapshot_export": ("ctx", "path", "scopes", "branches"), "snapshot_diff": ("ctx", "path", "strategy"),
-    "snapshot_merge": ("ctx", "path", "strategy"), "branch_diff": ("ctx", "source"),
-    "branch_merge": ("ctx", "source"), "branch_delete": ("ctx", "name", "force"), "decay": ("ctx", "now"),
-    "compact": ("ctx",), "anchor": ("ctx", "memory_id", "anchor"), "check_anchors": ("ctx", "path", "symbols"),
-    "merged_branches": ("ctx", "queue"), "restore": ("ctx", "memory_id"),
-}
 
 
 def owner_status(home: Path) -> dict[str, Any]:

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from mnemo import PROTOCOL_VERSION, __version__
+from mnemo.api import SERVICE_METHODS, accepted, call_arguments, parameters
 from mnemo.core.errors import InvalidInput, MnemoError, StoreLocked
 from mnemo.daemon.paths import failure_path, info_path, log_path, socket_path
-from mnemo.service import SERVICE_METHODS, LocalService
+from mnemo.service import LocalService
 
 log = logging.getLogger("mnemo.daemon")
 MAX_LINE = 32 * 1024 * 1024
@@ -97,7 +98,12 @@ class _Handler(socketserver.StreamRequestHandler):
             damaged = self.server.store_problem() if method not in UNGUARDED else None
             if damaged is not None:  # a damaged store answers every request with what to run, at once
                 raise damaged
-            if params.pop("_progress", False):
+            wants_progress = params.pop("_progress", False)
+            params = call_arguments(method, (), params, wire=True)  # InvalidInput naming what it takes
+            if wants_progress:
+                if "progress" not in parameters(method):
+                    raise InvalidInput(f"{method} does not report progress; nothing was done",
+                                       hint=f"drop `_progress`; {method} takes: {accepted(method, wire=True)}")
                 params["progress"] = lambda p, _rid=rid: self._send({"id": _rid, "progress": p})
             result = getattr(self.server.service, method)(**params)
             self._send({"id": rid, "result": result})

@@ -19,6 +19,7 @@ from mnemo.core.errors import MnemoError
 from mnemo.core.text import visible
 
 REQUEST_FAILED = -32803  # LSP ErrorCodes.RequestFailed
+FULL_TEXT_CHARS = 4000  # an opened memory's whole text, up to this
 
 
 # -- params ------------------------------------------------------------------------------------------------------
@@ -155,25 +156,12 @@ def quote(text: str, limit: int = 400) -> str:
     return "> " + md_escape(flat)
 
 
-def memory_card_from_record(m: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored Memory -> the subset of a recall Card the editor shows."""
-    prov = m.get("provenance") or {}
-    return {"item_id": m["id"], "source_kind": "note", "scope": m.get("scope"), "branch": m.get("branch"),
-            "type": m.get("type"), "note_kind": m.get("kind"), "title": first_line(m.get("text", "")),
-            "compressed_summary": m.get("text", ""), "updated_at": m.get("updated_at"),
-            "confirmations": m.get("confirmations", 1), "source": m.get("source"), "author": m.get("author"),
-            "trust": m.get("trust"), "anchors": m.get("anchors") or [], "promoted_from": prov.get("promoted_from"),
-            "imported_from": prov.get("imported_from"), "confidence": None, "confidence_state": None,
-            "project_name": m.get("project_name"), "tier": m.get("tier"), "deprecated": m.get("deprecated"),
-            "flags": m.get("flags") or []}
-
-
 def flag_warning(card: Mapping[str, Any]) -> str | None:
     """The warning of a flagged note (reads like instructions to an agent, hidden text), whoever wrote it."""
     flags = card.get("flags")
     if not flags:
         return None
-    from mnemo.core.safety import flag_warning as warning
+    from mnemo.core.safety import flag_warning as warning  # lazy for start-up speed (~185 ms)
 
     return warning(flags)
 
@@ -300,7 +288,17 @@ def injection_markdown(file: str | None, skills: list[Mapping[str, Any]], cards:
     return "\n".join(lines)
 
 
-def memories_markdown(memories: list[Mapping[str, Any]], symbol: str | None = None) -> str:
+def memories_markdown(cards: list[Mapping[str, Any]], memories: list[Mapping[str, Any]] | None = None,
+                      symbol: str | None = None) -> str:
+    """Opened memories: each one's card (the core's, as a hover shows it), then its whole text when the card's
+    summary left some out (`memories`: the records, matched by id)."""
+    texts = {m.get("id"): m.get("text") or "" for m in memories or []}
     head = "### Mnemo" + (f" · {code(symbol)}" if symbol else "")
-    body = [card_markdown(memory_card_from_record(m)) for m in memories] or ["_no memories_"]
-    return "\n\n---\n\n".join([head, *body])
+    body = []
+    for c in cards:
+        part = card_markdown(c)
+        text = texts.get(c.get("item_id"), "")
+        if len(" ".join(text.split())) > len(c.get("compressed_summary") or ""):
+            part += "\n\n" + quote(text, limit=FULL_TEXT_CHARS)
+        body.append(part)
+    return "\n\n---\n\n".join([head, *(body or ["_no memories_"])])

@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ class Unavailable(MnemoError):
 
 
 def _service_methods() -> frozenset[str]:
-    from mnemo.service import SERVICE_METHODS
+    from mnemo.service import SERVICE_METHODS  # lazy for start-up speed: not needed before the first call
 
     return SERVICE_METHODS
 
@@ -56,6 +57,7 @@ class OwnerLink:
         self._lock = threading.Lock()
         self._available = threading.Condition(self._lock)
         self._connect_lock = threading.Lock()
+        self._calls: Counter[str] = Counter()  # calls sent to the owner, by method (`mnemo/status` lsp.ownerCalls)
 
     # -- state -----------------------------------------------------------------------------------------------
     def _set_state(self, state: str, reason: str | None = None, hint: str | None = None) -> None:
@@ -81,7 +83,7 @@ class OwnerLink:
 
     # -- connection ------------------------------------------------------------------------------------------
     def _new_client(self, autostart: bool):
-        from mnemo.daemon.client import DaemonService
+        from mnemo.daemon.client import DaemonService  # lazy for start-up speed: not needed before connecting
 
         return DaemonService(self.home, autostart=autostart, client_name="lsp")
 
@@ -146,6 +148,10 @@ class OwnerLink:
     def supports(self, method: str) -> bool:
         return method in _service_methods()
 
+    def call_counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._calls)
+
     def call(self, method: str, *args: Any, **kw: Any) -> Any:
         """Call a service method on the owner. Raises Unavailable (degraded), or the MnemoError the owner raised
         (the user's input was wrong: not a connection problem)."""
@@ -153,6 +159,8 @@ class OwnerLink:
             raise Unavailable(f"Mnemo unavailable: {self.reason or 'connecting to the store'}",
                               hint=self.hint or "wait a moment; the language server is connecting")
         svc = self._acquire()
+        with self._lock:
+            self._calls[method] += 1
         healthy = True
         try:
             return getattr(svc, method)(*args, **kw)

@@ -50,9 +50,8 @@ class _Loader(threading.Thread):
 
     def run(self) -> None:
         try:
-            from mnemo.lsp.server import create_server, load_features
+            from mnemo.lsp.server import create_server  # imports pygls, lsprotocol and every feature
 
-            load_features()
             self.server = create_server()
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             import traceback
@@ -187,7 +186,8 @@ def run() -> int:
                          "checkout installs them.\n")
         sys.stderr.flush()
         return 1
-    from mnemo.lsp.server import main, readable_initialize
+    from mnemo.lsp.jsonrpc import readable_initialize
+    from mnemo.lsp.server import main
 
     server = loader.server
     stdout = out

@@ -31,6 +31,7 @@ export const Commands = {
   reviewReject: "mnemo.review.reject",
   reviewShowDiff: "mnemo.review.showDiff",
   openSkill: "mnemo.skills.open",
+  showCopilotContext: "mnemo.showCopilotContext",
 } as const;
 
 /** Commands the server executes (`workspace/executeCommand`, arguments `[ {params} ]`). */

@@ -69,7 +69,10 @@ export function describeWrite(status: string | undefined, confirmations: number 
   }
 }
 
-/** One entry of a snapshot or branch diff (the owner's `snapshot_diff` / `branch_diff`). */
+/**
+ * One entry of a snapshot or branch diff (the owner's `snapshot_diff` / `branch_diff`).
+ * @owner SnapshotAction|BriefMemory
+ */
 export interface DiffEntry {
   op?: string;
   id: string;
@@ -80,7 +83,10 @@ export interface DiffEntry {
   local?: { id: string; text: string; updated_at?: number } | null;
 }
 
-/** The owner's `snapshot_diff` result, as far as the preview uses it. */
+/**
+ * The owner's `snapshot_diff` result, as far as the preview uses it.
+ * @owner SnapshotMergeReport
+ */
 export interface SnapshotDiff {
   strategy?: string;
   snapshot?: { file?: string; created_at?: number; source?: { project_name?: string; branch?: string | null };
@@ -132,7 +138,10 @@ export function snapshotDiffSides(diff: SnapshotDiff): { here: string; incoming:
   return { here: here.join("\n"), incoming: incoming.join("\n") };
 }
 
-/** The owner's `branch_diff` result, as far as the preview uses it. */
+/**
+ * The owner's `branch_diff` result, as far as the preview uses it.
+ * @owner BranchMergeReport
+ */
 export interface BranchDiff {
   source?: string;
   target?: string;

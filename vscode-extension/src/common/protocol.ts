@@ -1,6 +1,16 @@
 /**
  * The shapes of docs/protocol.md, as far as the extension reads them. Everything the server may omit is optional:
  * the views must render whatever subset arrives (older servers, owners without an operation).
+ *
+ * Most results are the owner's, passed through by the language server. Tags tie them to the one declaration of the
+ * service API (`server/mnemo/api/`), and tests/unit/test_protocol_ts.py checks them:
+ * - `@owner T` (or `@owner T|U`): every field here is a key of the TypedDict `T` (or of one of them) of
+ *   `mnemo/api/records.py` or `results.py` (the diff shapes in format.ts are tagged too);
+ * - `@call <request or command> <service method>`: on a `...Params` interface, the params the extension sends; each
+ *   field, camelCase -> snake_case (or renamed `tsName=py_name`), is a parameter of that service method;
+ * - `@lsp a b`: fields the language server itself adds or reads (not the owner's).
+ * The extension's calls (`server.request` / `server.command` with an object literal) may only send fields of the
+ * matching `...Params` interface.
  */
 
 export type ServerState = "starting" | "ready" | "unavailable";
@@ -24,9 +34,20 @@ export interface StateChanged {
   activeSkills?: string[];
 }
 
+/**
+ * The owner's `health`, as `mnemo/status` reports it.
+ * @owner Health
+ */
+export interface OwnerInfo {
+  pid?: number;
+  version?: string;
+  index_ready?: boolean;
+  model_loaded?: boolean;
+}
+
 export interface StatusResult extends StateChanged {
   home?: string;
-  owner?: { pid?: number; version?: string; index_ready?: boolean; model_loaded?: boolean };
+  owner?: OwnerInfo;
   supported?: Record<string, boolean>;
   lsp?: { pid?: number; version?: string };
 }
@@ -36,6 +57,7 @@ export interface MemoriesChanged {
   ids?: string[];
 }
 
+/** @owner Anchor */
 export interface Anchor {
   path?: string;
   symbol?: string;
@@ -54,7 +76,10 @@ export interface Provenance {
   [key: string]: unknown;
 }
 
-/** A `Memory` record. */
+/**
+ * A `Memory` record.
+ * @owner Memory
+ */
 export interface Memory {
   id: string;
   text: string;
@@ -84,6 +109,11 @@ export interface Memory {
   flags?: string[];
 }
 
+/**
+ * `mnemo/listMemories`: the owner's `list_memories` and where the list was taken.
+ * @owner MemoryList
+ * @lsp branch defaultBranch project
+ */
 export interface ListMemoriesResult {
   total?: number;
   memories: Memory[];
@@ -92,7 +122,10 @@ export interface ListMemoriesResult {
   project?: ProjectInfo;
 }
 
-/** One entry of `mnemo/activeSkills` `activations`. */
+/**
+ * One entry of `mnemo/activeSkills` `activations`.
+ * @owner Activation
+ */
 export interface Activation {
   skill_id?: string;
   name: string;
@@ -109,6 +142,24 @@ export interface Activation {
   reason?: string;
 }
 
+/**
+ * A skill that is not active, and why: a near miss (`score` below `threshold`), or a file held for review.
+ * @owner SkillMiss
+ */
+export interface SkillMiss {
+  skill_id?: string;
+  name?: string;
+  score?: number;
+  threshold?: number;
+  why?: string;
+  source_path?: string;
+}
+
+/**
+ * `mnemo/activeSkills`: the owner's `activate_skills` for the file (`error`: the skills engine failed).
+ * @owner ActivationResult
+ * @lsp file error
+ */
 export interface ActiveSkillsResult {
   file?: string | null;
   activations: Activation[];
@@ -117,13 +168,16 @@ export interface ActiveSkillsResult {
   /** The activation threshold (a probability). */
   threshold?: number;
   /** The nearest misses: probability (`score`) and the threshold they missed, or why else they are not active. */
-  dropped?: { skill_id?: string; name?: string; score?: number; threshold?: number; why?: string; source_path?: string }[];
+  dropped?: SkillMiss[];
   /** Skill files that read like a prompt injection: held until accepted in Review. */
-  held?: { skill_id?: string; name?: string; source_path?: string; why?: string }[];
+  held?: SkillMiss[];
   error?: string;
 }
 
-/** A skill as `mnemo/skills` lists it. */
+/**
+ * A skill as `mnemo/skills` lists it.
+ * @owner Skill
+ */
 export interface Skill {
   id?: string;
   name: string;
@@ -136,24 +190,36 @@ export interface Skill {
   always_apply?: boolean;
 }
 
+/** @owner SkillProblem */
 export interface SkillProblem {
   path?: string;
   severity?: string;
-  /** The owner sends `reason`; docs/protocol.md says `message`: read both. */
   reason?: string;
-  message?: string;
   source_format?: string;
   line?: number;
 }
 
+/** @owner SkillsCheck */
+export interface SkillsCheck {
+  files_seen?: number;
+  loaded?: number;
+  problems?: SkillProblem[];
+}
+
+/**
+ * `mnemo/skills`: the owner's `skills_list`, with its `skills_check` under `check` when asked.
+ * @owner SkillList
+ * @lsp check
+ */
 export interface SkillsResult {
   skills: Skill[];
-  check?: { files_seen?: number; loaded?: number; problems?: SkillProblem[] };
+  check?: SkillsCheck;
 }
 
 /**
  * A `mnemo/reviewQueue` item (the owner's `review_list`): `item` is the memory the entry is about (for a conflict,
  * the newcomer), `other` the one it collides with (for a conflict, the memory already stored).
+ * @owner ReviewItem
  */
 export interface ReviewItem {
   id: number | string;
@@ -172,11 +238,16 @@ export interface ReviewItem {
   help?: string;
 }
 
+/** @owner ReviewList */
 export interface ReviewQueueResult {
   items: ReviewItem[];
   total?: number;
 }
 
+/**
+ * A recall hit.
+ * @owner Card
+ */
 export interface Card {
   item_id: string;
   scope?: string;
@@ -204,7 +275,10 @@ export interface InjectionPreview {
   markdown?: string;
 }
 
-/** What a remember command answers. */
+/**
+ * What a remember, promote or deprecate command answers.
+ * @owner RememberResult|MemoryChange
+ */
 export interface WriteResult {
   status?: string;
   memory?: Memory;
@@ -220,13 +294,249 @@ export interface ErrorData {
   details?: unknown;
 }
 
-/** `mnemo/mergedBranches`: branches git shows merged into the default branch, memories not merged yet. */
+/** @owner MergedBranch */
+export interface MergedBranch {
+  branch: string;
+  head?: string;
+  memories?: number;
+}
+
+/**
+ * `mnemo/mergedBranches`: branches git shows merged into the default branch, memories not merged yet.
+ * @owner MergedBranches
+ */
 export interface MergedBranchesResult {
   default_branch?: string | null;
-  branches: { branch: string; head?: string; memories?: number }[];
+  branches: MergedBranch[];
   note?: string;
 }
 
 /** Snapshot import strategies (SPEC §5). */
 export const MERGE_STRATEGIES = ["newer_wins", "local_wins", "remote_wins", "keep_both"] as const;
 export type MergeStrategy = (typeof MERGE_STRATEGIES)[number];
+
+// -- params: what the extension sends --------------------------------------------------------------------------------
+
+/**
+ * @call mnemo/listMemories list_memories
+ * @lsp uri
+ */
+export interface ListMemoriesParams {
+  scope?: "hybrid" | "project" | "global" | "team";
+  branch?: string | null;
+  allBranches?: boolean;
+  type?: string | null;
+  kind?: string | null;
+  status?: string | null;
+  includeDeprecated?: boolean;
+  includeCold?: boolean;
+  limit?: number;
+  offset?: number;
+  uri?: string;
+}
+
+/**
+ * `uri` (default: the active document) is the file whose skills are asked for.
+ * @call mnemo/activeSkills activate_skills uri=file
+ */
+export interface ActiveSkillsParams {
+  uri?: string;
+  message?: string;
+}
+
+/**
+ * `check`: also the owner's `skills_check`.
+ * @call mnemo/skills skills_list
+ * @lsp uri check
+ */
+export interface SkillsParams {
+  uri?: string;
+  check?: boolean;
+}
+
+/**
+ * @call mnemo/reviewQueue review_list
+ * @lsp uri limit
+ */
+export interface ReviewQueueParams {
+  uri?: string;
+  kind?: string;
+  includeResolved?: boolean;
+  limit?: number;
+}
+
+/**
+ * Memories are recalled for `message`, else the symbol at `position`, else the file; skills for the file.
+ * @call mnemo/injectionPreview activate_skills uri=file
+ * @lsp position
+ */
+export interface InjectionPreviewParams {
+  uri?: string;
+  message?: string;
+  position?: { line: number; character: number };
+}
+
+/**
+ * @call mnemo/mergedBranches merged_branches
+ * @lsp uri
+ */
+export interface MergedBranchesParams {
+  queue?: boolean;
+  uri?: string;
+}
+
+/**
+ * `into`: the target branch (default: the checked-out one).
+ * @call mnemo/branchDiff branch_diff branch=source
+ * @lsp uri into
+ */
+export interface BranchDiffParams {
+  branch: string;
+  into?: string;
+  uri?: string;
+}
+
+export interface Position {
+  line: number;
+  character: number;
+}
+
+/**
+ * The innermost function or class enclosing `range` becomes the anchor.
+ * @call mnemo.rememberSelection remember
+ * @lsp uri range
+ */
+export interface RememberSelectionParams {
+  uri: string;
+  range: { start: Position; end: Position };
+  text?: string;
+  type?: string;
+  kind?: string;
+  tags?: string[];
+  importance?: number;
+}
+
+/**
+ * @call mnemo.remember remember
+ * @lsp uri
+ */
+export interface RememberParams {
+  text: string;
+  uri?: string;
+  type?: string;
+  kind?: string;
+  tags?: string[];
+  importance?: number;
+}
+
+/**
+ * @call mnemo.promote promote id=memory_id
+ * @lsp uri
+ */
+export interface PromoteParams {
+  id: string;
+  to?: "global" | "team";
+  uri?: string;
+}
+
+/**
+ * @call mnemo.deprecate deprecate id=memory_id
+ * @lsp uri
+ */
+export interface DeprecateParams {
+  id: string;
+  reason?: string;
+  uri?: string;
+}
+
+/**
+ * @call mnemo.forget forget id=memory_id
+ * @lsp uri
+ */
+export interface ForgetParams {
+  id: string;
+  reason?: string;
+  uri?: string;
+}
+
+/**
+ * `ids` (several) or `id`; `symbol`: what the lens was about.
+ * @call mnemo.openMemory get_memory id=memory_id
+ * @lsp ids uri symbol
+ */
+export interface OpenMemoryParams {
+  id?: string;
+  ids?: string[];
+  uri?: string;
+  symbol?: string;
+}
+
+/**
+ * @call mnemo.snapshotExport snapshot_export
+ * @lsp uri
+ */
+export interface SnapshotExportParams {
+  path: string;
+  scopes?: string[];
+  branches?: string[];
+  uri?: string;
+}
+
+/**
+ * @call mnemo.snapshotDiff snapshot_diff
+ * @lsp uri
+ */
+export interface SnapshotDiffParams {
+  path: string;
+  strategy?: MergeStrategy;
+  uri?: string;
+}
+
+/**
+ * @call mnemo.snapshotMerge snapshot_merge
+ * @lsp uri
+ */
+export interface SnapshotMergeParams {
+  path: string;
+  strategy?: MergeStrategy;
+  uri?: string;
+}
+
+/**
+ * @call mnemo.branchMerge branch_merge branch=source
+ * @lsp uri into
+ */
+export interface BranchMergeParams {
+  branch: string;
+  into?: string;
+  uri?: string;
+}
+
+/**
+ * @call mnemo.runDecay decay
+ * @lsp uri
+ */
+export interface RunDecayParams {
+  now?: number | string;
+  dryRun?: boolean;
+  force?: boolean;
+  uri?: string;
+}
+
+/**
+ * @call mnemo.compact compact
+ * @lsp uri
+ */
+export interface CompactParams {
+  uri?: string;
+}
+
+/**
+ * @call mnemo.resolveReview review_resolve id=review_id
+ * @lsp uri
+ */
+export interface ResolveReviewParams {
+  id: number | string;
+  resolution: string;
+  uri?: string;
+}

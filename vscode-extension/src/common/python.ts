@@ -9,7 +9,7 @@
 export type InterpreterSource = "setting" | "python-extension" | "default";
 
 export interface Interpreter {
-  /** The command to run: the executable, then any fixed arguments (a setting may hold `py -3`-style commands). */
+  /** The command to run: the interpreter's path, one element (`mnemo.pythonPath` is a path, never split). */
   readonly command: readonly string[];
   readonly source: InterpreterSource;
 }
@@ -19,12 +19,13 @@ export interface InterpreterEnvironment {
   readonly settingPath: string;
   /** The Python extension's active interpreter for the workspace, or undefined when it is absent or has none. */
   activeEnvironment(): Promise<string | undefined>;
-  /** Expands `${workspaceFolder}`, `${userHome}` and `~` in a configured path. */
+  /** What `${workspaceFolder}` in the setting stands for (undefined: no folder is open). */
   readonly workspaceFolder: string | undefined;
+  /** What `${userHome}` and a leading `~` in the setting stand for. */
   readonly userHome: string;
 }
 
-/** The setting that names the interpreter (package.json; mirrored in mnemo.settings as server.python_path). */
+/** The setting that names the interpreter (package.json; mirrored in mnemo.settings as `python_path`). */
 export const PYTHON_PATH_SETTING = "mnemo.pythonPath";
 
 /** The interpreter used when neither the setting nor the Python extension names one. */

@@ -416,7 +416,7 @@ export function activationTooltip(a: Activation): string {
 
 function problemNode(p: SkillProblem, i: number): ProblemNode {
   const path = p.path ?? "";
-  const message = p.reason ?? p.message ?? "cannot be read";
+  const message = p.reason ?? "cannot be read";
   const name = path.split(/[\\/]/).pop() ?? path;
   const node: ProblemNode = {
     type: "problem",

@@ -13,7 +13,7 @@ from mnemo.core.cards import summarize
 from mnemo.core.errors import InvalidInput
 from mnemo.core.memories import get
 from mnemo.core.models import Context, Memory
-from mnemo.core.search import memory_visible
+from mnemo.core.search import Light, memory_visible
 
 if TYPE_CHECKING:
     from mnemo.core.engine import Engine
@@ -123,8 +123,10 @@ def check_anchors(engine: Engine, ctx: Context, path: str, symbols: list[dict[st
             name = sdef.get("name") or sdef.get("symbol")
             current[name if name else None] = sdef
     store = engine.store
-    mems = [m for m in store.anchored_to(ctx.project_id, rel)
-            if memory_visible(m, ctx, include_cold=True, include_pending=True)]
+    rows = store.anchored_memories(ctx.project_id, rel, ctx.visible_branches())  # the hover's query too
+    ids = [r["id"] for r in rows if memory_visible(Light(r), ctx, include_cold=True, include_pending=True)]
+    full = store.get_memories(ids)
+    mems = [full[i] for i in ids if i in full]
     out = {"path": rel, "checked": len(mems), "ok": 0, "flagged": [], "cleared": []}
     now = time.time()
     with store.write() as c:

@@ -172,6 +172,13 @@ class MemoryTable:
         """This project's memories holding exactly this text (content-hash dedup on write)."""
         return self.query_memories("content_hash=? AND project_id=? AND scope='project'", (content_hash, project_id))
 
+    def learned_feedback(self, project_id: str, limit: int = 500) -> list[Memory]:
+        """This project's corrections learned from prompts (kind `feedback`), active or pending, not superseded or
+        deprecated, newest first (core/corrections.py looks for the same one again among them)."""
+        return self.query_memories("scope='project' AND project_id=? AND kind='feedback' AND status IN ('active',"
+                                   " 'pending') AND deprecated=0 AND superseded_by IS NULL", (project_id,),
+                                   limit=limit)
+
     def with_hashes(self, hashes: Sequence[str]) -> list[Memory]:
         out: list[Memory] = []
         for chunk in chunked(hashes):
@@ -233,12 +240,29 @@ class MemoryTable:
     def hot(self, project_id: str) -> list[Memory]:
         return self.query_memories(f"tier='hot' AND {PROJECT_OR_GLOBAL}", (project_id,), order="importance DESC, id")
 
-    def anchored_to(self, project_id: str, path: str) -> list[Memory]:
-        """This project's memories anchored into the file `path` (relative to the root) that are not rejected,
-        superseded or deprecated (any branch: the caller applies the visibility rule)."""
-        like = f'%"path": {json.dumps(path)}%'
-        return self.query_memories("scope='project' AND project_id=? AND anchors LIKE ? AND status!='rejected'"
-                                   " AND superseded_by IS NULL AND deprecated=0", (project_id, like))
+    def anchored_memories(self, project_id: str, path: str,
+                          branches: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """The project memories with an anchor into `path` (relative to the project root), on `branches` (plus the
+        branch-independent ones; None: every branch), newest first: each one's `VISIBILITY_COLUMNS` and its
+        `anchors` (parsed), not the whole record (`get_memories` for those). Any status, tier or deprecation: the
+        caller's visibility rule decides (the hover's and the anchor check's). The partial index
+        `memories_anchored` keeps this to the project's anchored memories; `LIKE` narrows on the JSON text and the
+        exact path is compared here (LIKE ignores ASCII case)."""
+        literal = ('"path": ' + json.dumps(path)).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        cols = ", ".join((*VISIBILITY_COLUMNS, "anchors"))
+        sql = (f"SELECT {cols} FROM memories WHERE project_id=? AND scope='project' AND anchors != '[]'"
+               " AND anchors LIKE ? ESCAPE '\\'")
+        params: list[Any] = [project_id, f"%{literal}%"]
+        if branches is not None:
+            sql += f" AND (branch IS NULL OR branch IN ({marks(len(branches))}))" if branches else \
+                " AND branch IS NULL"
+            params.extend(branches)
+        out = []
+        for row in self.conn().execute(sql + " ORDER BY updated_at DESC, id", params):
+            anchors = json.loads(row["anchors"])
+            if any(isinstance(a, dict) and a.get("path") == path for a in anchors):
+                out.append({**{k: row[k] for k in VISIBILITY_COLUMNS}, "anchors": anchors})
+        return out
 
     def on_branch(self, project_id: str, branch: str, *, live_only: bool = False) -> list[Memory]:
         """This project's memories written on `branch` (oldest first); `live_only`: not superseded, deprecated or

@@ -45,6 +45,8 @@ CREATE TABLE IF NOT EXISTS memories (
 CREATE INDEX IF NOT EXISTS memories_hash_project ON memories(content_hash, project_id, scope);
 CREATE INDEX IF NOT EXISTS memories_part ON memories(part, scope, branch);
 CREATE INDEX IF NOT EXISTS memories_project ON memories(project_id, scope);
+-- only anchored memories (few): `Store.anchored_memories` reads this, not every memory of the project
+CREATE INDEX IF NOT EXISTS memories_anchored ON memories(project_id, scope) WHERE anchors != '[]';
 CREATE TABLE IF NOT EXISTS blocks (
     id TEXT PRIMARY KEY,
     project_id TEXT NOT NULL,

@@ -1,1 +1,2 @@
-"""Language server features, one per file; `mnemo.lsp.server` registers each LSP method once and fans out."""
+"""Language server features, one per module, each a `mnemo.lsp.feature.LanguageFeature`; `mnemo.lsp.server` lists
+them (`FEATURES`) and `mnemo.lsp.setup` registers each LSP method once and fans it out to them."""

@@ -11,9 +11,10 @@ import logging
 from lsprotocol import types as t
 
 from mnemo.core.errors import MnemoError
+from mnemo.lsp import code_context as cc
 from mnemo.lsp import convert
 from mnemo.lsp.capabilities import CODE_ACTION_KINDS
-from mnemo.lsp.server import LanguageFeature
+from mnemo.lsp.feature import LanguageFeature
 
 log = logging.getLogger("mnemo.lsp.code_actions")
 
@@ -54,7 +55,7 @@ class CodeActionsFeature(LanguageFeature):
                 {"uri": uri, "range": convert.plain(rng)})
         wants_memories = any(_wanted(k, only) for k in (KIND_ANCHOR, KIND_PROMOTE, KIND_DEPRECATE))
         if wants_memories and self.server.ready and code is not None and (sym or code.word):
-            for card, anchored_here in await self._relevant(uri, code):
+            for card, anchored_here in await self._relevant(uri, code, rng.start.line):
                 mid = card["item_id"]
                 label = _short(card.get("compressed_summary") or card.get("title") or mid)
                 if sym and not anchored_here:
@@ -68,25 +69,25 @@ class CodeActionsFeature(LanguageFeature):
             {"uri": uri})
         return actions
 
-    async def _relevant(self, uri: str, code) -> list[tuple[dict, bool]]:
-        """Memories relevant at the cursor: anchored to the symbol first, then recall hits."""
+    async def _relevant(self, uri: str, code: cc.CodeContext, line: int) -> list[tuple[dict, bool]]:
+        """Memories relevant at the cursor: anchored to the symbol first, then recall hits (one `hover_context`)."""
         settings = self.server.settings.hover
         ctx = await self.server.run_blocking(self.server.ctx_for, uri)
         rel = self.server.rel_path(uri, ctx)
         sym = code.symbol
         try:
-            anchored = await self.server.anchors.for_symbol(ctx, rel, sym.qualname if sym else None)
-            res = await self.server.recall_cached(ctx, code.query(), limit=max(1, settings.max_memories),
-                                            include_docs=False, min_confidence=settings.min_confidence)
+            res = await self.server.editor.hover(
+                ctx, rel, symbol=sym.qualname if sym else None, line=line, query=code.query(),
+                limit=max(1, settings.max_memories), include_docs=False, min_confidence=settings.min_confidence,
+                skills=False)
         except MnemoError as exc:
             log.info("code actions: %s", exc)
             return []
         out: list[tuple[dict, bool]] = []
         seen: set[str] = set()
-        for m in anchored:
-            if not m.get("deprecated"):
-                out.append((convert.memory_card_from_record(m), True))
-                seen.add(m["id"])
+        for c in res.get("anchored") or []:
+            out.append((c, True))
+            seen.add(c["item_id"])
         for c in res.get("cards", []):
             if c.get("source_kind") == "note" and c["item_id"] not in seen:
                 out.append((c, False))

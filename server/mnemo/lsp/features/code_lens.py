@@ -17,8 +17,8 @@ from lsprotocol import types as t
 from mnemo.core.errors import MnemoError
 from mnemo.lsp import code_context as cc
 from mnemo.lsp import convert
+from mnemo.lsp.feature import LanguageFeature, Server
 from mnemo.lsp.owner import Unavailable
-from mnemo.lsp.server import LanguageFeature
 
 log = logging.getLogger("mnemo.lsp.code_lens")
 
@@ -27,7 +27,7 @@ LENS_KINDS = {"function", "method", "class", "struct", "interface", "enum", "tra
 
 
 class CodeLensFeature(LanguageFeature):
-    def __init__(self, server):
+    def __init__(self, server: Server):
         super().__init__(server)
         # (project, branch, qualname, code_hash) -> ids of strongly relevant memories
         self._relevant: OrderedDict[tuple, list[str]] = OrderedDict()
@@ -82,7 +82,7 @@ class CodeLensFeature(LanguageFeature):
         ctx = await self.server.run_blocking(self.server.ctx_for, uri)
         rel = self.server.rel_path(uri, ctx)
         try:
-            anchored = await self.server.anchors.for_path(ctx, rel)
+            anchored = await self.server.editor.anchors.for_path(ctx, rel)
         except (Unavailable, MnemoError):
             return []
         lenses: list[t.CodeLens] = []
@@ -92,7 +92,7 @@ class CodeLensFeature(LanguageFeature):
             if sym.kind not in LENS_KINDS:
                 continue
             checked += 1
-            ids_a = [m["id"] for m in anchored.get(sym.qualname, []) if not m.get("deprecated")]
+            ids_a = list(anchored.get(sym.qualname, []))
             ids_r: list[str] = []
             if settings.show_relevant and checked <= settings.max_symbols:
                 rel_ids = self._relevant.get(self._key(ctx, sym))
@@ -118,7 +118,7 @@ class CodeLensFeature(LanguageFeature):
         ids = list(dict.fromkeys([*data.get("anchored", []), *data.get("relevant", [])]))
         skills = 0
         try:
-            res = await self.server.active_skills(data.get("uri"))
+            res = await self.server.editor.active_skills(data.get("uri"))
             skills = len(res.get("activations", []))
         except MnemoError:
             pass

@@ -19,7 +19,8 @@ from mnemo.core.errors import InvalidInput
 from mnemo.lsp import code_context as cc
 from mnemo.lsp import convert
 from mnemo.lsp.convert import want
-from mnemo.lsp.server import LanguageFeature
+from mnemo.lsp.feature import LanguageFeature
+from mnemo.lsp.features.sidebar import injection_preview
 
 log = logging.getLogger("mnemo.lsp.commands")
 
@@ -214,17 +215,13 @@ class CommandsFeature(LanguageFeature):
         ids = [i for i in dict.fromkeys(ids) if isinstance(i, str)]
         if not ids:
             raise InvalidInput("mnemo.openMemory: pass `id` or `ids`")
-        ctx = await self._ctx(p)
-        results = await asyncio.gather(*(self.server.service("get_memory", ctx, i) for i in ids[:50]),
-                                       return_exceptions=True)
-        memories = [r for r in results if isinstance(r, dict)]
-        missing = [i for i, r in zip(ids, results, strict=False) if not isinstance(r, dict)]
         symbol = want(p, "symbol", str, "mnemo.openMemory")
-        return {"memories": memories, "missing": missing, "markdown": convert.memories_markdown(memories, symbol)}
+        found = await self.server.service("memory_cards", await self._ctx(p), ids[:50])
+        memories, cards = found.get("memories") or [], found.get("cards") or []
+        return {"memories": memories, "missing": found.get("missing") or [],
+                "markdown": convert.memories_markdown(cards, memories, symbol)}
 
     async def show_injection(self, p: dict) -> Any:
-        from mnemo.lsp.features.sidebar import injection_preview
-
         return await injection_preview(self.server, p)
 
     # -- maintenance -----------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""Open documents: `textDocument/didOpen|didChange|didClose`, the active document, per-document debounce, parse
-caches; and `AnchorIndex`, the memories anchored to symbols (per project and branch).
+"""Open documents: `textDocument/didOpen|didChange|didSave|didClose`, the active document, per-document debounce,
+parse caches, the code context at a position; stale anchors checked on save.
 
 A full parse (tree-sitter, in a worker thread) is cached per document version; it runs after `mnemo.debounceMs`
 of quiet, or on demand by a request that needs it. Documents above `mnemo.maxParseBytes` are never fully parsed:
@@ -13,7 +13,6 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote
 
 from lsprotocol import types as t
@@ -21,7 +20,7 @@ from pygls.uris import to_fs_path
 
 from mnemo.lsp import code_context as cc
 from mnemo.lsp import convert
-from mnemo.lsp.server import LanguageFeature
+from mnemo.lsp.feature import LanguageFeature, Server
 
 log = logging.getLogger("mnemo.lsp.documents")
 
@@ -52,7 +51,7 @@ class Snapshot:
 class DocumentsFeature(LanguageFeature):
     """textDocument/didOpen, didChange, didSave, didClose; the active document."""
 
-    def __init__(self, server):
+    def __init__(self, server: Server):
         super().__init__(server)
         self.states: dict[str, DocState] = {}
 
@@ -84,7 +83,7 @@ class DocumentsFeature(LanguageFeature):
         server = self.server
         ctx = await server.run_blocking(server.ctx_for, uri)
         rel = server.rel_path(uri, ctx)
-        anchored = await server.anchors.for_path(ctx, rel)
+        anchored = await server.editor.anchors.for_path(ctx, rel)
         if not anchored and not force:
             return {"path": rel, "checked": 0, "ok": 0, "flagged": [], "cleared": []}
         syms = await self.symbols(uri)
@@ -134,18 +133,11 @@ class DocumentsFeature(LanguageFeature):
         parsed = await self.full_parse(st.uri)
         if parsed is None:
             return
-        for f in self.server.features:
-            hook = getattr(f, "analyze", None)
-            if hook is not None:
-                await hook(st.uri)
+        await self.server.fan_out("analyze", st.uri)
 
-    def invalidate_lenses(self) -> None:
-        """After a write: drop lens relevance; re-check the active document now, the others when the client asks
-        for their lenses again (so one write does not cost a recall per symbol of every open file)."""
-        for f in self.server.features:
-            hook = getattr(f, "invalidate", None)
-            if hook is not None:
-                hook()
+    def invalidate(self) -> None:
+        """After a write: re-analyze the active document now, the others when the client asks for their lenses
+        again (so one write does not cost a recall per symbol of every open file)."""
         active = self.server.active_uri
         if active and self.server.ready and unquote(active) in self.states:
             self.schedule(active, 0.05)
@@ -253,72 +245,3 @@ class DocumentsFeature(LanguageFeature):
             return None
         return t.Range(start=convert.position(pos.line, convert.col_to_client(line_text, start, encoding)),
                        end=convert.position(pos.line, convert.col_to_client(line_text, start + len(word), encoding)))
-
-
-class AnchorIndex:
-    """Memories anchored to symbols, for one project and branch: `{path: {symbol: [Memory]}}`.
-
-    Built from `list_memories` (paged, keeping only anchored memories), cached for `TTL` seconds and served
-    stale-while-revalidate; a write through this server clears it. Other processes' writes show up within `TTL`.
-    """
-
-    TTL = 30.0
-    PAGE = 5000
-
-    def __init__(self, server):
-        self.server = server
-        self._cache: dict[tuple, tuple[float, dict[str, dict[str, list[dict]]]]] = {}
-        self._inflight: dict[tuple, asyncio.Future] = {}
-        self.generation = 0
-
-    def invalidate(self) -> None:
-        self._cache.clear()
-        self.generation += 1
-
-    async def get(self, ctx: dict[str, Any]) -> dict[str, dict[str, list[dict]]]:
-        key = (ctx.get("project_id"), ctx.get("branch"))
-        hit = self._cache.get(key)
-        now = time.monotonic()
-        if hit is not None:
-            if now - hit[0] > self.TTL and key not in self._inflight:
-                self._start(key, ctx)
-            return hit[1]
-        fut = self._inflight.get(key) or self._start(key, ctx)
-        return await asyncio.shield(fut)
-
-    def _start(self, key: tuple, ctx: dict[str, Any]) -> asyncio.Future:
-        fut = asyncio.ensure_future(self._build(key, ctx))
-        self._inflight[key] = fut
-        fut.add_done_callback(lambda _f: self._inflight.pop(key, None))
-        return fut
-
-    async def _build(self, key: tuple, ctx: dict[str, Any]) -> dict[str, dict[str, list[dict]]]:
-        gen = self.generation
-        index: dict[str, dict[str, list[dict]]] = {}
-        offset = 0
-        t0 = time.perf_counter()
-        while True:
-            page = await self.server.service("list_memories", ctx, scope="project", limit=self.PAGE, offset=offset)
-            mems = page.get("memories") or []
-            for m in mems:
-                for a in m.get("anchors") or []:
-                    path, symbol = a.get("path"), a.get("symbol")
-                    if path:
-                        index.setdefault(path, {}).setdefault(symbol or "", []).append(m)
-            offset += len(mems)
-            if len(mems) < self.PAGE or offset >= int(page.get("total") or 0):
-                break
-        log.debug("anchor index for %s: %d files in %.0f ms", key, len(index), (time.perf_counter() - t0) * 1000)
-        if gen == self.generation:
-            self._cache[key] = (time.monotonic(), index)
-        return index
-
-    async def for_symbol(self, ctx: dict[str, Any], path: str | None, symbol: str | None) -> list[dict]:
-        if not path or not symbol:
-            return []
-        return list((await self.get(ctx)).get(path, {}).get(symbol, []))
-
-    async def for_path(self, ctx: dict[str, Any], path: str | None) -> dict[str, list[dict]]:
-        if not path:
-            return {}
-        return dict((await self.get(ctx)).get(path, {}))

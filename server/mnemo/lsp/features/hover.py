@@ -1,27 +1,28 @@
 """`textDocument/hover`: the memories most relevant to the symbol under the cursor, and the file's active skills.
 
-Memories anchored to the enclosing symbol come first, then recall hits for a query built from the code context
-(identifier, enclosing names, signature, docstring) above `mnemo.hover.minConfidence`. Nothing relevant enough:
-no hover. Store unavailable: one short "Mnemo unavailable" hover per document and outage, then nothing.
+Memories anchored to the enclosing symbol come first (outside any symbol: file + lines anchors covering the line),
+then recall hits for a query built from the code context (identifier, enclosing names, signature, docstring) above
+`mnemo.hover.minConfidence`: all of it from one `hover_context` call to the owner (none when cached, `editor.py`),
+every memory as the core's card. Nothing relevant enough: no hover. Store unavailable: one short "Mnemo
+unavailable" hover per document and outage, then nothing.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from lsprotocol import types as t
 
 from mnemo.core.errors import MnemoError
 from mnemo.lsp import convert
+from mnemo.lsp.feature import LanguageFeature, Server
 from mnemo.lsp.owner import UNAVAILABLE, Unavailable
-from mnemo.lsp.server import LanguageFeature
 
 log = logging.getLogger("mnemo.lsp.hover")
 
 
 class HoverFeature(LanguageFeature):
-    def __init__(self, server):
+    def __init__(self, server: Server):
         super().__init__(server)
         self._told_unavailable: set[tuple[str, float]] = set()
 
@@ -44,30 +45,24 @@ class HoverFeature(LanguageFeature):
         rel = self.server.rel_path(uri, ctx)
         symbol = code.symbol
         try:
-            recall_call = self.server.recall_cached(
-                ctx, code.query(), limit=max(4, settings.max_memories * 2),
-                include_docs=settings.include_docs, min_confidence=settings.min_confidence)
-            anchored_call = self.server.anchors.for_symbol(ctx, rel, symbol.qualname if symbol else None)
-            if settings.show_skills:
-                recalled, anchored, skills = await asyncio.gather(
-                    recall_call, anchored_call, self.server.active_skills(uri, ctx=ctx))
-            else:
-                recalled, anchored = await asyncio.gather(recall_call, anchored_call)
-                skills = {}
+            answer = await self.server.editor.hover(
+                ctx, rel, symbol=symbol.qualname if symbol else None, line=params.position.line, query=code.query(),
+                limit=max(4, settings.max_memories * 2), include_docs=settings.include_docs,
+                min_confidence=settings.min_confidence, skills=settings.show_skills)
         except Unavailable:
             return self._unavailable_hover(uri)
         except MnemoError as exc:
             log.info("hover: %s", exc)
             return None
-        anchored_ids = {m["id"] for m in anchored}
-        cards = [convert.memory_card_from_record(m) for m in anchored if not m.get("deprecated")]
-        cards += [c for c in recalled.get("cards", []) if c.get("item_id") not in anchored_ids]
+        anchored = answer.get("anchored") or []
+        anchored_ids = {c["item_id"] for c in anchored}
+        cards = [*anchored, *(c for c in answer.get("cards") or [] if c.get("item_id") not in anchored_ids)]
         cards = cards[: settings.max_memories]
         if not cards:
             return None
-        md = convert.hover_markdown(cards, anchored_ids, skills.get("activations", []) if skills else [],
-                                    symbol.qualname if symbol else code.word,
-                                    skills.get("dropped", []) if skills else [])
+        skills = answer.get("skills") or {}
+        md = convert.hover_markdown(cards, anchored_ids, skills.get("activations", []),
+                                    symbol.qualname if symbol else code.word, skills.get("dropped", []))
         return t.Hover(contents=t.MarkupContent(kind=t.MarkupKind.Markdown, value=md),
                        range=self.server.documents.word_range(snap, params.position, code.word))
 

@@ -12,7 +12,7 @@ from typing import Any
 from mnemo.core.errors import InvalidInput
 from mnemo.lsp import convert
 from mnemo.lsp.convert import want
-from mnemo.lsp.server import LanguageFeature
+from mnemo.lsp.feature import LanguageFeature, Server
 from mnemo.settings import to_dict
 
 OPTIONAL_METHODS = ("review_list", "review_resolve", "snapshot_export", "snapshot_diff", "snapshot_merge",
@@ -20,7 +20,7 @@ OPTIONAL_METHODS = ("review_list", "review_resolve", "snapshot_export", "snapsho
                     "merged_branches", "restore", "activate_skills", "skills_list")
 
 
-async def injection_preview(server, p: dict) -> dict[str, Any]:
+async def injection_preview(server: Server, p: dict) -> dict[str, Any]:
     """What an agent working on the file would get: active skills (scores, signals, token cost) + top memories."""
     m = "mnemo/injectionPreview"
     uri = want(p, "uri", str, m) or server.active_uri
@@ -43,7 +43,7 @@ async def injection_preview(server, p: dict) -> dict[str, Any]:
             names = " ".join(s.name for s in syms[:20])
             query = f"{rel or ''} {names}".strip()
     skills, recalled = await asyncio.gather(
-        server.active_skills(uri, message, ctx=ctx),
+        server.editor.active_skills(uri, message, ctx=ctx),
         server.service("recall", ctx, query, limit=max(1, server.settings.injection.max_memories),
                        include_docs=True) if query and server.settings.injection.max_memories > 0
         else asyncio.sleep(0, {"cards": []}))
@@ -133,7 +133,7 @@ class SidebarFeature(LanguageFeature):
     async def active_skills(self, p: dict) -> dict[str, Any]:
         m = "mnemo/activeSkills"
         uri = want(p, "uri", str, m) or self.server.active_uri
-        return await self.server.active_skills(uri, want(p, "message", str, m), fresh=True)
+        return await self.server.editor.active_skills(uri, want(p, "message", str, m), fresh=True)
 
     async def skills(self, p: dict) -> dict[str, Any]:
         ctx = await self._ctx(p)

@@ -1,0 +1,260 @@
+"""The service API, declared once: `Service` lists every operation with its typed parameters and typed result.
+
+Every surface calls these operations: the CLI, the language server and the MCP server through
+`mnemo.daemon.client.DaemonService` (over the owner's socket), the owner and tests through
+`mnemo.service.LocalService` (in process). Both follow this declaration: `SERVICE_METHODS` (what the owner serves)
+and the argument mapping of the client are derived from `Service` by introspection, and `call_arguments` refuses
+an argument an operation does not take - on the client before anything is sent, and on the owner with an
+`InvalidInput` that names the accepted arguments. Results are JSON objects, typed as TypedDicts in
+`mnemo/api/results.py` (made of the records in `mnemo/api/records.py`).
+
+tests/unit/test_service_contract.py checks that LocalService matches this declaration and that real results have
+these shapes; tests/unit/test_protocol_ts.py that the extension's `protocol.ts` reads only declared fields and sends
+only declared parameters. Adding an operation: declare it in `Service` (with its result type), implement it in
+`LocalService` (and, if the extension calls it, add its `...Params` interface to `protocol.ts`).
+"""
+
+import inspect
+from collections.abc import Callable
+from functools import cache
+from typing import Any, Protocol
+
+from mnemo.api import records, results
+from mnemo.api.records import Anchor, CodeSymbol, Ctx, Memory
+from mnemo.api.results import (
+    ActivationResult,
+    AnchorCheck,
+    BranchDelete,
+    BranchMergeReport,
+    CompactReport,
+    ContextBlock,
+    ContextCommit,
+    DecayReport,
+    DoctorResult,
+    Forgotten,
+    Health,
+    HoverContext,
+    Hydrated,
+    IndexDocsResult,
+    MemoryCards,
+    MemoryChange,
+    MemoryList,
+    MergedBranches,
+    RecallResult,
+    RecentContext,
+    RememberResult,
+    ReviewList,
+    ReviewResolution,
+    SessionEnd,
+    SkillList,
+    SkillsCheck,
+    SnapshotExport,
+    SnapshotMergeReport,
+    Stats,
+    TeamStatus,
+)
+from mnemo.core.errors import InvalidInput
+from mnemo.core.text import strip_controls
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+# -- the operations ---------------------------------------------------------------------------------------------
+class Service(Protocol):
+    """Every operation of the service API. `ctx` first (except `health`); what follows a bare `*` is passed by
+    name only; `progress` is local to the caller (over the socket it travels as `"_progress": true`)."""
+
+    def health(self) -> Health:
+        """The owner's version, protocol, pid, store and readiness, and the store-wide settings it applies."""
+
+    # memories
+    def remember(self, ctx: Ctx, text: str, *, type: str = "project", kind: str = "fact", scope: str = "project",
+                 tags: list[str] | None = None, importance: float = 0.5, source: str = "user",
+                 anchors: list[Anchor] | None = None, trust: str = "trusted", status: str | None = None,
+                 provenance: dict[str, Any] | None = None, on_conflict: str | None = None) -> RememberResult:
+        """Store a memory in the project scope (checks, dedup, conflicts). `status` None: active, or pending when
+        an agent writes under the `confirm` write policy."""
+
+    def recall(self, ctx: Ctx, query: str, *, scope: str = "hybrid", limit: int = 5, types: list[str] | None = None,
+               include_docs: bool = True, include_cold: bool = False,
+               min_confidence: float | None = None) -> RecallResult:
+        """Memories and Markdown blocks relevant to `query`, as cards."""
+
+    def hydrate(self, ctx: Ctx, item_id: str, mode: str = "default") -> Hydrated:
+        """One recall hit in full with its bounded surroundings (`mode` default | related)."""
+
+    def get_memory(self, ctx: Ctx, memory_id: str) -> Memory:
+        """One memory visible from this project."""
+
+    def promote(self, ctx: Ctx, memory_id: str, to: str = "global") -> MemoryChange:
+        """A project memory to the global scope or to the team server."""
+
+    def deprecate(self, ctx: Ctx, memory_id: str, reason: str | None = None) -> MemoryChange:
+        """Out of recall, kept in history (a team record: on the server, for everyone)."""
+
+    def forget(self, ctx: Ctx, memory_id: str, reason: str | None = None) -> Forgotten:
+        """Delete for good; a tombstone keeps it from coming back through imports."""
+
+    def list_memories(self, ctx: Ctx, *, scope: str = "hybrid", branch: str | None = None, type: str | None = None,
+                      kind: str | None = None, include_deprecated: bool = False, include_cold: bool = False,
+                      status: str | None = "active", all_branches: bool = False, limit: int = 200,
+                      offset: int = 0) -> MemoryList:
+        """The memories this workspace sees, filtered, newest first."""
+
+    def stats(self, ctx: Ctx) -> Stats:
+        """Counts by scope, type, tier, branch and status; the index, the store and the tiers."""
+
+    def index_docs(self, ctx: Ctx, root: str | None = None, *, progress: Progress | None = None) -> IndexDocsResult:
+        """(Re-)index the workspace's Markdown files (changed files only)."""
+
+    # skills
+    def skills_list(self, ctx: Ctx) -> SkillList:
+        """The skills and rules of the workspace (every supported format)."""
+
+    def skills_check(self, ctx: Ctx) -> SkillsCheck:
+        """The skills load report: problems, shadowed skills, held files."""
+
+    def activate_skills(self, ctx: Ctx, file: str | None = None, message: str | None = None, *,
+                        max_skills: int | None = None, token_budget: int | None = None) -> ActivationResult:
+        """The skills that apply to `file` and `message`, why, and the prompt block to inject."""
+
+    # lifecycle and sharing
+    def review_list(self, ctx: Ctx, kind: str | None = None, include_resolved: bool = False) -> ReviewList:
+        """The review queue (conflicts, overrides, pending notes, stale anchors, merges, held skills)."""
+
+    def review_resolve(self, ctx: Ctx, review_id: int, resolution: str) -> ReviewResolution:
+        """Answer a review item with one of its `resolutions`."""
+
+    def snapshot_export(self, ctx: Ctx, path: str, scopes: list[str] | None = None,
+                        branches: list[str] | None = None) -> SnapshotExport:
+        """Write a snapshot file of the chosen scopes and branches (secrets withheld)."""
+
+    def snapshot_diff(self, ctx: Ctx, path: str, strategy: str = "newer_wins") -> SnapshotMergeReport:
+        """What merging a snapshot would do; writes nothing."""
+
+    def snapshot_merge(self, ctx: Ctx, path: str, strategy: str = "newer_wins", *,
+                       progress: Progress | None = None) -> SnapshotMergeReport:
+        """Merge a snapshot file (imported memories are untrusted until accepted in Review)."""
+
+    def branch_diff(self, ctx: Ctx, source: str) -> BranchMergeReport:
+        """What merging branch `source`'s memories into the context's branch would do; writes nothing."""
+
+    def branch_merge(self, ctx: Ctx, source: str) -> BranchMergeReport:
+        """Merge branch `source`'s memories into the context's branch."""
+
+    def branch_delete(self, ctx: Ctx, name: str, force: bool = False) -> BranchDelete:
+        """Forget a branch's memories (refused while some are unmerged, unless `force`)."""
+
+    def merged_branches(self, ctx: Ctx, queue: bool = True) -> MergedBranches:
+        """Branches git shows merged into the default branch whose memories are not; `queue` files review items."""
+
+    def decay(self, ctx: Ctx, now: float | str | None = None, dry_run: bool = False,
+              force: bool = False) -> DecayReport:
+        """Lower the importance of unused memories as of `now`; the least important go cold."""
+
+    def compact(self, ctx: Ctx) -> CompactReport:
+        """Merge near-duplicates, summarize long notes, re-tier."""
+
+    def restore(self, ctx: Ctx, memory_id: str) -> MemoryChange:
+        """A cold memory back to warm, with the importance it had."""
+
+    def anchor(self, ctx: Ctx, memory_id: str, anchor: Anchor) -> MemoryChange:
+        """Attach a memory to a place in the code."""
+
+    def check_anchors(self, ctx: Ctx, path: str, symbols: list[CodeSymbol] | None) -> AnchorCheck:
+        """Compare the anchors in file `path` with its current symbols; changed ones go to Review."""
+
+    # doctor, team, hand-off
+    def doctor(self, ctx: Ctx) -> DoctorResult:
+        """The store's health checks, as the owner sees them."""
+
+    def team_status(self, ctx: Ctx) -> TeamStatus:
+        """The team server's configuration, reachability and outbox."""
+
+    def recent_context(self, ctx: Ctx, limit: int = 10, days: float = 14.0) -> RecentContext:
+        """Hand-offs and recent notes of this project (and teammates'), for the start of a session."""
+
+    # what agents receive without asking (core/context.py), session hand-offs (core/handoff.py)
+    def context(self, ctx: Ctx, file: str | None = None, message: str | None = None, *, event: str = "context",
+                session: str | None = None, budget: int | None = None, learn: str | None = None,
+                client: str | None = None, source: str | None = None, min_confidence: float | None = None,
+                commit: bool = True) -> ContextBlock:
+        """The context block for an event (session-start | prompt | pre-tool | context) under `budget` tokens,
+        never repeating what `session` already received; `learn` (off | confirm | auto) files stated corrections."""
+
+    def context_commit(self, ctx: Ctx, session: str | None = None, keys: list[str] | None = None,
+                       last_file: str | None = None, reset: bool = False) -> ContextCommit:
+        """Record what a session received (after a hook delivered a block built with commit=False)."""
+
+    def session_end(self, ctx: Ctx, session: str | None = None, summary: dict[str, Any] | None = None,
+                    client: str | None = None) -> SessionEnd:
+        """Write the session's hand-off note from its summary and forget what the session was given."""
+
+    # the editor's context in one round trip (core/anchored.py)
+    def hover_context(self, ctx: Ctx, path: str | None = None, line: int | None = None, symbol: str | None = None,
+                      query: str | None = None, limit: int = 5, include_docs: bool = True,
+                      min_confidence: float | None = None, skills: bool = True, max_skills: int | None = None,
+                      token_budget: int | None = None) -> HoverContext:
+        """What an editor shows at a position: recall cards for `query`, the memories anchored at the cursor (with
+        their stale state), every anchor of the file, and the file's active skills."""
+
+    def memory_cards(self, ctx: Ctx, ids: list[str]) -> MemoryCards:
+        """The card and the record of each memory opened by id; ids not visible from this project are `missing`."""
+
+
+# -- derived from `Service` ---------------------------------------------------------------------------------------
+SERVICE_METHODS = frozenset(name for name, value in vars(Service).items()
+                            if not name.startswith("_") and inspect.isfunction(value))
+LOCAL_ONLY = frozenset({"progress"})  # parameters that never cross the socket (a callable)
+
+
+@cache
+def signature(method: str) -> inspect.Signature:
+    """The parameters of `method` without `self`."""
+    if method not in SERVICE_METHODS:
+        raise InvalidInput(f"unknown method {method!r}", hint=f"use one of: {', '.join(sorted(SERVICE_METHODS))}")
+    sig = inspect.signature(getattr(Service, method))
+    return sig.replace(parameters=list(sig.parameters.values())[1:])
+
+
+def parameters(method: str) -> tuple[str, ...]:
+    """The names `method` takes, in order."""
+    return tuple(signature(method).parameters)
+
+
+def accepted(method: str, wire: bool = False) -> str:
+    """`ctx, text (required), type, kind, ...`: what `method` takes, for an error message."""
+    names = [(n, p) for n, p in signature(method).parameters.items() if not (wire and n in LOCAL_ONLY)]
+    return ", ".join(f"{n} (required)" if p.default is p.empty else n for n, p in names) or "no arguments"
+
+
+def call_arguments(method: str, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None,
+                   *, wire: bool = False) -> dict[str, Any]:
+    """The named arguments of a call to `method`, checked against its declaration: an argument it does not take,
+    one positional argument too many, a missing required one or one given twice is an `InvalidInput` that names
+    the accepted arguments (nothing was sent or done). `wire`: the arguments arrived over the socket, where local
+    parameters (`progress`) cannot appear."""
+    kwargs = kwargs or {}
+    sig = signature(method)
+    names = [n for n in sig.parameters if not (wire and n in LOCAL_ONLY)]
+    unknown = [k for k in kwargs if k not in names]
+    hint = f"{method} takes: {accepted(method, wire)}"
+    if unknown:  # a name from the wire is data: shortened, control characters out
+        names_given = [strip_controls(str(k))[:60] for k in unknown[:5]]
+        raise InvalidInput(f"{method} does not take {', '.join(f'`{k}`' for k in names_given)}; nothing was done",
+                           hint=hint, method=method, unknown=names_given)
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as exc:  # too many positional arguments, a missing required one, one given twice
+        raise InvalidInput(f"bad arguments for {method}: {exc}; nothing was done", hint=hint, method=method) from None
+    return dict(bound.arguments)
+
+
+__all__ = [
+    "LOCAL_ONLY", "SERVICE_METHODS", "ActivationResult", "Anchor", "AnchorCheck", "BranchDelete", "BranchMergeReport",
+    "CodeSymbol", "CompactReport", "Ctx", "DecayReport", "DoctorResult", "Forgotten", "Health", "Hydrated",
+    "IndexDocsResult", "Memory", "MemoryChange", "MemoryList", "MergedBranches", "Progress", "RecallResult",
+    "RecentContext", "RememberResult", "ReviewList", "ReviewResolution", "Service", "SkillList", "SkillsCheck",
+    "SnapshotExport", "SnapshotMergeReport", "Stats", "TeamStatus", "accepted", "call_arguments", "parameters",
+    "records", "results", "signature",
+]

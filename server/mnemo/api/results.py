@@ -1,0 +1,387 @@
+"""The results of the service API (`mnemo.api.Service`), one TypedDict per shape (keys marked `NotRequired`
+appear only in some answers).
+
+No `from __future__ import annotations` here: TypedDict needs its annotations evaluated to know which keys are
+required (Python 3.11).
+"""
+
+from typing import Any, NotRequired, TypedDict
+
+from mnemo.api.records import (
+    Activation,
+    Anchor,
+    BriefMemory,
+    Card,
+    Conflict,
+    Memory,
+    ReviewItem,
+    SameClaim,
+    Skill,
+    SkillHold,
+    SkillMiss,
+    SkillProblem,
+    SnapshotAction,
+    TeamShare,
+)
+
+
+class Health(TypedDict):
+    version: str
+    protocol: int
+    pid: int
+    home: str
+    index_ready: bool
+    model_loaded: bool
+    config: dict[str, Any]  # the store-wide settings the owner applies (`mnemo.core.config.owner_view`)
+
+
+class RememberResult(TypedDict):
+    status: str  # created | confirmed | conflict | pending | kept_existing
+    memory: Memory
+    message: str
+    conflicts: list[Conflict]
+    same_as: NotRequired[SameClaim]
+
+
+class MemoryChange(TypedDict):
+    """promote, deprecate, restore, anchor. A team record deprecated on the server has `id` and no `memory`."""
+
+    status: str
+    memory: NotRequired[Memory]
+    message: NotRequired[str]
+    team: NotRequired[TeamShare]
+    id: NotRequired[str]
+    scope: NotRequired[str]
+
+
+class Forgotten(TypedDict):
+    status: str
+    id: str
+    tombstone: bool
+
+
+class RecallResult(TypedDict):
+    query: str
+    scope: str
+    cards: list[Card]
+    warnings: list[str]
+    took_ms: float
+    min_confidence: float
+    hidden_low_confidence: int
+
+
+class HydrateBlock(TypedDict):
+    block_id: str
+    heading_path: list[str]
+    text: str
+    lines: list[int]
+    is_hit: bool
+
+
+class Hydrated(TypedDict):
+    """A note with related cards, or a Markdown block with its neighbours in the file."""
+
+    item_id: str
+    source_kind: str
+    mode: str
+    memory: NotRequired[Memory]
+    related: NotRequired[list[Card]]
+    source_path: NotRequired[str]
+    blocks: NotRequired[list[HydrateBlock]]
+    truncated: NotRequired[bool]
+
+
+class MemoryList(TypedDict):
+    total: int
+    memories: list[Memory]
+
+
+class Stats(TypedDict):
+    project: dict[str, str | None]  # id, name, branch, default_branch, root
+    memories: dict[str, int]  # project, global, all_projects
+    by_type: dict[str, int]
+    by_tier: dict[str, int]
+    by_branch: dict[str, int]
+    by_status: dict[str, int]
+    deprecated: int
+    tombstones: int
+    docs: dict[str, int]  # blocks, files
+    review_open: int
+    index: dict[str, Any]  # ready, indexed_seq, store_seq, rebuilds, last_error
+    model_id: str | None
+    store: dict[str, Any]  # home, db_bytes
+    tiers: dict[str, dict[str, Any]]  # hot | warm | cold -> count, meaning, top
+
+
+class IndexDocsResult(TypedDict):
+    root: str
+    files: int
+    added: int
+    updated: int
+    unchanged: int
+    removed: int
+    skipped: int
+    blocks_written: int
+    problems: list[dict[str, Any]]
+
+
+class SkillList(TypedDict):
+    skills: list[Skill]
+
+
+class SkillsCheck(TypedDict):
+    files_seen: int
+    loaded: int
+    active_skills: int
+    skipped: int
+    warnings: int
+    by_format: dict[str, int]
+    problems: list[SkillProblem]
+    shadowed: list[dict[str, Any]]
+    skills: list[Skill]
+    held: list[SkillHold]
+
+
+class ActivationResult(TypedDict):
+    file_path: str | None
+    message: str | None
+    activations: list[Activation]
+    total_tokens: int
+    threshold: float
+    considered: int
+    dropped: list[SkillMiss]
+    held: list[SkillMiss]
+    budget: dict[str, Any]  # {tokens, used, dropped: [SkillMiss]} when the token budget left skills out
+    elapsed_ms: float
+    registry_version: int
+    embedder: str
+    prompt_block: str
+
+
+class DoctorCheck(TypedDict):
+    name: str
+    status: str  # ok | warn | fail
+    detail: str
+    fix: str | None
+
+
+class DoctorResult(TypedDict):
+    checks: list[DoctorCheck]
+
+
+class TeamStatus(TypedDict):
+    configured: bool
+    url: str | None
+    namespace: str
+    token: str  # set | not set
+    source: str
+    ca_cert: str | None
+    hint: NotRequired[str]
+    reachable: NotRequired[bool]
+    breaker: NotRequired[dict[str, Any]]
+    outbox: NotRequired[dict[str, Any]]
+    collection: NotRequired[str]
+    model_id: NotRequired[str]
+    records: NotRequired[int]
+    authors: NotRequired[dict[str, int]]
+    recent: NotRequired[list[dict[str, Any]]]
+    error: NotRequired[str | None]
+
+
+class RecentItem(TypedDict):
+    id: str
+    scope: str
+    type: str
+    kind: str
+    branch: str | None
+    summary: str
+    updated_at: float
+    created_at: float
+    author: str
+    source: str
+    confirmations: int
+    status: str
+    trust: str
+    flags: list[str]
+    project_name: str
+    source_path: str | None
+
+
+class RecentContext(TypedDict):
+    project: dict[str, str | None]  # id, name, branch
+    since: float
+    days: float
+    handoffs: list[RecentItem]
+    recent: list[RecentItem]
+    team: list[RecentItem]
+    pending_review: int
+
+
+class ReviewList(TypedDict):
+    total: int
+    by_kind: dict[str, int]
+    items: list[ReviewItem]
+
+
+class SnapshotExport(TypedDict):
+    path: str
+    bytes: int
+    memories: int
+    by_scope: dict[str, int]
+    by_branch: dict[str, int]
+    model_id: str | None
+    sha256: str
+    withheld_secrets: list[dict[str, Any]]
+
+
+class SnapshotMergeReport(TypedDict):
+    """snapshot_diff (`dry_run` true, nothing written) and snapshot_merge."""
+
+    strategy: str
+    snapshot: dict[str, Any]  # file, created_at, mnemo_version, model_id, source, counts, sha256
+    imported: int
+    replaced: int
+    skipped_duplicates: int
+    skipped_forgotten: int
+    skipped_secrets: int
+    conflicts: int
+    resolutions: dict[str, int]
+    changes: int
+    conflict_details: list[SnapshotAction]
+    new: list[SnapshotAction]
+    secrets: list[dict[str, Any]]
+    dry_run: bool
+    vectors_replaced: NotRequired[list[str]]
+    review_id: NotRequired[int]
+
+
+class Superseded(TypedDict):
+    by: str
+    memory: BriefMemory
+
+
+class BranchMergeReport(TypedDict):
+    """branch_diff (`dry_run` true, nothing written) and branch_merge."""
+
+    source: str
+    target: str
+    imported: int
+    skipped_duplicates: int
+    skipped_pending: int
+    supersedes: int
+    new: list[BriefMemory]
+    duplicates: list[BriefMemory]
+    pending: list[BriefMemory]
+    superseded: list[Superseded]
+    dry_run: bool
+    copies: NotRequired[dict[str, str]]  # merged: source id -> the copy's id
+
+
+class ReviewResolution(TypedDict):
+    id: int
+    kind: str
+    resolution: str
+    changed: NotRequired[list[str]]
+    merge: NotRequired[BranchMergeReport]  # branch_merge items answered `merge`
+    trusted: NotRequired[int]  # snapshot_merge items: memories now trusted
+
+
+class BranchDelete(TypedDict):
+    branch: str
+    deleted: int
+    unmerged: int
+    unmerged_memories: list[BriefMemory]
+
+
+class MergedBranch(TypedDict):
+    branch: str
+    head: str | None
+    memories: int
+    state: str  # merged | unmerged | gone
+    unmerged_memories: NotRequired[int]
+    review_id: NotRequired[int]
+
+
+class MergedBranches(TypedDict):
+    default_branch: str | None
+    branches: list[MergedBranch]
+    default_head: NotRequired[str]
+    note: NotRequired[str]
+
+
+class DecayReport(TypedDict):
+    now: float
+    half_life_hours: float
+    tombstone_threshold: float
+    scanned: int
+    decayed: int
+    untouched: int
+    moved_to_cold: list[dict[str, Any]]
+    tier_moves: list[dict[str, Any]]
+    dry_run: bool
+    tiers: dict[str, int]
+
+
+class CompactReport(TypedDict):
+    merged: list[dict[str, Any]]
+    summarized: list[dict[str, Any]]
+    tier_moves: list[dict[str, Any]]
+    tiers: dict[str, int]
+
+
+class AnchorCheck(TypedDict):
+    path: str
+    checked: int
+    ok: int
+    flagged: list[dict[str, Any]]  # memory_id, review_id, anchor, reason, title
+    cleared: list[dict[str, Any]]  # memory_id, anchor
+
+
+class AnchoredCard(Card, total=False):
+    anchor: Anchor
+    stale: bool
+
+
+class HoverContext(TypedDict):
+    path: str | None
+    symbol: str | None
+    cards: list[Card]
+    warnings: list[str]
+    anchored: list[AnchoredCard]
+    file_anchors: dict[str, list[str]]  # symbol ("" = the file) -> ids of the memories anchored there
+    skills: ActivationResult | None
+
+
+class MemoryCards(TypedDict):
+    cards: list[Card]
+    memories: list[Memory]
+    missing: list[str]
+
+
+class ContextBlock(TypedDict):
+    """What an agent receives for one event (core/context.py): one quoted Markdown block and what went into it."""
+
+    event: str
+    markdown: str
+    tokens: int
+    budget: int
+    items: list[dict[str, Any]]  # {kind, id, title, section, how: inlined | referenced, ...}
+    dropped: list[dict[str, Any]]
+    already_sent: int
+    learned: list[dict[str, Any]]
+    session: dict[str, Any] | None  # {id, seen}
+    delivered: NotRequired[dict[str, Any]]  # commit=False: what to confirm with context_commit
+    project: dict[str, Any]
+    file: str | None
+    warnings: list[str]
+    elapsed_ms: float
+
+
+class ContextCommit(TypedDict):
+    session: str | None
+    seen: int | None
+
+
+class SessionEnd(TypedDict):
+    handoff: dict[str, Any]
+    session_cleared: bool

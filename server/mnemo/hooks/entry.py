@@ -1,0 +1,258 @@
+"""`mnemo hook session-start|prompt|pre-tool|session-end`: what Claude Code runs on each event.
+
+Reads the event's JSON on stdin (Claude Code's hook input: `session_id`, `transcript_path`, `cwd`,
+`hook_event_name`, and `source` / `prompt` / `tool_name` + `tool_input` / `reason`), asks the owner for the
+context block within a deadline, and prints `{"hookSpecificOutput": {"hookEventName", "additionalContext"}}`,
+which Claude Code adds to the model's context (nothing at all when there is nothing new). Session end sends the
+transcript's summary for the hand-off note.
+
+It never blocks the agent: whatever happens (no owner, a slow owner, bad input, a bug) it exits 0 within the
+deadline (`MNEMO_HOOK_TIMEOUT`, default 0.8 s after its process started) with nothing on stdout and one line on stderr.
+When no owner runs it starts one in the background, so the next event finds it warm. It imports the standard
+library, the owner-socket client and the workspace identity only (start-up is most of a hook's latency).
+
+Settings (this process's environment; they travel with the request): `MNEMO_CONTEXT_BUDGET` (tokens, default
+2000), `MNEMO_LEARN_CORRECTIONS` (off | confirm | auto, default confirm), `MNEMO_HOOK_TIMEOUT` (seconds),
+`MNEMO_HOOKS=off` (do nothing). A bad value is refused: nothing is injected and stderr says which variable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing `typing` costs a hook's start-up more than it is worth
+    from typing import Any
+
+EVENTS = {"session-start": "SessionStart", "prompt": "UserPromptSubmit", "pre-tool": "PreToolUse",
+          "session-end": "SessionEnd"}
+FILE_TOOLS = frozenset({"Read", "Edit", "Write", "MultiEdit", "NotebookEdit"})
+DEFAULT_TIMEOUT = 0.8     # seconds from the process's start; leaves time to exit within a second
+MAX_STDIN = 4 * 1024 * 1024
+CLIENT = "claude-code"
+
+
+class Refused(Exception):
+    """A setting or an input this hook will not act on (said on stderr, nothing injected)."""
+
+
+def say(line: str) -> None:
+    """The hook's one line on stderr (Claude Code shows it in its transcript / verbose mode)."""
+    try:
+        sys.stderr.write("mnemo: " + " ".join(str(line).split())[:400] + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _env_number(name: str, default: float, lo: float, hi: float, integer: bool = False) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw) if integer else float(raw)
+    except ValueError:
+        value = None
+    if value is None or not lo <= value <= hi:
+        kind = "a whole number" if integer else "a number"
+        raise Refused(f"{name}={raw!r} is not {kind} from {lo:g} to {hi:g}; nothing was injected")
+    return value
+
+
+def settings() -> dict[str, Any]:
+    learn = (os.environ.get("MNEMO_LEARN_CORRECTIONS") or "confirm").strip().lower()
+    if learn not in ("off", "confirm", "auto"):
+        raise Refused(f"MNEMO_LEARN_CORRECTIONS={learn!r} is not off, confirm or auto; nothing was injected")
+    return {"budget": int(_env_number("MNEMO_CONTEXT_BUDGET", 2000, 100, 20000, integer=True)),
+            "learn": learn, "timeout": _env_number("MNEMO_HOOK_TIMEOUT", DEFAULT_TIMEOUT, 0.1, 30.0)}
+
+
+def read_input(stream=None) -> dict[str, Any]:
+    raw = (stream or sys.stdin.buffer).read(MAX_STDIN + 1)
+    if len(raw) > MAX_STDIN:
+        raise Refused("the hook input is larger than 4 MiB; nothing was injected")
+    try:
+        data = json.loads(raw.decode("utf-8", "replace") or "{}")
+    except ValueError as exc:
+        raise Refused(f"the hook input is not JSON ({exc}); nothing was injected") from exc
+    if not isinstance(data, dict):
+        raise Refused("the hook input is not a JSON object; nothing was injected")
+    return data
+
+
+def home() -> str:
+    return os.environ.get("MNEMO_HOME") or os.path.join(os.path.expanduser("~"), ".mnemo")
+
+
+def workspace(data: dict[str, Any]) -> dict[str, Any]:
+    """The request's context (`detect_context` of the session's directory, mirrored in `hooks/workspace.py`)."""
+    from mnemo.hooks.workspace import context
+
+    cwd = data.get("cwd") if isinstance(data.get("cwd"), str) else None
+    return context(cwd or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd())
+
+
+def _session(data: dict[str, Any]) -> str | None:
+    sid = data.get("session_id")
+    return sid[:200] if isinstance(sid, str) and sid.strip() else None
+
+
+def tool_file(data: dict[str, Any]) -> str | None:
+    """The file a Read/Edit/Write/MultiEdit/NotebookEdit call is about (None for other tools)."""
+    if data.get("tool_name") not in FILE_TOOLS:
+        return None
+    inp = data.get("tool_input") if isinstance(data.get("tool_input"), dict) else {}
+    path = inp.get("file_path") or inp.get("notebook_path")
+    return path if isinstance(path, str) and path.strip() else None
+
+
+def context_params(event: str, data: dict[str, Any], ctx: dict[str, Any], cfg: dict[str, Any]) -> dict | None:
+    """The `context` request for this event, or None when the event has nothing to ask for."""
+    params: dict[str, Any] = {"ctx": ctx, "event": event, "session": _session(data), "budget": cfg["budget"],
+                              "client": CLIENT, "commit": False}
+    if event == "session-start":
+        params["source"] = data.get("source") if isinstance(data.get("source"), str) else None
+        params["learn"] = cfg["learn"]          # warms the detector for this session's prompts
+    elif event == "prompt":
+        prompt = data.get("prompt")
+        if not isinstance(prompt, str) or not prompt.strip():
+            return None
+        params["message"] = prompt
+        params["learn"] = cfg["learn"]
+    elif event == "pre-tool":
+        path = tool_file(data)
+        if path is None:
+            return None
+        params["file"] = path
+    return params
+
+
+def emit(event: str, markdown: str) -> None:
+    if markdown:
+        out = {"hookSpecificOutput": {"hookEventName": EVENTS[event], "additionalContext": markdown}}
+        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.flush()
+
+
+def start_owner(h: str) -> None:
+    """Start an owner in the background (when none holds the store), so the next event finds one."""
+    try:
+        from pathlib import Path
+
+        from mnemo.daemon.client import owner_lock_free, spawn_owner
+
+        Path(h).mkdir(parents=True, exist_ok=True)
+        if owner_lock_free(Path(h)):
+            spawn_owner(Path(h))
+    except Exception as exc:  # noqa: BLE001 - best effort; the line on stderr already says nothing was injected
+        say(f"could not start the owner: {exc}")
+
+
+def session_end(data: dict[str, Any], ctx: dict[str, Any], h: str, deadline: float, deferred: bool) -> None:
+    from mnemo.hooks import transcript, wire
+
+    summary: dict[str, Any] = {}
+    path = data.get("transcript_path")
+    if isinstance(path, str) and path and os.path.isfile(path):
+        summary = transcript.summarize(path, ctx.get("root"))
+        summary["transcript"] = path
+    summary["reason"] = data.get("reason") if isinstance(data.get("reason"), str) else None
+    params = {"ctx": ctx, "session": _session(data), "summary": summary, "client": CLIENT}
+    if deferred:  # a detached process: wait for an owner as long as it takes
+        from pathlib import Path
+
+        from mnemo.daemon.client import DaemonService
+
+        svc = DaemonService(Path(h), client_name="hook")
+        try:
+            svc.session_end(**params)
+        finally:
+            svc.close()
+        return
+    try:
+        wire.call(h, "session_end", params, deadline)
+    except wire.OwnerUnavailable:
+        defer(data)
+        say("no owner was running; the hand-off is written in the background once one has started")
+
+
+def defer(data: dict[str, Any]) -> None:
+    """Run the session end again in a detached process that waits for an owner (this one must exit now)."""
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-m", "mnemo", "hook", "session-end", "--deferred"],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True, close_fds=True)
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(data).encode())
+    proc.stdin.close()
+
+
+def run(argv: list[str], started: float) -> int:
+    event = argv[0] if argv else ""
+    if event not in EVENTS:
+        say(f"unknown hook event {event!r}; use one of {', '.join(EVENTS)}")
+        return 0
+    if (os.environ.get("MNEMO_HOOKS") or "").strip().lower() in ("off", "0", "false", "no"):
+        return 0
+    from mnemo.hooks import wire
+
+    cfg = settings()
+    data = read_input()
+    ctx = workspace(data)
+    h = home()
+    deadline = started + cfg["timeout"]
+    if event == "session-end":
+        session_end(data, ctx, h, deadline, "--deferred" in argv)
+        return 0
+    params = context_params(event, data, ctx, cfg)
+    if params is None:
+        return 0
+    try:
+        with wire.Owner(h, deadline) as owner:
+            res = owner.call("context", params) or {}
+            emit(event, res.get("markdown") or "")
+            delivered = res.get("delivered")
+            if delivered and (delivered.get("keys") or delivered.get("last_file") or delivered.get("reset")):
+                owner.call("context_commit", {"ctx": ctx, **delivered})  # the agent has it: count it as given
+    except wire.OwnerUnavailable:
+        start_owner(h)
+        say("no owner was running; starting one in the background, nothing injected this time")
+        return 0
+    except wire.OwnerSlow:
+        say(f"the owner did not answer within {cfg['timeout']:g} s; nothing injected")
+        return 0
+    for w in (res.get("warnings") or [])[:1]:
+        say(w)
+    return 0
+
+
+def process_age() -> float:
+    """Seconds since this process started (Linux: /proc), so the deadline counts Python's own start-up."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, min(5.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK")))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    started = time.monotonic() - process_age()
+    try:
+        return run(sys.argv[2:] if argv is None else argv, started)
+    except Refused as exc:
+        say(str(exc))
+    except KeyboardInterrupt:
+        pass
+    except Exception as exc:  # noqa: BLE001 - a hook must never block or break the agent
+        say(f"hook failed, nothing injected: {type(exc).__name__}: {exc}")
+    return 0
+
+
+__all__ = ["EVENTS", "main"]

@@ -1,0 +1,90 @@
+"""The JSON-RPC side of pygls as Mnemo needs it: the converter (custom methods keep plain dicts), the protocol
+(a request with params that do not fit the LSP types gets an InvalidParams answer), and the pre-handshake's replay
+of `initialize` made readable for pygls (`preinit.py`)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from lsprotocol import types as t
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.protocol import LanguageServerProtocol
+
+log = logging.getLogger("mnemo.lsp")
+
+
+def converter_factory():
+    """pygls' converter, but params/results of custom methods stay plain dicts (not namedtuples)."""
+    from pygls.protocol import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage
+    from pygls.protocol import default_converter as base
+
+    conv = base()
+    keep = lambda obj, cls: cls(**obj)  # noqa: E731
+    for cls in (JsonRPCRequestMessage, JsonRPCResponseMessage, JsonRPCNotification):
+        conv.register_structure_hook(cls, keep)
+    return conv
+
+
+class _Answered:
+    """A message already answered with an error while it was being read; pygls ignores it (no `jsonrpc`)."""
+
+    jsonrpc = None
+
+
+class MnemoProtocol(LanguageServerProtocol):
+    """pygls' protocol, but a request whose params do not fit the LSP types gets an InvalidParams answer instead
+    of no answer at all (which would leave the client waiting)."""
+
+    def structure_message(self, data: Any) -> Any:
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as exc:
+            if isinstance(data, dict) and "id" in data and "method" in data:
+                log.warning("malformed %s request: %s", data.get("method"), exc)
+                self._send_response(data["id"], error=JsonRpcInvalidParams(
+                    f"invalid params for {data.get('method')}", data={"code": "invalid_params"}).to_response_error())
+                return _Answered()
+            raise
+
+
+def readable_initialize(server: Any, msg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The pre-handshake's replay of `initialize`, made readable for pygls: the client was already told the session
+    started, so a client capability section lsprotocol cannot read (pygls would answer InvalidParams and never set
+    up the workspace) is dropped and named, keeping what the early answer was computed from (`positionEncodings`,
+    `willSave*`). Returns (the message, the dropped sections)."""
+    conv = server.protocol._converter  # noqa: SLF001
+
+    def readable(m: dict[str, Any]) -> bool:
+        try:
+            conv.structure(m, t.InitializeRequest)
+        except Exception:  # noqa: BLE001 - cattrs' validation errors
+            return False
+        return True
+
+    if readable(msg):
+        return msg, []
+    params = msg.get("params")
+    caps = params.get("capabilities") if isinstance(params, dict) else None
+    if not isinstance(caps, dict):
+        return msg, []
+    kept: dict[str, Any] = {}
+    dropped: list[str] = []
+    for key, value in caps.items():
+        if readable({**msg, "params": {**params, "capabilities": {key: value}}}):
+            kept[key] = value
+        else:
+            dropped.append(key)
+    encodings = (caps.get("general") or {}).get("positionEncodings") if isinstance(caps.get("general"), dict) else None
+    if "general" in dropped and encodings is not None:
+        kept["general"] = {"positionEncodings": encodings}
+    text = caps.get("textDocument")
+    sync = text.get("synchronization") if isinstance(text, dict) else None
+    if "textDocument" in dropped and isinstance(sync, dict):
+        kept["textDocument"] = {"synchronization": {k: v for k, v in sync.items()
+                                                    if k in ("willSave", "willSaveWaitUntil")}}
+    fixed = {**msg, "params": {**params, "capabilities": kept}}
+    return (fixed, dropped) if readable(fixed) else (msg, [])
+
+
+__all__ = ["MnemoProtocol", "converter_factory", "readable_initialize"]

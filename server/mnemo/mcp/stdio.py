@@ -1,0 +1,110 @@
+"""The MCP server's stdio transport: the protocol alone on the real stdout, malformed lines answered instead of
+dropped, oversized ones refused without being held in memory."""
+
+import json
+import logging
+import os
+import threading
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+
+log = logging.getLogger("mnemo.mcp")
+
+
+class _WireWriter:
+    """The protocol's stdout: whole lines under a lock (the SDK's writer and our error replies share it)."""
+
+    def __init__(self, raw):
+        self.raw = raw
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> int:
+        data = text.encode("utf-8")
+        with self._lock:
+            self.raw.write(data)
+        return len(text)
+
+    def flush(self) -> None:
+        with self._lock:
+            self.raw.flush()
+
+    def reply(self, obj: dict[str, Any]) -> None:
+        with self._lock:
+            self.raw.write((json.dumps(obj) + "\n").encode("utf-8"))
+            self.raw.flush()
+
+
+def protocol_error(line: str) -> dict[str, Any] | None:
+    """The JSON-RPC error reply for a line that is not a valid message (the SDK drops such lines silently, which
+    leaves a client waiting forever); None for a valid message."""
+    import mcp_types
+
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError) as exc:  # RecursionError: a nesting bomb ([[[[...) must not kill us
+        return {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": f"Parse error: {exc}"}}
+    try:
+        mcp_types.jsonrpc_message_adapter.validate_python(obj, by_name=False)
+        return None
+    except Exception:  # noqa: BLE001 - any validation failure is an invalid request
+        rid = obj.get("id") if isinstance(obj, dict) else None
+        if not isinstance(rid, str | int) or isinstance(rid, bool):
+            rid = None
+        what = "a JSON object" if not isinstance(obj, dict) else "a JSON-RPC 2.0 request, notification or response"
+        return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32600, "message": f"Invalid Request: expected {what}"}}
+
+
+class _GuardedStdin:
+    """Lines from the real stdin; malformed ones are answered with a JSON-RPC error and never reach the SDK."""
+
+    def __init__(self, raw, out: _WireWriter):
+        self.raw = raw
+        self.out = out
+        self.max_line = int(os.environ.get("MNEMO_MCP_MAX_MESSAGE_BYTES", str(32 * 1024 * 1024)))
+
+    def readline(self) -> str:
+        while True:
+            data = self.raw.readline(self.max_line + 1)
+            if not data:
+                return ""
+            if len(data) > self.max_line and not data.endswith(b"\n"):  # never hold an unbounded line in memory
+                while True:
+                    more = self.raw.readline(1 << 20)
+                    if not more or more.endswith(b"\n"):
+                        break
+                self.out.reply({"jsonrpc": "2.0", "id": None, "error": {
+                    "code": -32600, "message": f"Invalid Request: a message larger than {self.max_line:,} bytes "
+                                               "(raise MNEMO_MCP_MAX_MESSAGE_BYTES to allow it)"}})
+                continue
+            line = data.decode("utf-8", errors="replace")
+            if not line.strip():
+                continue
+            err = protocol_error(line)
+            if err is None:
+                return line
+            log.info("malformed message answered with %s", err["error"]["code"])
+            self.out.reply(err)
+
+
+async def run_stdio(server: MCPServer) -> None:
+    """Serve on stdin/stdout. The real descriptors are moved aside first: fd 1 then points at stderr and fd 0 at
+    /dev/null, so a stray print or a child process can never corrupt or steal the protocol stream."""
+    from mcp.server.stdio import stdio_server
+
+    wire_out = os.fdopen(os.dup(1), "wb")
+    wire_in = os.fdopen(os.dup(0), "rb", buffering=0)
+    os.dup2(2, 1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    writer = _WireWriter(wire_out)
+    stdin = anyio.wrap_file(_GuardedStdin(wire_in, writer))
+    stdout = anyio.wrap_file(writer)
+    lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async runs, over our guarded streams
+    async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):
+        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
+__all__ = ["protocol_error", "run_stdio"]

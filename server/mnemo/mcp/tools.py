@@ -1,0 +1,186 @@
+"""The MCP tools: thin wrappers that derive the workspace context, call the Service API through the `Backend`,
+and format the answer for a model (`mnemo.mcp.format`). Their signatures are the tools' schemas (the SDK reads the
+annotations); the docstrings are what the agent reads."""
+
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from mnemo.mcp.format import (
+    format_activation,
+    format_hydrate,
+    format_recall,
+    format_recent,
+    format_stats,
+    format_status,
+)
+
+READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+
+def add_tools(server: MCPServer, backend, workspace) -> None:
+    """Every tool, in the order `tools/list` shows them. `backend`: `mnemo.mcp.server.Backend`; `workspace`:
+    `mnemo.mcp.server.Workspace`."""
+    _memory_tools(server, backend, workspace)
+    _skill_tools(server, backend, workspace)
+    _curation_tools(server, backend, workspace)
+    _overview_tools(server, backend, workspace)
+
+
+def _memory_tools(server: MCPServer, backend, workspace) -> None:
+    @server.tool(annotations=WRITE)
+    async def remember(
+        text: Annotated[str, Field(description="One short, self-contained fact, decision, lesson or hand-off, "
+                                               "written so it makes sense months later without this chat.")],
+        mcp_ctx: Context,
+        kind: Annotated[str, Field(description="decision | lesson | pattern | handoff | fact (free-form)")] = "fact",
+        type: Annotated[Literal["project", "reference", "user", "feedback"],
+                        Field(description="project/reference: about the code (branch-scoped); user/feedback: "
+                                          "about the person (hold on every branch)")] = "project",
+        tags: Annotated[list[str] | None, Field(description="a few topic words")] = None,
+        importance: Annotated[float, Field(ge=0.0, le=1.0, description="0..1, default 0.5")] = 0.5,
+        file: Annotated[str | None, Field(description="repository-relative path the note is about, if any")] = None,
+    ) -> str:
+        """Store a memory in this repository's project scope, for later sessions and other agents. Call it when
+        you learn something durable: a decision and its reason, a gotcha, a convention, a fix that worked, the
+        user's preference. Before ending a session, remember a hand-off (kind "handoff"): what was done, what is
+        left, what to watch. Saying the same thing again confirms the existing memory instead of duplicating it.
+        Never include secrets (refused)."""
+        ctx = await workspace.context(mcp_ctx)
+        anchors = [{"path": file}] if file else None
+        res = await backend.call("remember", ctx, text, kind=kind, type=type, tags=tags or [],
+                                 importance=importance, source="agent", anchors=anchors)
+        return format_status(res, "remember")
+
+    @server.tool(annotations=READ)
+    async def recall(
+        query: Annotated[str, Field(description="what you need to know, in words (a question or the task)")],
+        mcp_ctx: Context,
+        limit: Annotated[int, Field(ge=1, le=20, description="how many cards (default 5)")] = 5,
+        scope: Annotated[Literal["hybrid", "project", "global", "team"],
+                         Field(description="hybrid (default) = this project + global + team")] = "hybrid",
+        include_docs: Annotated[bool, Field(description="also search the repository's Markdown docs")] = True,
+        min_confidence: Annotated[float | None, Field(
+            ge=0, le=1, description="hide hits below this confidence (default 0.15, the store's "
+                                    "MNEMO_MIN_CONFIDENCE; 0 shows every hit)")] = None,
+    ) -> str:
+        """Search this repository's memory (earlier decisions, lessons, conventions, hand-offs) and its indexed
+        Markdown docs, by meaning and keywords. Call it at the start of a task, before changing unfamiliar code,
+        and whenever you wonder "did we decide this before?". Returns compact cards with provenance (scope,
+        project, branch, source, updated, confidence, trust); `hydrate` an id for more."""
+        ctx = await workspace.context(mcp_ctx)
+        res = await backend.call("recall", ctx, query, limit=limit, scope=scope, include_docs=include_docs,
+                                 min_confidence=min_confidence)
+        return format_recall(res)
+
+    @server.tool(annotations=READ)
+    async def hydrate(
+        item_id: Annotated[str, Field(description="an id from a recall card (mem-..., blk-..., team-...)")],
+        mcp_ctx: Context,
+        mode: Annotated[Literal["default", "related"],
+                        Field(description="default: the item and a small neighbourhood; related: a wider one")
+                        ] = "default",
+    ) -> str:
+        """The full text and bounded surroundings of one recall hit: a note with its metadata and related notes,
+        or a Markdown section with its neighbouring sections in the same file."""
+        ctx = await workspace.context(mcp_ctx)
+        return format_hydrate(await backend.call("hydrate", ctx, item_id, mode))
+
+
+def _skill_tools(server: MCPServer, backend, workspace) -> None:
+    @server.tool(annotations=READ)
+    async def activate_skills(
+        mcp_ctx: Context,
+        file: Annotated[str | None, Field(description="the file you are about to read or edit (path relative to "
+                                                       "the repository, or absolute)")] = None,
+        request: Annotated[str | None, Field(description="the user's request or your current step")] = None,
+    ) -> str:
+        """The project's rules and skills that apply to this file and request (from skills/, .github
+        instructions, .cursor rules, CLAUDE.md, AGENTS.md ...), as an "Active skills" block to follow, plus why
+        each one was chosen (glob, keyword, semantic match, scores, token cost). Call it before editing a file."""
+        if not file and not request:
+            raise ToolError("give a file, a request, or both. What to do: pass the path you are editing and/or "
+                            "what the user asked for")
+        ctx = await workspace.context(mcp_ctx)
+        return format_activation(await backend.call("activate_skills", ctx, file, request))
+
+    @server.tool(annotations=READ)
+    async def context(
+        mcp_ctx: Context,
+        file: Annotated[str | None, Field(description="the file you are about to read or edit (path relative to "
+                                                       "the repository, or absolute)")] = None,
+        request: Annotated[str | None, Field(description="the user's request or your current step")] = None,
+        budget: Annotated[int, Field(ge=100, le=20000, description="tokens for the whole block (default 2000)")
+                          ] = 2000,
+    ) -> str:
+        """Everything Mnemo would put in front of you for this file and request, in one block under a token
+        budget: the skills and rules that apply (their text) and the memories recall finds (quoted, with
+        provenance). One call instead of `recall` + `activate_skills`; call it at the start of a task and before
+        editing a file. The same block Claude Code's hooks and `mnemo context` give."""
+        if not file and not request:
+            raise ToolError("give a file, a request, or both. What to do: pass the path you are editing and/or "
+                            "what the user asked for")
+        ctx = await workspace.context(mcp_ctx)
+        res = await backend.call("context", ctx, file, request, event="context", budget=budget, client="any")
+        return res.get("markdown") or "Nothing in Mnemo's memory or skills applies to this file and request.\n"
+
+
+def _curation_tools(server: MCPServer, backend, workspace) -> None:
+    @server.tool(annotations=WRITE)
+    async def promote(
+        memory_id: Annotated[str, Field(description="a project memory id (mem-...)")],
+        mcp_ctx: Context,
+        to: Annotated[Literal["global", "team"],
+                      Field(description="global: your other repositories too; team: everyone on the team server")
+                      ] = "global",
+    ) -> str:
+        """Share a project memory more widely: `global` makes it visible in all of this user's repositories,
+        `team` sends it to the team's Chroma server for every member. Only for facts that hold beyond this
+        project. Secrets are refused; provenance (the project and note it came from) is kept."""
+        ctx = await workspace.context(mcp_ctx)
+        res = await backend.call("promote", ctx, memory_id, to)
+        return format_status(res, f"promote to {to}")
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                                             open_world_hint=False))
+    async def deprecate(
+        memory_id: Annotated[str, Field(description="the memory id (mem-... or team-...)")],
+        mcp_ctx: Context,
+        reason: Annotated[str | None, Field(description="why it no longer holds")] = None,
+    ) -> str:
+        """Take a memory that is wrong or outdated out of recall (it stays in history with the reason). Use it
+        when a recalled note contradicts the current code or a newer decision."""
+        ctx = await workspace.context(mcp_ctx)
+        return format_status(await backend.call("deprecate", ctx, memory_id, reason), "deprecate")
+
+
+def _overview_tools(server: MCPServer, backend, workspace) -> None:
+    @server.tool(annotations=READ)
+    async def stats(mcp_ctx: Context) -> str:
+        """What Mnemo holds for this repository: memory counts by scope, type and tier, indexed docs, the review
+        queue, the dense index, and the team server's state."""
+        ctx = await workspace.context(mcp_ctx)
+        st = await backend.call("stats", ctx)
+        try:
+            team = await backend.call("team_status", ctx)
+        except ToolError:
+            team = None
+        return format_stats(st, team)
+
+    @server.tool(annotations=READ)
+    async def recent_context(
+        mcp_ctx: Context,
+        limit: Annotated[int, Field(ge=1, le=50, description="how many recent notes (default 10)")] = 10,
+        days: Annotated[float, Field(gt=0, le=3650, description="how far back (default 14)")] = 14.0,
+    ) -> str:
+        """What was learned lately in this repository: the hand-offs earlier agent sessions left, and recent
+        decisions and lessons (also from teammates). Call it first when you start working here."""
+        ctx = await workspace.context(mcp_ctx)
+        return format_recent(await backend.call("recent_context", ctx, limit, days))
+
+
+__all__ = ["READ", "WRITE", "add_tools"]
