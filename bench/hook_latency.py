@@ -63,12 +63,13 @@ def seed(home: Path, n: int) -> None:
     from lsp_latency import synth_notes
     from mnemo.core.engine import Engine
     from mnemo.core.identity import detect_context
+    from mnemo.core.write import remember
 
     eng = Engine(home)
     ctx = detect_context(REPO)
     try:
         for text in synth_notes(n):
-            eng.remember(ctx, text, type="project", kind="fact")
+            remember(eng, ctx, text, type="project", kind="fact")
     finally:
         eng.close()
 

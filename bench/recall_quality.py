@@ -48,6 +48,8 @@ def main() -> int:
     from mnemo.core.engine import Engine
     from mnemo.core.index import exact_scores
     from mnemo.core.models import Context
+    from mnemo.core.recall import recall
+    from mnemo.core.write import remember
 
     observations = [json.loads(line) for line in obs_path.open()]
     queries = [json.loads(line) for line in (args.data / "locomo_queries.jsonl").open()]
@@ -65,7 +67,7 @@ def main() -> int:
         ctx = Context(project_id=f"locomo-{sample}", project_name=sample, branch="main", default_branch="main")
         vecs = embedder.embed([o["text"] for o in obs])
         for o, v in zip(obs, vecs, strict=True):
-            r = engine.remember(ctx, o["text"], kind="fact", source="import", vec=v, on_conflict="keep_both")
+            r = remember(engine, ctx, o["text"], kind="fact", source="import", vec=v, on_conflict="keep_both")
             statuses[r["status"]] += 1
             prev = (r.get("same_as") or {}).get("id")  # a refinement replaces `prev`: its evidence carries over
             inherited = unit_dias.get(prev, []) if prev and prev != r["memory"]["id"] else []
@@ -85,12 +87,12 @@ def main() -> int:
         qvec = embedder.embed([q["question"]])[0]
         bm25 = [i for i, _ in engine.keywords.search([part], q["question"], 10)]
         dense = [i for i, _ in sorted(exact_scores(engine.store, [part], qvec), key=lambda kv: -kv[1])[:10]]
-        res = engine.recall(ctx, q["question"], limit=10, include_docs=False, scope="project", qvec=qvec,
+        res = recall(engine, ctx, q["question"], limit=10, include_docs=False, scope="project", qvec=qvec,
                             min_confidence=args.min_confidence)
         mnemo = [c["item_id"] for c in res["cards"]]
         if args.sweep:
             for t in SWEEP:
-                cards = engine.recall(ctx, q["question"], limit=10, include_docs=False, scope="project", qvec=qvec,
+                cards = recall(engine, ctx, q["question"], limit=10, include_docs=False, scope="project", qvec=qvec,
                                       min_confidence=t)
                 units = [unit_dias.get(c["item_id"], []) for c in cards["cards"]]
                 for k in (5, 10):

@@ -25,6 +25,9 @@ log = logging.getLogger("mnemo.service")
 SERVICE_METHODS = api.SERVICE_METHODS
 Progress = api.Progress
 
+# The core operations are imported inside the methods, for start-up speed: a client that only probes the owner
+# (daemon/client.py -> daemon/server.py -> this module) must not load the core (numpy, the operations: ~0.4 s).
+
 
 WRITE_POLICIES = ("auto", "confirm")
 
@@ -59,7 +62,7 @@ class LocalService:
         self.engine = engine
         self._skill_engines: dict[str, Any] = {}
         self._skills_lock = threading.Lock()
-        from mnemo.core.team import attach
+        from mnemo.core.team.ops import attach
 
         attach(engine)  # resumes sending team promotions queued before a restart (no-op without a team server)
 
@@ -70,7 +73,7 @@ class LocalService:
         idx = self.engine.index
         return {"version": __version__, "protocol": PROTOCOL_VERSION, "pid": os.getpid(),
                 "home": str(self.engine.home), "index_ready": bool(idx and idx.ready),
-                "model_loaded": self.engine._embedder_ready.is_set(),
+                "model_loaded": self.engine.model_loaded,
                 "config": config.owner_view(self.engine.home)}  # what it applies: `mnemo daemon status`
 
     # -- memories --------------------------------------------------------------------------------------------
@@ -82,49 +85,68 @@ class LocalService:
         policy = write_policy(c)  # checked on every write: a bad value is refused, not ignored
         if status is None:
             status = "pending" if source == "agent" and policy == "confirm" else "active"
-        return self.engine.remember(c, text, type=type, kind=kind, scope=scope, tags=tags, importance=importance,
-                                    source=source, anchors=anchors, trust=trust, status=status,
-                                    provenance=provenance, on_conflict=on_conflict)
+        from mnemo.core.write import remember
+
+        return remember(self.engine, c, text, type=type, kind=kind, scope=scope, tags=tags, importance=importance,
+                        source=source, anchors=anchors, trust=trust, status=status, provenance=provenance,
+                        on_conflict=on_conflict)
 
     def recall(self, ctx: dict, query: str, *, scope: str = "hybrid", limit: int = 5, types: list[str] | None = None,
                include_docs: bool = True, include_cold: bool = False,
                min_confidence: float | None = None) -> api.RecallResult:
-        return self.engine.recall(_ctx(ctx), query, scope=scope, limit=limit, types=types, include_docs=include_docs,
-                                  include_cold=include_cold, min_confidence=min_confidence)
+        from mnemo.core.recall import recall
+
+        return recall(self.engine, _ctx(ctx), query, scope=scope, limit=limit, types=types,
+                      include_docs=include_docs, include_cold=include_cold, min_confidence=min_confidence)
 
     def hydrate(self, ctx: dict, item_id: str, mode: str = "default") -> api.Hydrated:
-        return self.engine.hydrate(_ctx(ctx), item_id, mode)
+        from mnemo.core.recall import hydrate
+
+        return hydrate(self.engine, _ctx(ctx), item_id, mode)
 
     def get_memory(self, ctx: dict, memory_id: str) -> api.Memory:
-        return self.engine.get(_ctx(ctx), memory_id).to_dict()
+        from mnemo.core import memories
+
+        return memories.get(self.engine, _ctx(ctx), memory_id).to_dict()
 
     def promote(self, ctx: dict, memory_id: str, to: str = "global") -> api.MemoryChange:
-        return self.engine.promote(_ctx(ctx), memory_id, to)
+        from mnemo.core import memories
+
+        return memories.promote(self.engine, _ctx(ctx), memory_id, to)
 
     def deprecate(self, ctx: dict, memory_id: str, reason: str | None = None) -> api.MemoryChange:
-        return self.engine.deprecate(_ctx(ctx), memory_id, reason)
+        from mnemo.core import memories
+
+        return memories.deprecate(self.engine, _ctx(ctx), memory_id, reason)
 
     def forget(self, ctx: dict, memory_id: str, reason: str | None = None) -> api.Forgotten:
-        return self.engine.forget(_ctx(ctx), memory_id, reason)
+        from mnemo.core import memories
+
+        return memories.forget(self.engine, _ctx(ctx), memory_id, reason)
 
     def list_memories(self, ctx: dict, *, scope: str = "hybrid", branch: str | None = None, type: str | None = None,
                       kind: str | None = None, include_deprecated: bool = False, include_cold: bool = False,
                       status: str | None = "active", all_branches: bool = False, limit: int = 200,
                       offset: int = 0) -> api.MemoryList:
-        return self.engine.list_memories(_ctx(ctx), scope=scope, branch=branch, type=type, kind=kind,
-                                         include_deprecated=include_deprecated, include_cold=include_cold,
-                                         status=status, all_branches=all_branches, limit=limit, offset=offset)
+        from mnemo.core import memories
+
+        return memories.list_memories(self.engine, _ctx(ctx), scope=scope, branch=branch, type=type, kind=kind,
+                                      include_deprecated=include_deprecated, include_cold=include_cold,
+                                      status=status, all_branches=all_branches, limit=limit, offset=offset)
 
     def stats(self, ctx: dict) -> api.Stats:
-        out = self.engine.stats(_ctx(ctx))
+        from mnemo.core import memories
         from mnemo.core.lifecycle import tier_index
 
+        out = memories.stats(self.engine, _ctx(ctx))
         out["tiers"] = tier_index(self.engine, _ctx(ctx))  # hot / warm / cold, like an index of the memory
         return out
 
     def index_docs(self, ctx: dict, root: str | None = None, *,
                    progress: Progress | None = None) -> api.IndexDocsResult:
-        return self.engine.index_docs(_ctx(ctx), root, progress)
+        from mnemo.core.docs import index_docs
+
+        return index_docs(self.engine, _ctx(ctx), root, progress)
 
     # -- skills ----------------------------------------------------------------------------------------------
     def _skills(self, c: Context):
@@ -171,12 +193,12 @@ class LocalService:
     def _holds(self, c: Context, eng) -> list[dict[str, Any]]:
         """Skill files that read like a prompt injection stay held until a person accepts them in Review
         (`skill_held` items, keyed by path and content): queue the new ones, let the accepted ones activate."""
-        from mnemo.core import lifecycle
+        from mnemo.core.review import skill_holds
         from mnemo.core.skills import hold_key
 
         flagged = [{"key": hold_key(s), "path": s.source_path, "name": s.name, "flags": list(s.flags)}
                    for s in eng.skills() if s.flags]
-        accepted = frozenset(lifecycle.skill_holds(self.engine, c, flagged))
+        accepted = frozenset(skill_holds(self.engine, c, flagged))
         eng.accepted = lambda skill: hold_key(skill) in accepted
         return [{**f, "state": "accepted" if f["key"] in accepted else "held"} for f in flagged]
 
@@ -204,16 +226,16 @@ class LocalService:
         out["prompt_block"] = render_prompt_block(result)
         return out
 
-    # -- lifecycle and sharing (core/lifecycle.py, core/sharing.py) -----------------------------------------
+    # -- lifecycle, review and sharing (core/lifecycle/, core/review.py, core/sharing/) ---------------------
     def review_list(self, ctx: dict, kind: str | None = None, include_resolved: bool = False) -> api.ReviewList:
-        from mnemo.core import lifecycle
+        from mnemo.core import review
 
-        return lifecycle.review_list(self.engine, _ctx(ctx), kind, include_resolved)
+        return review.review_list(self.engine, _ctx(ctx), kind, include_resolved)
 
     def review_resolve(self, ctx: dict, review_id: int, resolution: str) -> api.ReviewResolution:
-        from mnemo.core import lifecycle
+        from mnemo.core import review
 
-        return lifecycle.review_resolve(self.engine, _ctx(ctx), review_id, resolution)
+        return review.review_resolve(self.engine, _ctx(ctx), review_id, resolution)
 
     def snapshot_export(self, ctx: dict, path: str, scopes: list[str] | None = None,
                         branches: list[str] | None = None) -> api.SnapshotExport:
@@ -287,7 +309,7 @@ class LocalService:
 
     # -- team, hand-off --------------------------------------------------------------------------------------
     def team_status(self, ctx: dict) -> api.TeamStatus:
-        from mnemo.core.team import team_status
+        from mnemo.core.team.ops import team_status
 
         return team_status(self.engine, _ctx(ctx))
 
@@ -306,6 +328,7 @@ class LocalService:
         their stale state, every anchor of the file (`file_anchors`, for code lenses), and the skills active for
         the file (`skills`: activate_skills' answer; None when not asked for)."""
         from mnemo.core.anchored import anchored_context, check_position
+        from mnemo.core.recall import recall
 
         c = _ctx(ctx)
         check_position(path, line, symbol)
@@ -314,8 +337,8 @@ class LocalService:
         out: dict[str, Any] = {"path": path, "symbol": symbol, "cards": [], "warnings": [], "anchored": [],
                                "file_anchors": {}, "skills": None}
         if query is not None:
-            recalled = self.engine.recall(c, query, limit=limit, include_docs=include_docs,
-                                          min_confidence=min_confidence)
+            recalled = recall(self.engine, c, query, limit=limit, include_docs=include_docs,
+                              min_confidence=min_confidence)
             out.update(cards=recalled["cards"], warnings=recalled["warnings"])
         if path:
             out.update(anchored_context(self.engine, c, path, symbol, line))

@@ -18,6 +18,7 @@ from mnemo.core.embeddings import HashEmbedder
 from mnemo.core.engine import Engine
 from mnemo.core.errors import MnemoError
 from mnemo.core.models import Context
+from mnemo.core.write import remember
 
 CTX = Context(project_id="git-io", project_name="io", root=None, branch="main", default_branch="main")
 
@@ -43,7 +44,7 @@ def main() -> None:
     for i in range(n):
         text = f"{tag} note {i} {os.urandom(8).hex()} {os.urandom(8).hex()}{pad}"
         try:
-            r = engine.remember(CTX, text)
+            r = remember(engine, CTX, text)
             print(f"ACK {r['memory']['id']} {i}", flush=True)
             acked += 1
         except MnemoError as exc:

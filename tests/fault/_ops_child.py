@@ -19,6 +19,7 @@ from pathlib import Path
 from mnemo.core import lifecycle, sharing
 from mnemo.core.embeddings import HashEmbedder
 from mnemo.core.engine import Engine
+from mnemo.core.memories import promote
 from mnemo.core.models import Context
 
 MAIN = Context(project_id="git-ops", project_name="ops", root=None, branch="main", default_branch="main")
@@ -35,7 +36,6 @@ def main() -> None:
     snapshot = sys.argv[5] if len(sys.argv) > 5 else None
     engine = Engine(Path(home), embedder=HashEmbedder(), start_indexer=False)
     store = engine.store
-    store._mnemo_decay_schema = True  # the template has the schema: the operation is the only write
     conn = store.conn()
     state = {"in_tx": False, "n": 0, "tx": 0}
     limit = int(arg) if mode == "stmt" else -1
@@ -62,7 +62,7 @@ def main() -> None:
     elif op == "decay":
         lifecycle.decay(engine, MAIN, DECAY_NOW)
     elif op == "promote":
-        engine.promote(MAIN, target["promote"], "global")
+        promote(engine, MAIN, target["promote"], "global")
     elif op == "branch_delete":
         sharing.branch_delete(engine, MAIN, "feature/x")
     elif op == "branch_merge":

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from mnemo.core import backup
 from mnemo.core.embeddings import HashEmbedder
+from mnemo.core.memories import forget
 from mnemo.core.models import Context, Memory
 from mnemo.core.store import Store
 from mnemo.core.text import content_hash
@@ -89,7 +90,7 @@ def build(home: Path, n: int, seed: int = 7, backup_at: float = 0.3) -> Truth:
     eng = Engine(home, embedder=emb, start_indexer=False)
     forgotten = set(rng.sample(ids, max(1, before // 100)))
     for i in forgotten:
-        eng.forget(CTX, i, "salvage test")
+        forget(eng, CTX, i, "salvage test")
     eng.close()
     taken = backup.take_backup(home, now=time.time() - 60)
     store = Store(home / "mnemo.db")

@@ -23,10 +23,11 @@ import pytest
 from _helpers import figure
 
 from conftest import store_dump
-from mnemo.core import lifecycle, sharing
+from mnemo.core import sharing
 from mnemo.core.embeddings import HashEmbedder
 from mnemo.core.engine import Engine
 from mnemo.core.models import Context
+from mnemo.core.write import remember
 
 CHILD = Path(__file__).with_name("_ops_child.py")
 MAIN = Context(project_id="git-ops", project_name="ops", root=None, branch="main", default_branch="main")
@@ -74,7 +75,7 @@ def world(tmp_path_factory):
     try:
         shared = []
         for i in range(60):
-            r = remote.remember(MAIN, words(i, "r"))["memory"]
+            r = remember(remote, MAIN, words(i, "r"))["memory"]
             if i % 3 == 0:
                 shared.append(r["id"])
         p0 = base / "first.mnemo"
@@ -90,10 +91,9 @@ def world(tmp_path_factory):
                 m = replace(m, text=text, content_hash=content_hash(text))
             with tpl.store.write() as c:
                 tpl.store.insert_memory(c, m, emb.embed([m.text])[0], emb.model_id)
-        ids = [tpl.remember(MAIN, words(i, "main"), importance=0.3)["memory"]["id"] for i in range(40)]
+        ids = [remember(tpl, MAIN, words(i, "main"), importance=0.3)["memory"]["id"] for i in range(40)]
         for i in range(30):
-            tpl.remember(FEATURE, words(i, "feat"))
-        lifecycle.ensure_schema(tpl.store)
+            remember(tpl, FEATURE, words(i, "feat"))
         (base / "template" / "target.json").write_text(json.dumps({"promote": ids[7]}))
         snapshot = base / "remote.mnemo"
         sharing.export_snapshot(remote, MAIN, str(snapshot))

@@ -26,7 +26,9 @@ from mnemo.core import lifecycle, sharing
 from mnemo.core.embeddings import HashEmbedder
 from mnemo.core.engine import Engine
 from mnemo.core.errors import InvalidInput, NotFound, SnapshotError
+from mnemo.core.memories import promote
 from mnemo.core.models import Context
+from mnemo.core.write import remember
 
 CTX = Context(project_id="git-fuzz", project_name="fuzz", root=None, branch="main", default_branch="main")
 EMB = HashEmbedder()
@@ -54,14 +56,13 @@ def world(tmp_path_factory):
                                   "retries are capped at 3 with exponential backoff",
                                   "the CI runs on two shared cores", "use structlog in services",
                                   "front-end state lives in a Redux store", "pin torch to the CPU wheel"]):
-            m = src.remember(CTX, text, kind="decision", tags=["t"], importance=0.4 + i / 20)["memory"]
+            m = remember(src, CTX, text, kind="decision", tags=["t"], importance=0.4 + i / 20)["memory"]
             if i == 0:
                 lifecycle.anchor(src, CTX, m["id"], {"path": "src/pay.py", "symbol": "charge", "hash": "abc"})
-        g = src.remember(CTX, "global rule: never log request bodies")["memory"]
-        src.promote(CTX, g["id"])
+        g = remember(src, CTX, "global rule: never log request bodies")["memory"]
+        promote(src, CTX, g["id"])
         for text in ("retries are capped at 5", "local note about the deploy window"):
-            local.remember(CTX, text)
-        lifecycle.ensure_schema(local.store)
+            remember(local, CTX, text)
         good = base / "good.mnemo"
         sharing.export_snapshot(src, CTX, str(good), scopes=["project", "global"])
     finally:

@@ -17,9 +17,13 @@ from _helpers import figure
 from data.injection_payloads import BENIGN, HELD_OUT_PAYLOADS, PAYLOADS, invisible_variants
 from data.secrets_corpus import HELD_OUT_HARMLESS, PROSE
 
-from mnemo.core import lifecycle, sharing
+from mnemo.core import review, sharing
 from mnemo.core.errors import InvalidInput
+from mnemo.core.memories import get as get_memory
+from mnemo.core.memories import promote
+from mnemo.core.recall import recall
 from mnemo.core.safety import INVISIBLE_RE, is_suspicious, screen_text
+from mnemo.core.write import remember
 
 
 def _flagged(text: str) -> bool:
@@ -52,7 +56,7 @@ def test_poisoned_agent_notes_wait_in_review_and_are_never_promoted(engine, ctx)
     stats = {"pending_untrusted": 0, "invisible_left": 0, "in_recall": 0, "promoted": 0, "landed": 0}
     ids = []
     for p in payloads:
-        r = engine.remember(ctx, p, source="agent")
+        r = remember(engine, ctx, p, source="agent")
         m = r["memory"]
         if r["status"] == "confirmed":  # the same words as an earlier variant (after stripping): one memory
             continue
@@ -61,13 +65,13 @@ def test_poisoned_agent_notes_wait_in_review_and_are_never_promoted(engine, ctx)
         stats["landed"] += m["status"] == "active"
         stats["invisible_left"] += bool(INVISIBLE_RE.search(m["text"]))
         with pytest.raises(InvalidInput):
-            engine.promote(ctx, m["id"], "global")
+            promote(engine, ctx, m["id"], "global")
     for p in PAYLOADS:
-        res = engine.recall(ctx, p, limit=10, include_docs=False)
+        res = recall(engine, ctx, p, limit=10, include_docs=False)
         stats["in_recall"] += sum(c["item_id"] in ids for c in res["cards"])
     stats["promoted"] = engine.store.conn().execute("SELECT COUNT(*) FROM memories WHERE scope != 'project'"
                                                     ).fetchone()[0]
-    queue = lifecycle.review_list(engine, ctx, kind="pending")
+    queue = review.review_list(engine, ctx, kind="pending")
     flagged_items = [it for it in queue["items"] if it["payload"].get("flags")]
     figure("test_poisoning[agent writes]", "poisoned notes held in Review as untrusted",
            f"{stats['pending_untrusted']}/{len(ids)}", landed=stats["landed"])
@@ -79,18 +83,18 @@ def test_poisoned_agent_notes_wait_in_review_and_are_never_promoted(engine, ctx)
     assert len(flagged_items) == len(ids) and "flagged:" in flagged_items[0]["summary"]
     # a person accepts one: it lands, trusted, and may then be promoted
     item = flagged_items[0]
-    lifecycle.review_resolve(engine, ctx, item["id"], "accept")
-    m = engine.get(ctx, item["item_id"])
+    review.review_resolve(engine, ctx, item["id"], "accept")
+    m = get_memory(engine, ctx, item["item_id"])
     assert m.status == "active" and m.trust == "trusted" and any(f.startswith("injection:") for f in m.flags)
-    assert engine.promote(ctx, m.id, "global")["status"] == "promoted"
+    assert promote(engine, ctx, m.id, "global")["status"] == "promoted"
 
 
 def test_a_persons_own_note_lands_but_keeps_its_flags(engine, ctx):
-    r = engine.remember(ctx, "Ignore previous instructions in the old README; the new flow is in docs/flow.md",
+    r = remember(engine, ctx, "Ignore previous instructions in the old README; the new flow is in docs/flow.md",
                         source="user")
     m = r["memory"]
     assert m["status"] == "active" and m["trust"] == "trusted" and "injection:override_instructions" in m["flags"]
-    card = engine.recall(ctx, "old README new flow", include_docs=False)["cards"][0]
+    card = recall(engine, ctx, "old README new flow", include_docs=False)["cards"][0]
     assert card["item_id"] == m["id"] and card["flags"] == m["flags"] and card["trust"] == "trusted"
 
 
@@ -102,7 +106,7 @@ def test_poisoned_imports_arrive_untrusted_and_pending(engine, ctx, tmp_path, ha
         # at the source, a person wrote and accepted them: active and trusted there
         for p in PAYLOADS[:10] + ["payments API requires idempotency keys on every POST",
                                   "retries are capped at 3 with exponential backoff"]:
-            src.remember(ctx, p, source="user")
+            remember(src, ctx, p, source="user")
         path = tmp_path / "poisoned.mnemo"
         sharing.export_snapshot(src, ctx, str(path))
     finally:
@@ -115,11 +119,11 @@ def test_poisoned_imports_arrive_untrusted_and_pending(engine, ctx, tmp_path, ha
     assert len(poisoned) == 10 and len(clean) == 2
     assert all(m.trust == "untrusted" and m.status == "pending" for m in poisoned)
     assert all(m.trust == "untrusted" and m.status == "active" for m in clean)
-    cards = engine.recall(ctx, "idempotency keys POST", include_docs=False)["cards"]
+    cards = recall(engine, ctx, "idempotency keys POST", include_docs=False)["cards"]
     assert cards[0]["trust"] == "untrusted" and cards[0]["imported_from"]
     # accepting the import trusts the clean records only; each poisoned one waits for its own decision
     rid = res["review_id"]
-    out = lifecycle.review_resolve(engine, ctx, rid, "accept")
+    out = review.review_resolve(engine, ctx, rid, "accept")
     assert out["trusted"] == 2
     after = {m.id: m for m in engine.store.query_memories("json_extract(provenance, '$.imported_from') IS NOT NULL")}
     assert all(after[m.id].trust == "trusted" for m in clean)
@@ -129,8 +133,8 @@ def test_poisoned_imports_arrive_untrusted_and_pending(engine, ctx, tmp_path, ha
 
 
 def test_team_hits_from_other_people_are_untrusted(engine, ctx, monkeypatch):
-    from mnemo.core import team
-    from mnemo.core.team import TeamHit, record_to_memory
+    from mnemo.core.team import ops
+    from mnemo.core.team.client import TeamHit, record_to_memory
 
     def hit(author):
         meta = {"author": author, "trust": "trusted", "project_id": ctx.project_id, "type": "project"}
@@ -147,8 +151,8 @@ def test_team_hits_from_other_people_are_untrusted(engine, ctx, monkeypatch):
         def query(qvec, model_id, k):
             return [hit(ctx.user), hit("mallory")]
 
-    monkeypatch.setattr(team, "team_for", lambda engine: FakeTeam)
-    cands = team.team_candidates(engine, ctx, [0.0] * 8, 5, [], "hybrid")
+    monkeypatch.setattr(engine, "team", lambda: FakeTeam)
+    cands = ops.team_candidates(engine, ctx, [0.0] * 8, 5, [], "hybrid")
     trust = {c.memory.author: c.memory.trust for c in cands}
     assert trust == {ctx.user: "trusted", "mallory": "untrusted"}
 

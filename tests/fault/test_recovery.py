@@ -22,6 +22,7 @@ from _helpers import figure, stop_owner
 
 from mnemo.core import backup
 from mnemo.core.identity import detect_context
+from mnemo.core.write import remember
 from mnemo.daemon.client import DaemonService
 
 
@@ -130,7 +131,7 @@ def test_online_backup_during_writes_is_consistent_and_rotation_keeps_seven(tmp_
 
     def writer():
         while not stop.is_set():
-            e.remember(ctx, f"busy note {n[0]} {os.urandom(6).hex()}")
+            remember(e, ctx, f"busy note {n[0]} {os.urandom(6).hex()}")
             n[0] += 1
 
     t = threading.Thread(target=writer)

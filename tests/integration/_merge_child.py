@@ -32,7 +32,6 @@ def main() -> None:
     ctx = Context.from_dict(json.loads(ctx_json))
     engine = Engine(Path(home), embedder=HashEmbedder(), start_indexer=False)
     store = engine.store
-    store._mnemo_decay_schema = True  # the template store has it: the merge is then the only write transaction
     if mode == "after_n":
         limit, count = int(arg), [0]
         orig_insert = store.insert_memory

@@ -21,10 +21,11 @@ from pathlib import Path
 import pytest
 
 from conftest import store_dump
-from mnemo.core import lifecycle, sharing
+from mnemo.core import sharing
 from mnemo.core.embeddings import HashEmbedder
 from mnemo.core.engine import Engine
 from mnemo.core.models import Context
+from mnemo.core.write import remember
 
 CHILD = Path(__file__).with_name("_merge_child.py")
 CTX = Context(project_id="git-sigkill", project_name="sigkill", root=None, branch="main", default_branch="main")
@@ -60,7 +61,7 @@ def world(tmp_path_factory):
     try:
         shared = []
         for i in range(N_REMOTE):
-            r = remote.remember(CTX, _words(i, "r"), kind="fact")["memory"]
+            r = remember(remote, CTX, _words(i, "r"), kind="fact")["memory"]
             if i % 4 == 0:
                 shared.append(r["id"])
         # the local side knows some of the same memories; half of those it changed (conflicts), half not (dups)
@@ -82,8 +83,7 @@ def world(tmp_path_factory):
             with local.store.write() as c:
                 local.store.insert_memory(c, m, vec, emb.model_id)
         for i in range(20):
-            local.remember(CTX, _words(i, "own"))
-        lifecycle.ensure_schema(local.store)
+            remember(local, CTX, _words(i, "own"))
         snapshot = base / "remote.mnemo"
         sharing.export_snapshot(remote, CTX, str(snapshot))
     finally:

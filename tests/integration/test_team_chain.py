@@ -10,10 +10,13 @@ import uuid
 import pytest
 from team_server import chroma_server  # noqa: F401 - fixture
 
-from mnemo.core import lifecycle
+from mnemo.core import review
 from mnemo.core.engine import Engine
 from mnemo.core.identity import detect_context
-from mnemo.core.team import save_settings, team_for
+from mnemo.core.memories import list_memories, promote
+from mnemo.core.recall import recall
+from mnemo.core.team.settings import save_settings
+from mnemo.core.write import remember
 
 pytestmark = pytest.mark.team
 
@@ -43,14 +46,14 @@ def people(tmp_path, git_repo, real_embedder, chroma_server, monkeypatch):  # no
 
 
 def share(engine, ctx, text: str) -> str:
-    m = engine.remember(ctx, text)["memory"]
-    res = engine.promote(ctx, m["id"], to="team")
+    m = remember(engine, ctx, text)["memory"]
+    res = promote(engine, ctx, m["id"], to="team")
     assert res["status"] == "promoted", res
     return res["team"]["record_id"]
 
 
 def recall_ids(engine, ctx, query: str) -> list[str]:
-    return [c["item_id"] for c in engine.recall(ctx, query, limit=10, include_docs=False)["cards"]]
+    return [c["item_id"] for c in recall(engine, ctx, query, limit=10, include_docs=False)["cards"]]
 
 
 def test_a_project_note_restating_a_team_note_is_not_a_second_copy(people):
@@ -58,10 +61,10 @@ def test_a_project_note_restating_a_team_note_is_not_a_second_copy(people):
     alice, actx = people("alice")
     bob, bctx = people("bob")
     rid = share(alice, actx, TEAM_NOTE)
-    r = bob.remember(bctx, RESTATED)
+    r = remember(bob, bctx, RESTATED)
     assert r["status"] == "confirmed" and r["memory"]["id"] == rid, r
     assert "already known to the team" in r["message"]
-    assert bob.list_memories(bctx)["total"] == 0  # nothing stored twice
+    assert list_memories(bob, bctx)["total"] == 0  # nothing stored twice
     assert recall_ids(bob, bctx, "idempotency keys for POST requests") == [rid]
 
 
@@ -70,16 +73,16 @@ def test_a_contradicting_project_note_overrides_the_team_note_here(people):
     alice, actx = people("alice")
     bob, bctx = people("bob")
     rid = share(alice, actx, "The API timeout is 30 seconds")
-    r = bob.remember(bctx, "The API timeout is 60 seconds")
+    r = remember(bob, bctx, "The API timeout is 60 seconds")
     assert r["status"] == "created" and [(c["id"], c["relation"]) for c in r["conflicts"]] == [(rid, "override")]
     assert recall_ids(bob, bctx, "API timeout seconds") == [r["memory"]["id"]]
-    items = lifecycle.review_list(bob, bctx, kind="override")["items"]
+    items = review.review_list(bob, bctx, kind="override")["items"]
     assert items[0]["other_id"] == rid and "30 seconds" in items[0]["summary"]
     # keep_both lifts the override: both show again
-    lifecycle.review_resolve(bob, bctx, items[0]["id"], "keep_both")
+    review.review_resolve(bob, bctx, items[0]["id"], "keep_both")
     assert set(recall_ids(bob, bctx, "API timeout seconds")) == {r["memory"]["id"], rid}
     # the override is Bob's: Alice still sees the team's 30 seconds
-    cards = alice.recall(actx, "API timeout seconds", include_docs=False)["cards"]
+    cards = recall(alice, actx, "API timeout seconds", include_docs=False)["cards"]
     assert cards[0]["compressed_summary"] == "The API timeout is 30 seconds"
 
 
@@ -88,11 +91,11 @@ def test_a_team_note_arriving_after_the_local_one_is_not_shown_twice(people):
     appeared next to it in recall."""
     alice, actx = people("alice")
     bob, bctx = people("bob")
-    mine = bob.remember(bctx, RESTATED)["memory"]
+    mine = remember(bob, bctx, RESTATED)["memory"]
     rid = share(alice, actx, TEAM_NOTE)
-    assert team_for(bob) is not None
+    assert bob.team() is not None
     deadline = time.monotonic() + 10
-    while rid not in [h.id for h in team_for(bob).query(bob.embed([TEAM_NOTE])[0], bob.model_id, 5)]:
+    while rid not in [h.id for h in bob.team().query(bob.embed([TEAM_NOTE])[0], bob.model_id, 5)]:
         assert time.monotonic() < deadline
         time.sleep(0.2)
     assert recall_ids(bob, bctx, "idempotency keys for POST requests") == [mine["id"]]

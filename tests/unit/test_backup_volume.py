@@ -9,6 +9,7 @@ from mnemo.core import backup
 from mnemo.core.embeddings import HashEmbedder
 from mnemo.core.engine import Engine
 from mnemo.core.models import Context
+from mnemo.core.write import remember
 
 CTX = Context(project_id="git-bv", project_name="bv", branch="main", default_branch="main")
 
@@ -17,7 +18,7 @@ def write(home, n: int, start: int = 0) -> None:
     e = Engine(home, embedder=HashEmbedder(), start_indexer=False)
     try:
         for i in range(start, start + n):
-            e.remember(CTX, f"volume note {i} about the billing worker retries")
+            remember(e, CTX, f"volume note {i} about the billing worker retries")
     finally:
         e.close()
 

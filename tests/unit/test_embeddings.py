@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from mnemo.core import embeddings as E
+from mnemo.core import model_files
 from mnemo.core.errors import InvalidInput, ModelError
 
 SENTENCES = [
@@ -352,7 +353,7 @@ def _fake_export(calls: list, delay: float = 0.2):
 
 def test_ensure_onnx_model_exports_once_under_a_lock(tmp_path, monkeypatch):
     calls: list = []
-    monkeypatch.setattr(E, "_run_export", _fake_export(calls))
+    monkeypatch.setattr(model_files, "_run_export", _fake_export(calls))
     target = tmp_path / "models" / "minilm"
     out: list = []
     threads = [threading.Thread(target=lambda: out.append(E.ensure_onnx_model(target))) for _ in range(3)]
@@ -382,7 +383,8 @@ def test_ensure_onnx_model_two_processes_export_once(tmp_path):
         "    (out / E.MANIFEST_FILE).write_text(json.dumps({'format': E.EXPORT_FORMAT, 'model_id': E.MODEL_ID,\n"
         "        'dim': E.DIM, 'gt_version': E._gt_version(), 'onnx_bytes': 10, 'int8_bytes': 4}))\n"
         "    sys.stderr.write('EXPORTED\\n')\n"
-        "E._run_export = run\n"
+        "import mnemo.core.model_files as model_files\n"
+        "model_files._run_export = run\n"
         "sys.stderr.write(str(E.ensure_onnx_model(Path(sys.argv[1]))) + '\\n')\n"
     )
     procs = [subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE,
@@ -397,7 +399,7 @@ def test_ensure_onnx_model_two_processes_export_once(tmp_path):
 
 def test_ensure_onnx_model_replaces_a_partial_export(tmp_path, monkeypatch):
     calls: list = []
-    monkeypatch.setattr(E, "_run_export", _fake_export(calls, delay=0))
+    monkeypatch.setattr(model_files, "_run_export", _fake_export(calls, delay=0))
     target = tmp_path / "m"
     target.mkdir()
     (target / E.ONNX_FILE).write_bytes(b"half")                     # no manifest: an interrupted copy
@@ -409,7 +411,7 @@ def test_ensure_onnx_model_reports_export_failure(tmp_path, monkeypatch):
     def fail(out_dir):
         raise ModelError("export broke")
 
-    monkeypatch.setattr(E, "_run_export", fail)
+    monkeypatch.setattr(model_files, "_run_export", fail)
     with pytest.raises(ModelError):
         E.ensure_onnx_model(tmp_path / "m")
     assert not (tmp_path / "m").exists()
@@ -450,7 +452,7 @@ def test_int8_export_is_a_separate_model_close_to_the_float_one(onnx):
 
 def test_a_stale_manifest_without_the_int8_file_re_exports(tmp_path, monkeypatch):
     calls: list = []
-    monkeypatch.setattr(E, "_run_export", _fake_export(calls, delay=0))
+    monkeypatch.setattr(model_files, "_run_export", _fake_export(calls, delay=0))
     target = tmp_path / "m"
     E.ensure_onnx_model(target)
     (target / E.INT8_FILE).unlink()                    # an export of an older format had no int8 file

@@ -10,8 +10,13 @@ from dataclasses import replace
 
 import pytest
 
+from mnemo.core.docs import index_docs
 from mnemo.core.engine import Engine
 from mnemo.core.errors import InvalidInput, NotFound, ScopeError, StoreLocked, StoreNotWritable
+from mnemo.core.memories import deprecate, forget, list_memories, promote
+from mnemo.core.memories import get as get_memory
+from mnemo.core.recall import hydrate, recall
+from mnemo.core.write import remember
 
 
 def snapshot_rows(engine):
@@ -21,11 +26,11 @@ def snapshot_rows(engine):
 
 
 def test_remember_recall_card_contract(engine, ctx):
-    r = engine.remember(ctx, "payments API requires idempotency keys on every POST", kind="decision")
+    r = remember(engine, ctx, "payments API requires idempotency keys on every POST", kind="decision")
     assert r["status"] == "created"
     m = r["memory"]
     assert (m["scope"], m["type"], m["branch"], m["project_id"]) == ("project", "project", "main", ctx.project_id)
-    res = engine.recall(ctx, "idempotency keys POST")
+    res = recall(engine, ctx, "idempotency keys POST")
     card = res["cards"][0]
     from mnemo.core.models import CARD_FIELDS
 
@@ -36,19 +41,19 @@ def test_remember_recall_card_contract(engine, ctx):
 
 
 def test_dedup_confirms_instead_of_copying(engine, ctx):
-    a = engine.remember(ctx, "Use ruff for linting")
-    b = engine.remember(ctx, "  use RUFF for linting. ")
-    c = engine.remember(ctx, "use ruff for linting")
+    a = remember(engine, ctx, "Use ruff for linting")
+    b = remember(engine, ctx, "  use RUFF for linting. ")
+    c = remember(engine, ctx, "use ruff for linting")
     assert b["status"] == c["status"] == "confirmed"
     assert c["memory"]["id"] == a["memory"]["id"] and c["memory"]["confirmations"] == 3
     assert "confirmed 3x" in c["message"]
-    assert engine.list_memories(ctx)["total"] == 1
+    assert list_memories(engine, ctx)["total"] == 1
 
 
 def test_direct_write_to_global_is_refused_with_promote_hint(engine, ctx):
     before = snapshot_rows(engine)
     with pytest.raises(ScopeError) as exc:
-        engine.remember(ctx, "tabs everywhere", scope="global")
+        remember(engine, ctx, "tabs everywhere", scope="global")
     assert "promote" in exc.value.hint
     assert snapshot_rows(engine) == before
 
@@ -66,60 +71,60 @@ def test_bad_input_is_a_clear_error_and_changes_nothing(engine, ctx, kw, err):
     before = snapshot_rows(engine)
     text = kw.pop("text")
     with pytest.raises(InvalidInput) as exc:
-        engine.remember(ctx, text, **kw)
+        remember(engine, ctx, text, **kw)
     assert err in str(exc.value)
     assert exc.value.hint
     assert snapshot_rows(engine) == before
 
 
 def test_types_and_branch_visibility(engine, ctx):
-    main_note = engine.remember(ctx, "FastAPI backend")["memory"]
-    pref = engine.remember(ctx, "I like short answers", type="user")["memory"]
+    main_note = remember(engine, ctx, "FastAPI backend")["memory"]
+    pref = remember(engine, ctx, "I like short answers", type="user")["memory"]
     assert pref["branch"] is None  # user/feedback hold on every branch
     feature = replace(ctx, branch="feature/auth")
-    f_note = engine.remember(feature, "OAuth2 with PKCE for mobile clients")["memory"]
+    f_note = remember(engine, feature, "OAuth2 with PKCE for mobile clients")["memory"]
     assert f_note["branch"] == "feature/auth"
-    on_feature = {m["id"] for m in engine.list_memories(feature)["memories"]}
-    on_main = {m["id"] for m in engine.list_memories(ctx)["memories"]}
+    on_feature = {m["id"] for m in list_memories(engine, feature)["memories"]}
+    on_main = {m["id"] for m in list_memories(engine, ctx)["memories"]}
     assert on_feature == {main_note["id"], pref["id"], f_note["id"]}
     assert on_main == {main_note["id"], pref["id"]}
-    assert f_note["id"] not in {c["item_id"] for c in engine.recall(ctx, "OAuth2 PKCE mobile", limit=10)["cards"]}
-    assert engine.recall(feature, "OAuth2 PKCE mobile")["cards"][0]["item_id"] == f_note["id"]
+    assert f_note["id"] not in {c["item_id"] for c in recall(engine, ctx, "OAuth2 PKCE mobile", limit=10)["cards"]}
+    assert recall(engine, feature, "OAuth2 PKCE mobile")["cards"][0]["item_id"] == f_note["id"]
 
 
 def test_promote_deprecate_forget(engine, ctx):
-    m = engine.remember(ctx, "Always pin torch to the CPU wheel")["memory"]
+    m = remember(engine, ctx, "Always pin torch to the CPU wheel")["memory"]
     other = replace(ctx, project_id="other-project", project_name="other", branch="dev", default_branch="dev")
-    assert not engine.recall(other, "pin torch CPU wheel", scope="project")["cards"]
-    p = engine.promote(ctx, m["id"])["memory"]
+    assert not recall(engine, other, "pin torch CPU wheel", scope="project")["cards"]
+    p = promote(engine, ctx, m["id"])["memory"]
     assert p["scope"] == "global" and p["branch"] is None
     prov = p["provenance"]["promoted_from"]
     assert (prov["scope"], prov["project_id"], prov["note_id"]) == ("project", ctx.project_id, m["id"])
     # global is visible from another project, in the hybrid and global views
-    cards = engine.recall(other, "pin torch CPU wheel")["cards"]
+    cards = recall(engine, other, "pin torch CPU wheel")["cards"]
     assert cards[0]["item_id"] == m["id"] and cards[0]["scope"] == "global"
     assert cards[0]["promoted_from"]["project_name"] == ctx.project_name
     with pytest.raises(InvalidInput):
-        engine.promote(ctx, m["id"])
-    d = engine.deprecate(other, m["id"], "we moved to uv")["memory"]
+        promote(engine, ctx, m["id"])
+    d = deprecate(engine, other, m["id"], "we moved to uv")["memory"]
     assert d["deprecated"] and d["deprecated_reason"] == "we moved to uv"
-    assert not engine.recall(other, "pin torch CPU wheel")["cards"]
-    assert engine.list_memories(other, include_deprecated=True)["total"] == 1
-    f = engine.forget(ctx, m["id"], "explicit")
+    assert not recall(engine, other, "pin torch CPU wheel")["cards"]
+    assert list_memories(engine, other, include_deprecated=True)["total"] == 1
+    f = forget(engine, ctx, m["id"], "explicit")
     assert f["tombstone"]
     assert engine.store.conn().execute("SELECT COUNT(*) FROM tombstones").fetchone()[0] == 1
     with pytest.raises(NotFound):
-        engine.get(ctx, m["id"])
+        get_memory(engine, ctx, m["id"])
 
 
 def test_project_memory_is_invisible_from_another_project(engine, ctx):
-    m = engine.remember(ctx, "secret sauce recipe lives in sauce.py")["memory"]
+    m = remember(engine, ctx, "secret sauce recipe lives in sauce.py")["memory"]
     other = replace(ctx, project_id="p-b", project_name="b")
     with pytest.raises(NotFound):
-        engine.get(other, m["id"])
-    assert not engine.recall(other, "secret sauce recipe", limit=10)["cards"]
+        get_memory(engine, other, m["id"])
+    assert not recall(engine, other, "secret sauce recipe", limit=10)["cards"]
     with pytest.raises(NotFound):
-        engine.hydrate(other, m["id"])
+        hydrate(engine, other, m["id"])
 
 
 def test_markdown_blocks_heading_paths_and_bounded_hydration(engine, ctx, git_repo):
@@ -130,26 +135,26 @@ def test_markdown_blocks_heading_paths_and_bounded_hydration(engine, ctx, git_re
         sections += [f"## Part {i}", f"Details about topic{i} " * 40]
     sections += ["```python", "# not a heading", "```"]
     doc.write_text("\n\n".join(sections))
-    res = engine.index_docs(ctx)
+    res = index_docs(engine, ctx)
     assert res["added"] == 2 and res["blocks_written"] >= 9
-    cards = engine.recall(ctx, "topic5 details", limit=3)["cards"]
+    cards = recall(engine, ctx, "topic5 details", limit=3)["cards"]
     top = cards[0]
     assert top["source_kind"] == "markdown" and top["heading_path"] == ["Guide", "Part 5"]
     assert top["source_path"] == "docs/guide.md"
-    h = engine.hydrate(ctx, top["item_id"])
+    h = hydrate(engine, ctx, top["item_id"])
     assert [b["heading_path"][-1] for b in h["blocks"]] == ["Part 4", "Part 5", "Part 6"]
-    hr = engine.hydrate(ctx, top["item_id"], mode="related")
+    hr = hydrate(engine, ctx, top["item_id"], mode="related")
     assert [b["heading_path"][-1] for b in hr["blocks"]] == ["Part 2", "Part 3", "Part 4", "Part 5", "Part 6", "Part 7"]
     assert sum(len(b["text"]) for b in hr["blocks"]) <= 12000 + len(h["blocks"][1]["text"])
     assert all(b["block_id"].startswith("blk-") for b in hr["blocks"])
     # unchanged files are skipped; edits replace the file's blocks
-    assert engine.index_docs(ctx)["unchanged"] == 2
+    assert index_docs(engine, ctx)["unchanged"] == 2
     doc.write_text("# Guide\n\nOnly one part now.\n")
-    again = engine.index_docs(ctx)
+    again = index_docs(engine, ctx)
     assert again["updated"] == 1
     assert len(engine.store.file_blocks(ctx.project_id, "docs/guide.md")) == 1
     (git_repo / "docs" / "guide.md").unlink()
-    assert engine.index_docs(ctx)["removed"] == 1
+    assert index_docs(engine, ctx)["removed"] == 1
 
 
 def test_second_engine_on_same_store_is_refused(engine, home, hash_embedder):
@@ -180,7 +185,7 @@ def test_unwritable_store_directory_even_as_root(tmp_path, hash_embedder):
 
 
 def _fill(engine, ctx, n=30):
-    ids = [engine.remember(ctx, f"note number {i} about subsystem{i}", on_conflict="keep_both")["memory"]["id"]
+    ids = [remember(engine, ctx, f"note number {i} about subsystem{i}", on_conflict="keep_both")["memory"]["id"]
            for i in range(n)]
     assert engine.wait_indexed(60)
     return ids
@@ -218,7 +223,7 @@ def test_damaged_chroma_directory_is_rebuilt_without_reembedding(home, ctx, hash
         assert e.index.ready and e.index.rebuilds >= 1
         assert sum(e.index.counts().values()) == len(ids)
         for i in (0, 17, 29):
-            assert e.recall(ctx, f"note number {i} about subsystem{i}", limit=1)["cards"][0]["item_id"] == ids[i]
+            assert recall(e, ctx, f"note number {i} about subsystem{i}", limit=1)["cards"][0]["item_id"] == ids[i]
         assert CountingEmbedder.calls == 3  # the three queries; nothing re-embedded
     finally:
         e.close()
@@ -238,16 +243,16 @@ def test_model_change_reembeds_and_rebuilds(home, ctx, hash_embedder):
         models = {r[0] for r in e.store.conn().execute("SELECT DISTINCT model_id FROM vectors")}
         assert models == {"hash-384-other"}
         assert e.index.rebuilds >= 1
-        assert e.recall(ctx, "note number 3 about subsystem3", limit=1)["cards"][0]["item_id"] == ids[3]
+        assert recall(e, ctx, "note number 3 about subsystem3", limit=1)["cards"][0]["item_id"] == ids[3]
     finally:
         e.close()
 
 
 def test_recall_is_deterministic_and_prefers_project_on_ties(engine, ctx):
-    a = engine.remember(ctx, "the build uses make")["memory"]
-    b = engine.remember(replace(ctx, project_id="x", project_name="x"), "the build uses make")["memory"]
-    engine.promote(replace(ctx, project_id="x", project_name="x"), b["id"])
-    runs = [[c["item_id"] for c in engine.recall(ctx, "build make", limit=5)["cards"]] for _ in range(3)]
+    a = remember(engine, ctx, "the build uses make")["memory"]
+    b = remember(engine, replace(ctx, project_id="x", project_name="x"), "the build uses make")["memory"]
+    promote(engine, replace(ctx, project_id="x", project_name="x"), b["id"])
+    runs = [[c["item_id"] for c in recall(engine, ctx, "build make", limit=5)["cards"]] for _ in range(3)]
     assert runs[0] == runs[1] == runs[2]
     assert runs[0][0] == a["id"]  # same fact in project and global: the project copy is kept, global hidden
     assert b["id"] not in runs[0]

@@ -89,7 +89,7 @@ def test_an_old_store_gets_its_flags_at_the_next_start(home, hash_embedder, ctx)
 
 
 def test_a_teammates_note_is_flagged_on_read():
-    from mnemo.core.team import record_to_memory
+    from mnemo.core.team.client import record_to_memory
 
     m = record_to_memory("team-1", POISON, {"author": "bob", "trust": "trusted"})
     assert "injection:override_instructions" in m.flags

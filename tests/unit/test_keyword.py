@@ -8,7 +8,9 @@ from dataclasses import replace
 import pytest
 
 from mnemo.core.keyword import PartitionIndex
+from mnemo.core.memories import forget, promote
 from mnemo.core.text import BM25, tokenize
+from mnemo.core.write import remember
 
 
 def test_partition_scores_match_reference_bm25():
@@ -42,16 +44,16 @@ def test_removed_documents_leave_results_and_statistics():
 
 
 def test_store_changes_reach_the_keyword_index(engine, ctx):
-    a = engine.remember(ctx, "the payments webhook verifies signatures")["memory"]
+    a = remember(engine, ctx, "the payments webhook verifies signatures")["memory"]
     part = f"p-{ctx.project_id}"
     assert [i for i, _ in engine.keywords.search([part], "webhook signatures", 5)] == [a["id"]]
-    b = engine.remember(ctx, "webhook retries use exponential backoff")["memory"]
+    b = remember(engine, ctx, "webhook retries use exponential backoff")["memory"]
     assert {i for i, _ in engine.keywords.search([part], "webhook", 5)} == {a["id"], b["id"]}
-    engine.promote(ctx, a["id"])  # moves to the global partition
+    promote(engine, ctx, a["id"])  # moves to the global partition
     assert [i for i, _ in engine.keywords.search(["g"], "signatures", 5)] == [a["id"]]
     assert [i for i, _ in engine.keywords.search([part], "signatures", 5)] == []
-    engine.forget(ctx, b["id"])
+    forget(engine, ctx, b["id"])
     assert engine.keywords.search([part], "backoff", 5) == []
     other = replace(ctx, project_id="elsewhere")
-    engine.remember(other, "webhook elsewhere")
+    remember(engine, other, "webhook elsewhere")
     assert engine.keywords.search([part], "webhook", 5) == []  # partitions never mix

@@ -11,8 +11,11 @@ from dataclasses import replace
 
 import pytest
 
-from mnemo.core import lifecycle
+from mnemo.core import lifecycle, review
 from mnemo.core.errors import InvalidInput, NotFound
+from mnemo.core.memories import list_memories, promote
+from mnemo.core.recall import recall
+from mnemo.core.write import remember
 from mnemo.service import LocalService
 
 A = "The database is PostgreSQL 14 in production"
@@ -20,55 +23,55 @@ B = "The database is PostgreSQL 16 in production"
 
 
 def visible_ids(engine, ctx, query, **kw):
-    return [c["item_id"] for c in engine.recall(ctx, query, limit=20, include_docs=False, **kw)["cards"]]
+    return [c["item_id"] for c in recall(engine, ctx, query, limit=20, include_docs=False, **kw)["cards"]]
 
 
 def test_dedup_confirms_and_refreshes_without_a_copy(engine, ctx):
-    first = engine.remember(ctx, "Use ruff for linting")["memory"]
+    first = remember(engine, ctx, "Use ruff for linting")["memory"]
     for n in (2, 3):
-        r = engine.remember(ctx, " use RUFF for linting. ")
+        r = remember(engine, ctx, " use RUFF for linting. ")
         assert r["status"] == "confirmed" and r["memory"]["id"] == first["id"]
         assert f"confirmed {n}x" in r["message"]
-    assert engine.list_memories(ctx)["total"] == 1
+    assert list_memories(engine, ctx)["total"] == 1
 
 
 def test_dedup_brings_a_cold_memory_back(engine, ctx):
-    m = engine.remember(ctx, "Use ruff for linting")["memory"]
+    m = remember(engine, ctx, "Use ruff for linting")["memory"]
     lifecycle.decay(engine, ctx, now=time.time() + 86400 * 365)
     assert engine.store.get_memory(m["id"]).tier == "cold"
-    engine.remember(ctx, "use ruff for linting")
+    remember(engine, ctx, "use ruff for linting")
     assert engine.store.get_memory(m["id"]).tier == "warm"
 
 
 def test_conflict_default_goes_to_review_and_resolves(engine, ctx):
-    old = engine.remember(ctx, A)["memory"]
-    r = engine.remember(ctx, B)
+    old = remember(engine, ctx, A)["memory"]
+    r = remember(engine, ctx, B)
     assert r["status"] == "conflict" and r["memory"]["status"] == "pending"
     assert r["conflicts"][0]["id"] == old["id"] and r["conflicts"][0]["similarity"] >= 0.8
     assert visible_ids(engine, ctx, "database PostgreSQL production") == [old["id"]]
-    items = lifecycle.review_list(engine, ctx)["items"]
+    items = review.review_list(engine, ctx)["items"]
     assert [(i["kind"], i["item_id"], i["other_id"]) for i in items] == [("conflict", r["memory"]["id"], old["id"])]
     assert items[0]["resolutions"] == ["supersede", "keep_both", "keep_existing"]
     with pytest.raises(InvalidInput) as exc:
-        lifecycle.review_resolve(engine, ctx, items[0]["id"], "accept")
+        review.review_resolve(engine, ctx, items[0]["id"], "accept")
     assert "supersede" in exc.value.hint
-    lifecycle.review_resolve(engine, ctx, items[0]["id"], "supersede")
+    review.review_resolve(engine, ctx, items[0]["id"], "supersede")
     assert visible_ids(engine, ctx, "database PostgreSQL production") == [r["memory"]["id"]]
     hist = engine.store.get_memory(old["id"])
     assert hist.superseded_by == r["memory"]["id"]  # out of recall, still in history
-    listed = engine.list_memories(ctx, include_deprecated=True)["memories"]
+    listed = list_memories(engine, ctx, include_deprecated=True)["memories"]
     assert old["id"] in {m["id"] for m in listed}
-    assert lifecycle.review_list(engine, ctx)["total"] == 0
+    assert review.review_list(engine, ctx)["total"] == 0
     with pytest.raises(InvalidInput):
-        lifecycle.review_resolve(engine, ctx, items[0]["id"], "supersede")
+        review.review_resolve(engine, ctx, items[0]["id"], "supersede")
 
 
 @pytest.mark.parametrize("resolution,visible", [("keep_both", {"old", "new"}), ("keep_existing", {"old"})])
 def test_conflict_review_keep_both_and_keep_existing(engine, ctx, resolution, visible):
-    old = engine.remember(ctx, A)["memory"]["id"]
-    new = engine.remember(ctx, B)["memory"]["id"]
-    rid = lifecycle.review_list(engine, ctx)["items"][0]["id"]
-    lifecycle.review_resolve(engine, ctx, rid, resolution)
+    old = remember(engine, ctx, A)["memory"]["id"]
+    new = remember(engine, ctx, B)["memory"]["id"]
+    rid = review.review_list(engine, ctx)["items"][0]["id"]
+    review.review_resolve(engine, ctx, rid, resolution)
     ids = {"old": old, "new": new}
     assert set(visible_ids(engine, ctx, "database PostgreSQL production")) == {ids[v] for v in visible}
     if resolution == "keep_existing":
@@ -77,8 +80,8 @@ def test_conflict_review_keep_both_and_keep_existing(engine, ctx, resolution, vi
 
 @pytest.mark.parametrize("on_conflict", ["supersede", "keep_both", "keep_existing"])
 def test_conflict_resolution_on_write(engine, ctx, on_conflict):
-    old = engine.remember(ctx, A)["memory"]["id"]
-    r = engine.remember(ctx, B, on_conflict=on_conflict)
+    old = remember(engine, ctx, A)["memory"]["id"]
+    r = remember(engine, ctx, B, on_conflict=on_conflict)
     vis = set(visible_ids(engine, ctx, "database PostgreSQL production"))
     if on_conflict == "supersede":
         assert r["status"] == "created" and vis == {r["memory"]["id"]}
@@ -87,59 +90,59 @@ def test_conflict_resolution_on_write(engine, ctx, on_conflict):
         assert r["status"] == "created" and vis == {old, r["memory"]["id"]}
     else:
         assert r["status"] == "kept_existing" and r["memory"]["id"] == old and vis == {old}
-        assert engine.list_memories(ctx, status=None)["total"] == 1
-    assert lifecycle.review_list(engine, ctx)["total"] == 0
+        assert list_memories(engine, ctx, status=None)["total"] == 1
+    assert review.review_list(engine, ctx)["total"] == 0
 
 
 def test_unknown_on_conflict_is_refused(engine, ctx):
     with pytest.raises(InvalidInput):
-        engine.remember(ctx, A, on_conflict="shrug")
+        remember(engine, ctx, A, on_conflict="shrug")
 
 
 def test_threshold_is_configurable(engine, ctx, monkeypatch):
-    engine.remember(ctx, A)
+    remember(engine, ctx, A)
     monkeypatch.setenv("MNEMO_CONFLICT_THRESHOLD", "0.99")
-    assert engine.remember(ctx, B)["status"] == "created"
+    assert remember(engine, ctx, B)["status"] == "created"
 
 
 def test_unrelated_and_other_project_memories_do_not_conflict(engine, ctx):
-    engine.remember(ctx, A)
-    assert engine.remember(ctx, "Frontend is written in React with Vite")["status"] == "created"
+    remember(engine, ctx, A)
+    assert remember(engine, ctx, "Frontend is written in React with Vite")["status"] == "created"
     other = replace(ctx, project_id="other", project_name="other")
-    assert engine.remember(other, B)["status"] == "created"
+    assert remember(engine, other, B)["status"] == "created"
 
 
 def test_project_memory_overrides_global_inside_the_project_only(engine, ctx):
-    g = engine.remember(ctx, "Code style: indent with spaces, never tabs", type="user")["memory"]
-    engine.promote(ctx, g["id"])
+    g = remember(engine, ctx, "Code style: indent with spaces, never tabs", type="user")["memory"]
+    promote(engine, ctx, g["id"])
     other = replace(ctx, project_id="elsewhere", project_name="elsewhere")
-    r = engine.remember(ctx, "Code style: indent with tabs, never spaces")
+    r = remember(engine, ctx, "Code style: indent with tabs, never spaces")
     assert r["status"] == "created"
     assert [c["relation"] for c in r["conflicts"]] == ["override"] and "overrides global" in r["message"]
     q = "code style indent tabs spaces"
     assert visible_ids(engine, ctx, q) == [r["memory"]["id"]]
     assert visible_ids(engine, other, q) == [g["id"]]
-    items = lifecycle.review_list(engine, ctx, kind="override")["items"]
+    items = review.review_list(engine, ctx, kind="override")["items"]
     assert len(items) == 1 and items[0]["other_id"] == g["id"]
     # keep_both lifts the override; accept would keep it
-    lifecycle.review_resolve(engine, ctx, items[0]["id"], "keep_both")
+    review.review_resolve(engine, ctx, items[0]["id"], "keep_both")
     assert set(visible_ids(engine, ctx, q)) == {r["memory"]["id"], g["id"]}
 
 
 def test_override_declined_deprecates_the_specific_memory(engine, ctx):
-    g = engine.remember(ctx, "Code style: indent with spaces, never tabs")["memory"]
-    engine.promote(ctx, g["id"])
-    r = engine.remember(ctx, "Code style: indent with tabs, never spaces")["memory"]
-    rid = lifecycle.review_list(engine, ctx, kind="override")["items"][0]["id"]
-    lifecycle.review_resolve(engine, ctx, rid, "keep_existing")
+    g = remember(engine, ctx, "Code style: indent with spaces, never tabs")["memory"]
+    promote(engine, ctx, g["id"])
+    r = remember(engine, ctx, "Code style: indent with tabs, never spaces")["memory"]
+    rid = review.review_list(engine, ctx, kind="override")["items"][0]["id"]
+    review.review_resolve(engine, ctx, rid, "keep_existing")
     assert engine.store.get_memory(r["id"]).deprecated
     assert visible_ids(engine, ctx, "code style indent tabs spaces") == [g["id"]]
 
 
 def test_feature_branch_memory_overrides_main_only_on_the_branch(engine, ctx):
-    main = engine.remember(ctx, "API timeout is 30 seconds for payment calls")["memory"]
+    main = remember(engine, ctx, "API timeout is 30 seconds for payment calls")["memory"]
     feat = replace(ctx, branch="feature/slow")
-    r = engine.remember(feat, "API timeout is 60 seconds for payment calls")
+    r = remember(engine, feat, "API timeout is 60 seconds for payment calls")
     assert r["status"] == "created" and r["conflicts"][0]["level"] == "branch"
     q = "API timeout seconds payment calls"
     assert visible_ids(engine, feat, q) == [r["memory"]["id"]]
@@ -158,15 +161,15 @@ def test_agent_write_under_confirm_policy_waits_in_review(engine, ctx, monkeypat
 
 
 def test_review_of_another_project_is_not_found(engine, ctx):
-    engine.remember(ctx, A)
-    engine.remember(ctx, B)
-    rid = lifecycle.review_list(engine, ctx)["items"][0]["id"]
+    remember(engine, ctx, A)
+    remember(engine, ctx, B)
+    rid = review.review_list(engine, ctx)["items"][0]["id"]
     other = replace(ctx, project_id="other", project_name="other")
-    assert lifecycle.review_list(engine, other)["total"] == 0
+    assert review.review_list(engine, other)["total"] == 0
     with pytest.raises(NotFound):
-        lifecycle.review_resolve(engine, other, rid, "supersede")
+        review.review_resolve(engine, other, rid, "supersede")
     with pytest.raises(InvalidInput):
-        lifecycle.review_resolve(engine, ctx, "x", "supersede")
+        review.review_resolve(engine, ctx, "x", "supersede")
 
 
 # -- decay and tiers -------------------------------------------------------------------------------------------
@@ -178,7 +181,7 @@ def _age(engine, mem_id, hours):
 
 
 def test_decay_halves_per_half_life_and_is_idempotent(engine, ctx):
-    m = engine.remember(ctx, "Payments use Stripe", importance=0.8)["memory"]
+    m = remember(engine, ctx, "Payments use Stripe", importance=0.8)["memory"]
     _age(engine, m["id"], 168)
     now = time.time()
     r1 = lifecycle.decay(engine, ctx, now=now)
@@ -195,11 +198,11 @@ def test_decay_halves_per_half_life_and_is_idempotent(engine, ctx):
 
 
 def test_access_reinforces(engine, ctx):
-    a = engine.remember(ctx, "Payments use Stripe webhooks", importance=0.8)["memory"]
-    b = engine.remember(ctx, "Search runs on OpenSearch cluster", importance=0.8)["memory"]
+    a = remember(engine, ctx, "Payments use Stripe webhooks", importance=0.8)["memory"]
+    b = remember(engine, ctx, "Search runs on OpenSearch cluster", importance=0.8)["memory"]
     _age(engine, a["id"], 168)
     _age(engine, b["id"], 168)
-    engine.recall(ctx, "Stripe webhooks payments", limit=1, include_docs=False)
+    recall(engine, ctx, "Stripe webhooks payments", limit=1, include_docs=False)
     engine.flush_access()
     lifecycle.decay(engine, ctx)
     assert engine.store.get_memory(a["id"]).importance > 0.79
@@ -207,7 +210,7 @@ def test_access_reinforces(engine, ctx):
 
 
 def test_cold_tier_is_archived_searchable_restorable_never_deleted(engine, ctx):
-    m = engine.remember(ctx, "Legacy cron job lives in ops/cron.py")["memory"]
+    m = remember(engine, ctx, "Legacy cron job lives in ops/cron.py")["memory"]
     _age(engine, m["id"], 168 * 5)  # 0.5 / 32 < 0.05
     r = lifecycle.decay(engine, ctx)
     assert [x["id"] for x in r["moved_to_cold"]] == [m["id"]] and "without access" in r["moved_to_cold"][0]["reason"]
@@ -224,7 +227,7 @@ def test_cold_tier_is_archived_searchable_restorable_never_deleted(engine, ctx):
 
 def test_restore_gives_back_the_importance_it_had_before_decay(engine, ctx):
     """Issue 13: restore set an important memory (0.9) that had faded to cold back to 0.5."""
-    m = engine.remember(ctx, "The release train leaves every second Tuesday", importance=0.9)["memory"]
+    m = remember(engine, ctx, "The release train leaves every second Tuesday", importance=0.9)["memory"]
     _age(engine, m["id"], 168 * 3)
     t0 = time.time()
     lifecycle.decay(engine, ctx, now=t0)  # 0.9 -> 0.1125, still warm
@@ -238,12 +241,11 @@ def test_restore_gives_back_the_importance_it_had_before_decay(engine, ctx):
 def test_decay_dry_run_reports_the_same_and_writes_nothing(engine, ctx):
     from conftest import store_dump
 
-    ids = [engine.remember(ctx, t, importance=imp)["memory"]["id"]
+    ids = [remember(engine, ctx, t, importance=imp)["memory"]["id"]
            for t, imp in (("Builds run with Bazel", 0.9), ("Logs ship to Loki", 0.5), ("Cron lives in ops", 0.3))]
     for mem_id, hours in zip(ids, (10, 168, 168 * 5), strict=True):
         _age(engine, mem_id, hours)
     now = time.time()
-    lifecycle.ensure_schema(engine.store)
     before = store_dump(engine.store.path)
     dry = lifecycle.decay(engine, ctx, now=now, dry_run=True)
     assert store_dump(engine.store.path) == before  # not a row changed
@@ -256,7 +258,7 @@ def test_decay_dry_run_reports_the_same_and_writes_nothing(engine, ctx):
 def test_future_decay_is_refused_unless_forced(engine, ctx):
     """Issue 13: `decay --now <future>` aged everything at once and could not be undone."""
     svc = LocalService(engine)
-    m = engine.remember(ctx, "Payments go through Stripe")["memory"]
+    m = remember(engine, ctx, "Payments go through Stripe")["memory"]
     with pytest.raises(InvalidInput) as err:
         svc.decay(ctx.to_dict(), now="2099-01-01T00:00:00Z")
     assert "future" in err.value.message and "--force" in err.value.hint and "--dry-run" in err.value.hint
@@ -270,7 +272,7 @@ def test_future_decay_is_refused_unless_forced(engine, ctx):
 
 def test_hot_tier_is_small_and_holds_the_most_important(engine, ctx, monkeypatch):
     monkeypatch.setenv("MNEMO_HOT_MAX", "2")
-    ids = [engine.remember(ctx, text, importance=imp)["memory"]["id"]
+    ids = [remember(engine, ctx, text, importance=imp)["memory"]["id"]
            for text, imp in (("Builds run with Bazel", 0.9), ("Payments go through Stripe", 0.95),
                              ("Logs ship to Loki", 0.8), ("The office plant is a fern", 0.3))]
     r = lifecycle.decay(engine, ctx)
@@ -308,7 +310,7 @@ def test_compaction_merges_near_duplicates_and_summarizes_verbose_notes(engine, 
     a = stored(engine, ctx, base, confirmations=2, created_at=time.time() - 10)
     b = stored(engine, ctx, base + " always")
     c = stored(engine, ctx, base + " first")
-    verbose = engine.remember(ctx, "Deployment notes. " + " ".join(
+    verbose = remember(engine, ctx, "Deployment notes. " + " ".join(
         f"Step {i}: run the migration job number {i} and verify the dashboard." for i in range(12)))["memory"]
     r = lifecycle.compact(engine, ctx)
     assert len(r["merged"]) == 1
@@ -329,15 +331,15 @@ def test_compaction_merges_near_duplicates_and_summarizes_verbose_notes(engine, 
 
 def test_compaction_respects_keep_both_decisions(engine, ctx, monkeypatch):
     monkeypatch.setenv("MNEMO_COMPACT_DUP_THRESHOLD", "0.8")
-    engine.remember(ctx, A)
-    engine.remember(ctx, B, on_conflict="keep_both")
+    remember(engine, ctx, A)
+    remember(engine, ctx, B, on_conflict="keep_both")
     assert lifecycle.compact(engine, ctx)["merged"] == []
 
 
 # -- stale anchors ---------------------------------------------------------------------------------------------
 def test_stale_anchors_are_flagged_and_cleared(engine, ctx, git_repo):
-    m = engine.remember(ctx, "charge() must send an idempotency key")["memory"]
-    n = engine.remember(ctx, "refund() is only for settled payments")["memory"]
+    m = remember(engine, ctx, "charge() must send an idempotency key")["memory"]
+    n = remember(engine, ctx, "refund() is only for settled payments")["memory"]
     lifecycle.anchor(engine, ctx, m["id"], {"path": str(git_repo / "src/pay.py"), "symbol": "charge", "hash": "h1"})
     lifecycle.anchor(engine, ctx, n["id"], {"path": "src/pay.py", "symbol": "refund", "hash": "r1"})
     assert engine.store.get_memory(m["id"]).anchors[0]["path"] == "src/pay.py"
@@ -350,13 +352,13 @@ def test_stale_anchors_are_flagged_and_cleared(engine, ctx, git_repo):
     assert "stale_anchor" in engine.store.get_memory(m["id"]).flags
     # checking again does not duplicate review items
     lifecycle.check_anchors(engine, ctx, "src/pay.py", [{"name": "charge", "hash": "h2"}])
-    items = lifecycle.review_list(engine, ctx, kind="stale_anchor")["items"]
+    items = review.review_list(engine, ctx, kind="stale_anchor")["items"]
     assert len(items) == 2
     by_mem = {i["item_id"]: i for i in items}
-    lifecycle.review_resolve(engine, ctx, by_mem[m["id"]]["id"], "update")
+    review.review_resolve(engine, ctx, by_mem[m["id"]]["id"], "update")
     mm = engine.store.get_memory(m["id"])
     assert mm.anchors[0]["hash"] == "h2" and "stale_anchor" not in mm.flags
-    lifecycle.review_resolve(engine, ctx, by_mem[n["id"]]["id"], "deprecate")
+    review.review_resolve(engine, ctx, by_mem[n["id"]]["id"], "deprecate")
     assert engine.store.get_memory(n["id"]).deprecated
     # the file disappears: every anchor into it vanished
     r = lifecycle.check_anchors(engine, ctx, "src/pay.py", None)
@@ -368,7 +370,7 @@ def test_stale_anchors_are_flagged_and_cleared(engine, ctx, git_repo):
 
 
 def test_anchor_outside_the_project_is_refused(engine, ctx):
-    m = engine.remember(ctx, "something anchored")["memory"]
+    m = remember(engine, ctx, "something anchored")["memory"]
     for bad in ("/etc/passwd", "../other/x.py", ""):
         with pytest.raises(InvalidInput):
             lifecycle.anchor(engine, ctx, m["id"], {"path": bad})

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from mnemo.core import lifecycle, relation
+from mnemo.core import lifecycle, relation, review
+from mnemo.core.memories import list_memories, promote
+from mnemo.core.recall import recall
+from mnemo.core.write import remember
 
 CONFLICTS = [  # the same subject, another value: each pair must be caught
     ("The database is PostgreSQL 14", "The database is PostgreSQL 16"),  # a version
@@ -37,8 +40,8 @@ UNRELATED = [  # different subjects: never a conflict, never a confirmation
 
 @pytest.mark.parametrize("old,new", CONFLICTS)
 def test_realistic_contradictions_are_conflicts(real_engine, ctx, old, new):
-    first = real_engine.remember(ctx, old)["memory"]
-    r = real_engine.remember(ctx, new)
+    first = remember(real_engine, ctx, old)["memory"]
+    r = remember(real_engine, ctx, new)
     assert r["status"] == "conflict", r
     assert r["conflicts"][0]["id"] == first["id"] and r["conflicts"][0]["reasons"]
 
@@ -46,51 +49,51 @@ def test_realistic_contradictions_are_conflicts(real_engine, ctx, old, new):
 @pytest.mark.parametrize("old,new", SAME_CLAIM)
 def test_paraphrases_confirm_instead_of_conflicting(real_engine, ctx, old, new):
     """Failed before: the issue's paraphrase went to Review as a conflict (cosine >= 0.80, another hash)."""
-    first = real_engine.remember(ctx, old)["memory"]
-    r = real_engine.remember(ctx, new)
+    first = remember(real_engine, ctx, old)["memory"]
+    r = remember(real_engine, ctx, new)
     assert r["status"] == "confirmed" and r["memory"]["id"] == first["id"], r
     assert "confirmed 2x" in r["message"] and r["same_as"]["id"] == first["id"]
-    assert real_engine.list_memories(ctx)["total"] == 1
-    assert lifecycle.review_list(real_engine, ctx)["total"] == 0
+    assert list_memories(real_engine, ctx)["total"] == 1
+    assert review.review_list(real_engine, ctx)["total"] == 0
 
 
 def test_a_refinement_confirms_and_keeps_the_more_detailed_text(real_engine, ctx):
-    old = real_engine.remember(ctx, "Retry failed webhook deliveries")["memory"]
+    old = remember(real_engine, ctx, "Retry failed webhook deliveries")["memory"]
     new = "Retry failed webhook deliveries up to 5 times with exponential backoff"
-    r = real_engine.remember(ctx, new)
+    r = remember(real_engine, ctx, new)
     assert r["status"] == "confirmed" and r["same_as"]["refines"], r
     assert r["memory"]["text"] == new and r["memory"]["confirmations"] == 2
     assert real_engine.store.get_memory(old["id"]).superseded_by == r["memory"]["id"]  # kept in history
-    assert [m["id"] for m in real_engine.list_memories(ctx)["memories"]] == [r["memory"]["id"]]
+    assert [m["id"] for m in list_memories(real_engine, ctx)["memories"]] == [r["memory"]["id"]]
 
 
 @pytest.mark.parametrize("old,new", UNRELATED)
 def test_unrelated_pairs_are_not_conflicts(real_engine, ctx, old, new):
-    real_engine.remember(ctx, old)
-    r = real_engine.remember(ctx, new)
+    remember(real_engine, ctx, old)
+    r = remember(real_engine, ctx, new)
     assert r["status"] == "created" and r["conflicts"] == []
 
 
 def test_similarity_is_the_cosine_of_the_real_vectors(real_engine, ctx):
     a, b = CONFLICTS[0]
     va, vb = real_engine.embed([a, b])
-    real_engine.remember(ctx, a)
-    mem = real_engine.remember(ctx, b)["conflicts"][0]
+    remember(real_engine, ctx, a)
+    mem = remember(real_engine, ctx, b)["conflicts"][0]
     assert mem["similarity"] == pytest.approx(float(va @ vb), abs=1e-4)
     assert lifecycle.settings().conflict_threshold == relation.SIGNAL_MIN_COSINE
 
 
 def test_a_more_specific_contradiction_is_still_an_override(real_engine, ctx):
-    g = real_engine.remember(ctx, "Indent Python code with spaces")["memory"]
-    real_engine.promote(ctx, g["id"])
-    r = real_engine.remember(ctx, "Indent Python code with tabs")
+    g = remember(real_engine, ctx, "Indent Python code with spaces")["memory"]
+    promote(real_engine, ctx, g["id"])
+    r = remember(real_engine, ctx, "Indent Python code with tabs")
     assert r["status"] == "created" and [c["relation"] for c in r["conflicts"]] == ["override"]
-    cards = real_engine.recall(ctx, "indent python code", include_docs=False)["cards"]
+    cards = recall(real_engine, ctx, "indent python code", include_docs=False)["cards"]
     assert [c["item_id"] for c in cards] == [r["memory"]["id"]]
 
 
 def test_a_paraphrase_of_a_global_note_confirms_it(real_engine, ctx):
-    g = real_engine.remember(ctx, "Database migrations are managed with Alembic")["memory"]
-    real_engine.promote(ctx, g["id"])
-    r = real_engine.remember(ctx, "We manage DB migrations with Alembic")
+    g = remember(real_engine, ctx, "Database migrations are managed with Alembic")["memory"]
+    promote(real_engine, ctx, g["id"])
+    r = remember(real_engine, ctx, "We manage DB migrations with Alembic")
     assert r["status"] == "confirmed" and r["memory"]["id"] == g["id"] and r["memory"]["confirmations"] == 2

@@ -11,7 +11,10 @@ import pytest
 from conftest import run_cli
 from mnemo.core import markdown as md
 from mnemo.core import recall as recall_mod
+from mnemo.core.docs import index_docs
 from mnemo.core.errors import InvalidInput
+from mnemo.core.recall import recall
+from mnemo.core.write import remember
 from mnemo.service import LocalService
 
 NOTES = ["payments API requires idempotency keys on every POST", "Run the tests with pytest -x from the repo root",
@@ -31,7 +34,7 @@ def test_heading_only_blocks_are_not_indexed():
 def test_index_skips_empty_sections(real_engine, ctx, git_repo):
     (git_repo / "docs").mkdir()
     (git_repo / "docs" / "api.md").write_text("# API\n\n## Endpoints\n\n## Errors\n\nErrors are problem+json.\n")
-    real_engine.index_docs(ctx, str(git_repo))
+    index_docs(real_engine, ctx, str(git_repo))
     titles = [r["title"] for r in real_engine.store.conn().execute("SELECT title FROM blocks ORDER BY ordinal")]
     assert titles == ["Payments", "Errors"]  # README's heading has text under it; API and Endpoints have none
 
@@ -39,33 +42,33 @@ def test_index_skips_empty_sections(real_engine, ctx, git_repo):
 def test_near_zero_hits_are_hidden_by_default_and_shown_on_request(real_engine, ctx):
     """Failed before: recall returned the notes at confidence 0.0-0.1 for a question none of them answers."""
     for n in NOTES:
-        real_engine.remember(ctx, n)
-    res = real_engine.recall(ctx, QUERY, include_docs=False)
+        remember(real_engine, ctx, n)
+    res = recall(real_engine, ctx, QUERY, include_docs=False)
     assert all(c["confidence"] >= 0.15 for c in res["cards"]), [c["confidence"] for c in res["cards"]]
     assert res["min_confidence"] == recall_mod.MIN_CONFIDENCE and res["hidden_low_confidence"] >= 1
-    everything = real_engine.recall(ctx, QUERY, include_docs=False, min_confidence=0)
+    everything = recall(real_engine, ctx, QUERY, include_docs=False, min_confidence=0)
     assert len(everything["cards"]) == 5 and min(c["confidence"] for c in everything["cards"]) < 0.15
-    good = real_engine.recall(ctx, "how do I run the tests?", include_docs=False)
+    good = recall(real_engine, ctx, "how do I run the tests?", include_docs=False)
     assert good["cards"][0]["compressed_summary"] == NOTES[1]
 
 
 def test_the_setting_and_bad_values(real_engine, ctx, monkeypatch):
     for n in NOTES:
-        real_engine.remember(ctx, n)
+        remember(real_engine, ctx, n)
     monkeypatch.setenv("MNEMO_MIN_CONFIDENCE", "0")
-    assert len(real_engine.recall(ctx, QUERY, include_docs=False)["cards"]) == 5
+    assert len(recall(real_engine, ctx, QUERY, include_docs=False)["cards"]) == 5
     monkeypatch.setenv("MNEMO_MIN_CONFIDENCE", "0.99")
-    assert real_engine.recall(ctx, "how do I run the tests?", include_docs=False)["cards"] == []
+    assert recall(real_engine, ctx, "how do I run the tests?", include_docs=False)["cards"] == []
     # A bad value of the store-wide setting is not applied (the default holds) and is reported, as every setting.
     from mnemo.core import config
 
     monkeypatch.setenv("MNEMO_MIN_CONFIDENCE", "lots")
-    assert real_engine.recall(ctx, QUERY)["min_confidence"] == 0.15
+    assert recall(real_engine, ctx, QUERY)["min_confidence"] == 0.15
     assert any("MNEMO_MIN_CONFIDENCE" in p for p in config.problems(real_engine.home))
     monkeypatch.delenv("MNEMO_MIN_CONFIDENCE")
     for bad in (-0.1, 1.5, "x", float("nan"), True):
         with pytest.raises(InvalidInput):
-            real_engine.recall(ctx, QUERY, min_confidence=bad)
+            recall(real_engine, ctx, QUERY, min_confidence=bad)
 
 
 def test_service_and_cli_take_min_confidence(home, git_repo, real_embedder):

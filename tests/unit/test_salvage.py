@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mnemo.core import salvage as sv
 from mnemo.core.repair import deleted_ids, merge_items, pick_vectors
+from mnemo.core.store import salvage as sv
 
 
 def make_db(path: Path, n: int = 3000, wal: bool = False) -> sqlite3.Connection:

@@ -13,10 +13,13 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from mnemo.core import lifecycle, sharing
+from mnemo.core import lifecycle, review, sharing
 from mnemo.core.engine import Engine
 from mnemo.core.errors import InvalidInput, NotFound, SnapshotError
+from mnemo.core.memories import forget, list_memories, promote
+from mnemo.core.recall import recall
 from mnemo.core.text import content_hash
+from mnemo.core.write import remember
 
 
 def dump(engine) -> dict:
@@ -38,12 +41,12 @@ def other(tmp_path, hash_embedder):
 
 
 def fill(engine, ctx):
-    a = engine.remember(ctx, "payments API requires idempotency keys on every POST", kind="decision",
+    a = remember(engine, ctx, "payments API requires idempotency keys on every POST", kind="decision",
                         tags=["payments"])["memory"]
-    b = engine.remember(ctx, "I prefer small commits", type="user")["memory"]
-    c = engine.remember(replace(ctx, branch="feature/auth"), "OAuth2 with PKCE for mobile clients")["memory"]
-    g = engine.remember(ctx, "Always pin torch to the CPU wheel")["memory"]
-    engine.promote(ctx, g["id"])
+    b = remember(engine, ctx, "I prefer small commits", type="user")["memory"]
+    c = remember(engine, replace(ctx, branch="feature/auth"), "OAuth2 with PKCE for mobile clients")["memory"]
+    g = remember(engine, ctx, "Always pin torch to the CPU wheel")["memory"]
+    promote(engine, ctx, g["id"])
     lifecycle.anchor(engine, ctx, a["id"], {"path": "src/pay.py", "symbol": "charge", "hash": "abc"})
     return a, b, c, g
 
@@ -69,16 +72,16 @@ def test_export_import_roundtrip_keeps_ids_text_metadata_provenance(engine, othe
         assert b.pop("trust") == "untrusted"  # imports are untrusted until a person accepts them (SPEC §7)
         assert pa == pb and a == b
     assert engine.store.vectors(list(src)) == other.store.vectors(list(dst))  # no re-embedding
-    card = other.recall(ctx, "idempotency keys POST", limit=1)["cards"][0]
+    card = recall(other, ctx, "idempotency keys POST", limit=1)["cards"][0]
     assert card["imported_from"]["snapshot"] == "out.mnemo"
-    assert other.list_memories(ctx)["total"] == 3  # main view: not the feature branch's memory
+    assert list_memories(other, ctx)["total"] == 3  # main view: not the feature branch's memory
 
 
 def test_diff_writes_nothing_and_matches_the_merge(engine, other, ctx, tmp_path):
     fill(engine, ctx)
     path = tmp_path / "s.mnemo"
     sharing.export_snapshot(engine, ctx, str(path))
-    other.remember(ctx, "I prefer small commits", type="user")
+    remember(other, ctx, "I prefer small commits", type="user")
     before = dump(other)
     d = sharing.diff_snapshot(other, ctx, str(path))
     assert dump(other) == before
@@ -104,7 +107,7 @@ def test_export_filters_by_scope_and_branch(engine, ctx, tmp_path):
 
 def _conflict_setup(engine, other, ctx, tmp_path, remote_newer: bool):
     """Same memory id on both sides, different text: local edited after (or before) the exported version."""
-    m = engine.remember(ctx, "the build uses make")["memory"]
+    m = remember(engine, ctx, "the build uses make")["memory"]
     path = tmp_path / "s.mnemo"
     sharing.export_snapshot(engine, ctx, str(path))
     sharing.merge_snapshot(other, ctx, str(path))
@@ -132,11 +135,11 @@ def test_strategies_keep_the_promised_side(engine, other, ctx, tmp_path, strateg
     assert d["conflicts"] == 1
     r = sharing.merge_snapshot(other, ctx, str(path), strategy)
     assert r["conflicts"] == 1 and r["conflict_details"][0]["local"]["text"] == local_text
-    texts = {m["text"] for m in other.list_memories(ctx)["memories"]}
+    texts = {m["text"] for m in list_memories(other, ctx)["memories"]}
     assert other.store.get_memory(mid).text == (remote_text if expect == "remote" else local_text)
     if expect == "both":
         assert texts == {local_text, remote_text} and r["resolutions"]["kept_both"] == 1
-        copy = [m for m in other.list_memories(ctx)["memories"] if m["text"] == remote_text][0]
+        copy = [m for m in list_memories(other, ctx)["memories"] if m["text"] == remote_text][0]
         assert copy["provenance"]["imported_from"]["id"] == mid
     else:
         assert texts == {remote_text if expect == "remote" else local_text}
@@ -146,16 +149,16 @@ def test_strategies_keep_the_promised_side(engine, other, ctx, tmp_path, strateg
 
 
 def test_merge_skips_what_was_forgotten_here(engine, other, ctx, tmp_path):
-    m = engine.remember(ctx, "an old note nobody needs")["memory"]
+    m = remember(engine, ctx, "an old note nobody needs")["memory"]
     path = tmp_path / "s.mnemo"
     sharing.export_snapshot(engine, ctx, str(path))
-    engine.forget(ctx, m["id"])
+    forget(engine, ctx, m["id"])
     r = sharing.merge_snapshot(engine, ctx, str(path))
     assert r["skipped_forgotten"] == 1 and r["imported"] == 0
 
 
 def test_merge_reembeds_when_the_model_differs(engine, ctx, tmp_path, real_embedder):
-    engine.remember(ctx, "payments API requires idempotency keys on every POST")
+    remember(engine, ctx, "payments API requires idempotency keys on every POST")
     path = tmp_path / "s.mnemo"
     sharing.export_snapshot(engine, ctx, str(path))
     e = Engine(tmp_path / "real", embedder=real_embedder, start_indexer=False)
@@ -172,16 +175,16 @@ def test_merge_writes_a_review_record(engine, other, ctx, tmp_path):
     path = tmp_path / "s.mnemo"
     sharing.export_snapshot(engine, ctx, str(path))
     r = sharing.merge_snapshot(other, ctx, str(path))
-    items = lifecycle.review_list(other, ctx, kind="snapshot_merge")["items"]
+    items = review.review_list(other, ctx, kind="snapshot_merge")["items"]
     assert [i["id"] for i in items] == [r["review_id"]] and "imported 4" in items[0]["summary"]
 
 
 def test_atomic_export_never_leaves_a_half_file(engine, ctx, tmp_path, monkeypatch):
-    engine.remember(ctx, "first version")
+    remember(engine, ctx, "first version")
     path = tmp_path / "s.mnemo"
     sharing.export_snapshot(engine, ctx, str(path))
     good = path.read_bytes()
-    engine.remember(ctx, "second note")
+    remember(engine, ctx, "second note")
 
     def boom(*a, **k):
         raise OSError(28, "No space left on device")
@@ -329,15 +332,15 @@ def test_invisible_unicode_in_a_snapshot_is_stripped_and_flagged(other, ctx, tmp
 
 # -- branch memory ---------------------------------------------------------------------------------------------
 def _texts(engine, ctx):
-    return {m["text"] for m in engine.list_memories(ctx)["memories"]}
+    return {m["text"] for m in list_memories(engine, ctx)["memories"]}
 
 
 def test_design_notes_scenario(engine, ctx):
     """main: "FastAPI backend"; feature/auth: "OAuth2 with PKCE"; merge; delete; user memories untouched."""
-    engine.remember(ctx, "FastAPI backend")
-    pref = engine.remember(ctx, "I prefer type hints", type="user")["memory"]
+    remember(engine, ctx, "FastAPI backend")
+    pref = remember(engine, ctx, "I prefer type hints", type="user")["memory"]
     feature = replace(ctx, branch="feature/auth")
-    engine.remember(feature, "OAuth2 with PKCE for mobile clients")
+    remember(engine, feature, "OAuth2 with PKCE for mobile clients")
     assert _texts(engine, feature) == {"FastAPI backend", "OAuth2 with PKCE for mobile clients",
                                        "I prefer type hints"}
     assert _texts(engine, ctx) == {"FastAPI backend", "I prefer type hints"}
@@ -347,7 +350,7 @@ def test_design_notes_scenario(engine, ctx):
     assert (m["imported"], m["skipped_duplicates"]) == (1, 0)
     assert _texts(engine, ctx) == {"FastAPI backend", "OAuth2 with PKCE for mobile clients",
                                    "I prefer type hints"}
-    copy = next(x for x in engine.list_memories(ctx)["memories"] if x["text"].startswith("OAuth2"))
+    copy = next(x for x in list_memories(engine, ctx)["memories"] if x["text"].startswith("OAuth2"))
     assert copy["branch"] == "main" and copy["provenance"]["merged_from"]["branch"] == "feature/auth"
     assert sharing.branch_merge(engine, ctx, "feature/auth")["imported"] == 0  # idempotent
     r = sharing.branch_delete(engine, ctx, "feature/auth")
@@ -360,9 +363,9 @@ def test_design_notes_scenario(engine, ctx):
 
 
 def test_branch_override_becomes_a_supersede_on_merge(engine, ctx):
-    old = engine.remember(ctx, "API timeout is 30 seconds for payment calls")["memory"]
+    old = remember(engine, ctx, "API timeout is 30 seconds for payment calls")["memory"]
     feature = replace(ctx, branch="feature/slow")
-    new = engine.remember(feature, "API timeout is 60 seconds for payment calls")["memory"]
+    new = remember(engine, feature, "API timeout is 60 seconds for payment calls")["memory"]
     d = sharing.branch_diff(engine, ctx, "feature/slow")
     assert d["supersedes"] == 1 and d["superseded"][0]["memory"]["id"] == old["id"]
     m = sharing.branch_merge(engine, ctx, "feature/slow")
@@ -378,7 +381,7 @@ def test_branch_guards(engine, ctx):
     with pytest.raises(InvalidInput):
         sharing.branch_delete(engine, ctx, "--all")
     feature = replace(ctx, branch="feature/x")
-    engine.remember(feature, "only on x")
+    remember(engine, feature, "only on x")
     with pytest.raises(InvalidInput):
         sharing.branch_delete(engine, feature, "feature/x")  # checked out
     r = sharing.branch_delete(engine, ctx, "feature/x")
@@ -390,7 +393,7 @@ def test_merged_branch_is_offered_once_and_resolves_into_a_merge(engine, ctx, gi
     (git_repo / "auth.py").write_text("x = 1\n")
     git(git_repo, "add", "-A")
     git(git_repo, "commit", "-q", "-m", "auth")
-    engine.remember(replace(ctx, branch="feature/auth"), "OAuth2 with PKCE for mobile clients")
+    remember(engine, replace(ctx, branch="feature/auth"), "OAuth2 with PKCE for mobile clients")
     git(git_repo, "checkout", "-q", "main")
     r = sharing.merged_branches(engine, ctx)
     assert [(b["branch"], b["state"]) for b in r["branches"]] == [("feature/auth", "unmerged")]
@@ -399,19 +402,19 @@ def test_merged_branch_is_offered_once_and_resolves_into_a_merge(engine, ctx, gi
     b = r["branches"][0]
     assert b["state"] == "merged" and b["unmerged_memories"] == 1 and b["review_id"]
     assert sharing.merged_branches(engine, ctx)["branches"][0]["review_id"] == b["review_id"]  # once
-    items = lifecycle.review_list(engine, ctx, kind="branch_merge")["items"]
+    items = review.review_list(engine, ctx, kind="branch_merge")["items"]
     assert [i["id"] for i in items] == [b["review_id"]] and "feature/auth" in items[0]["summary"]
-    res = lifecycle.review_resolve(engine, ctx, b["review_id"], "merge")
+    res = review.review_resolve(engine, ctx, b["review_id"], "merge")
     assert res["merge"]["imported"] == 1
     assert "OAuth2 with PKCE for mobile clients" in _texts(engine, ctx)
-    assert lifecycle.review_list(engine, ctx, kind="branch_merge")["total"] == 0
+    assert review.review_list(engine, ctx, kind="branch_merge")["total"] == 0
     assert sharing.merged_branches(engine, ctx)["branches"][0]["unmerged_memories"] == 0
     git(git_repo, "branch", "-q", "-d", "feature/auth")
     assert sharing.merged_branches(engine, ctx)["branches"][0]["state"] == "gone"
 
 
 def test_snapshot_file_is_plain_jsonl_with_checksums(engine, ctx, tmp_path):
-    engine.remember(ctx, "payments API requires idempotency keys")
+    remember(engine, ctx, "payments API requires idempotency keys")
     p = tmp_path / "s.mnemo"
     sharing.export_snapshot(engine, ctx, str(p))
     lines = p.read_bytes().split(b"\n")
@@ -468,7 +471,7 @@ def test_service_and_cli_end_to_end(home, git_repo, capsys, monkeypatch):
 
 def test_secrets_never_leave_or_enter_through_snapshots(engine, other, ctx, tmp_path, good_snapshot):
     with engine.store.write() as c:  # as if stored before the secret check existed
-        m = engine.remember(ctx, "deploy notes")["memory"]
+        m = remember(engine, ctx, "deploy notes")["memory"]
         text = "the deploy key is AKIAIOSFODNN7EXAMPLE"
         engine.store.update_memory(c, m["id"], text=text, content_hash=content_hash(text))
     r = sharing.export_snapshot(engine, ctx, str(tmp_path / "s.mnemo"))

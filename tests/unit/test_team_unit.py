@@ -9,14 +9,11 @@ import time
 import pytest
 
 from mnemo.core.errors import InvalidInput, SecretDetected
-from mnemo.core.team import (
-    CircuitBreaker,
-    build_record,
-    load_settings,
-    record_to_memory,
-    save_settings,
-    team_for,
-)
+from mnemo.core.memories import promote
+from mnemo.core.recall import recall
+from mnemo.core.team.client import CircuitBreaker, build_record, record_to_memory
+from mnemo.core.team.settings import load_settings, save_settings
+from mnemo.core.write import remember
 
 
 def closed_port() -> int:
@@ -91,7 +88,7 @@ def test_unreachable_server_costs_recall_one_short_try_and_queues_promotions(eng
     assert res["memory"]["provenance"]["promoted_to_team"]["status"] == "queued"
     again = svc.promote(c, m["id"], "team")  # idempotent: one queued record per memory
     assert again["team"]["record_id"] == res["team"]["record_id"]
-    assert team_for(engine).pending() == 1
+    assert engine.team().pending() == 1
     status = svc.team_status(c)
     assert status["configured"] and not status["reachable"] and status["outbox"]["pending"] == 1
 
@@ -101,13 +98,13 @@ def test_outbox_survives_a_restart(home, hash_embedder, ctx, unreachable):
 
     e = Engine(home, embedder=hash_embedder)
     try:
-        m = e.remember(ctx, "use structured logging everywhere")["memory"]
-        assert e.promote(ctx, m["id"], "team")["status"] == "queued"
+        m = remember(e, ctx, "use structured logging everywhere")["memory"]
+        assert promote(e, ctx, m["id"], "team")["status"] == "queued"
     finally:
         e.close()
     e = Engine(home, embedder=hash_embedder)
     try:
-        client = team_for(e)
+        client = e.team()
         assert client.pending() == 1
         assert e.store.get_memory(m["id"]).provenance["promoted_to_team"]["status"] == "queued"
     finally:
@@ -115,29 +112,29 @@ def test_outbox_survives_a_restart(home, hash_embedder, ctx, unreachable):
 
 
 def test_secrets_are_refused_before_anything_is_sent(engine, ctx, unreachable):
-    m = engine.remember(ctx, "staging deploy key: see the vault")["memory"]
+    m = remember(engine, ctx, "staging deploy key: see the vault")["memory"]
     text = "staging deploy key: AKIAIOSFODNN7EXAMPLE"  # as if stored before remember checked for secrets
     with engine.store.write() as c:
         engine.store.update_memory(c, m["id"], text=text)
     with pytest.raises(SecretDetected) as err:
-        engine.promote(ctx, m["id"], "team")
+        promote(engine, ctx, m["id"], "team")
     assert "AKIAIOSFODNN7EXAMPLE" not in str(err.value) and "AWS" in str(err.value)
-    assert team_for(engine).pending() == 0
+    assert engine.team().pending() == 0
     assert "promoted_to_team" not in engine.store.get_memory(m["id"]).provenance
 
 
 def test_without_a_team_server_promotion_says_what_to_do(engine, ctx, no_team_env):
-    m = engine.remember(ctx, "we deploy on Tuesdays")["memory"]
+    m = remember(engine, ctx, "we deploy on Tuesdays")["memory"]
     with pytest.raises(InvalidInput) as err:
-        engine.promote(ctx, m["id"], "team")
+        promote(engine, ctx, m["id"], "team")
     assert "MNEMO_TEAM_URL" in err.value.hint and "mnemo team serve" in err.value.hint
-    res = engine.recall(ctx, "deploy", scope="team")
+    res = recall(engine, ctx, "deploy", scope="team")
     assert not [c for c in res["cards"] if c["scope"] == "team"]
     assert any("no team server" in w for w in res["warnings"])
 
 
 def test_team_record_round_trip(engine, ctx):
-    m = engine.store.get_memory(engine.remember(ctx, "retry webhooks with backoff", kind="lesson", tags=["webhooks"],
+    m = engine.store.get_memory(remember(engine, ctx, "retry webhooks with backoff", kind="lesson", tags=["webhooks"],
                                                 anchors=[{"path": "hooks.py"}])["memory"]["id"])
     rec = build_record(ctx, m, [0.0] * 8, "hash-8", "default")
     assert rec["id"] == "team-" + m.id[4:] and None not in rec["metadata"].values()
@@ -156,12 +153,12 @@ def test_a_server_that_never_answers_costs_one_bounded_wait(engine, ctx, monkeyp
         monkeypatch.setenv("MNEMO_TEAM_URL", f"http://127.0.0.1:{sink.getsockname()[1]}")
         monkeypatch.setenv("MNEMO_TEAM_TIMEOUT", "0.5")
         monkeypatch.setenv("MNEMO_TEAM_RETRY", "3600")
-        engine.remember(ctx, "payments API requires idempotency keys on every POST")
+        remember(engine, ctx, "payments API requires idempotency keys on every POST")
         t0 = time.perf_counter()
-        first = engine.recall(ctx, "idempotency keys")
+        first = recall(engine, ctx, "idempotency keys")
         first_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        second = engine.recall(ctx, "idempotency keys")
+        second = recall(engine, ctx, "idempotency keys")
         second_s = time.perf_counter() - t0
         assert first["cards"] and second["cards"]
         assert any("unreachable" in w for w in first["warnings"])

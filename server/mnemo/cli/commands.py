@@ -244,8 +244,8 @@ def cmd_index(args, service) -> int:
 
 
 def cmd_daemon(args, _service) -> int:
-    from mnemo.core.engine import default_home
     from mnemo.daemon.client import DaemonService, owner_status
+    from mnemo.daemon.paths import default_home
 
     home = Path(args.home) if args.home else default_home()
     if args.action == "run":
@@ -300,9 +300,11 @@ def _with_settings(home: Path, res: dict[str, Any], full: bool) -> dict[str, Any
 
 
 def cmd_doctor(args, _service) -> int:
-    from mnemo.core.doctor import doctor_report
+    from mnemo.daemon.doctor import doctor_report
+    from mnemo.daemon.paths import default_home
 
-    res = doctor_report(args)
+    home = Path(args.home) if getattr(args, "home", None) else default_home()
+    res = doctor_report(home, getattr(args, "project_root", None), bool(getattr(args, "repair", False)))
     if args.json:
         emit_json(res)
     else:

@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction, common) -> None:
 
 
 def _home(args) -> Path:
-    from mnemo.core.config import default_home
+    from mnemo.daemon.paths import default_home
 
     return Path(args.home) if getattr(args, "home", None) else default_home()
 
@@ -54,7 +54,7 @@ def running_owner(home: Path) -> dict[str, Any] | None:
 
 
 def _team_row(home: Path) -> dict[str, Any]:
-    from mnemo.core.team import load_settings
+    from mnemo.core.team.settings import load_settings
 
     s = load_settings(home)
     return {"value": s.url, "source": {"env": "env", "file": "file"}.get(s.source, "default"),

@@ -11,7 +11,7 @@ from typing import Any
 
 def make_service(args: argparse.Namespace):
     """The daemon client by default; an in-process service with --no-daemon (or MNEMO_NO_DAEMON=1)."""
-    from mnemo.core.engine import default_home
+    from mnemo.daemon.paths import default_home  # lazy (as below): `mnemo lsp` never opens a service
 
     home = Path(args.home) if getattr(args, "home", None) else default_home()
     if getattr(args, "no_daemon", False) or os.environ.get("MNEMO_NO_DAEMON") == "1":
@@ -35,7 +35,7 @@ def warn(message: str) -> None:
 
 
 def make_context(args: argparse.Namespace) -> dict[str, Any]:
-    from mnemo.core.identity import detect_context
+    from mnemo.core.identity import detect_context  # lazy: `mnemo lsp` never parses a command that needs it
 
     root = getattr(args, "project_root", None)
     return detect_context(root).to_dict()

@@ -92,7 +92,7 @@ def _register_vscode(sub: argparse._SubParsersAction, common) -> None:
 
 # -- hooks ----------------------------------------------------------------------------------------------------
 def _home(args) -> Path:
-    from mnemo.core.config import default_home
+    from mnemo.daemon.paths import default_home
 
     return Path(args.home) if getattr(args, "home", None) else default_home()
 

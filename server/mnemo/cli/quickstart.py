@@ -91,7 +91,7 @@ def run_demo(base: Path) -> None:
 
 
 def cmd_quickstart(args, _service) -> int:  # noqa: ARG001
-    from mnemo.core.engine import default_home
+    from mnemo.daemon.paths import default_home
 
     c = console()
     base = Path(tempfile.mkdtemp(prefix="mnemo-quickstart-"))

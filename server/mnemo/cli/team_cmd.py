@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction, common) -> None:
 
 
 def _home(args) -> Path:
-    from mnemo.core.engine import default_home
+    from mnemo.daemon.paths import default_home
 
     return Path(args.home) if getattr(args, "home", None) else default_home()
 
@@ -150,7 +150,7 @@ def _announce(args, plan) -> None:
 def _probe(settings) -> tuple[bool, str, int | None]:
     import httpx
 
-    from mnemo.core.team import connect_timeout
+    from mnemo.core.team.settings import connect_timeout
 
     try:
         r = httpx.get(f"{settings.base_url()}/api/v2/heartbeat", headers=settings.headers(),
@@ -163,7 +163,7 @@ def _probe(settings) -> tuple[bool, str, int | None]:
 
 def cmd_connect(args, _service) -> int:
     from mnemo.core.errors import InvalidInput
-    from mnemo.core.team import TeamSettings, check_namespace, save_settings
+    from mnemo.core.team.settings import TeamSettings, check_namespace, save_settings
 
     home = _home(args)
     token = _read_token(args)
@@ -198,7 +198,7 @@ def cmd_connect(args, _service) -> int:
 
 
 def cmd_disconnect(args, _service) -> int:
-    from mnemo.core.team import clear_settings
+    from mnemo.core.team.settings import clear_settings
 
     removed = clear_settings(_home(args))
     if args.json:

@@ -1,4 +1,4 @@
-"""The memories anchored to a file, as an editor shows them: the one recall card (`recall.memory_card`), unscored.
+"""The memories anchored to a file, as an editor shows them: the one card (`cards.memory_card`), unscored.
 
 `anchored_context` answers the anchor part of a hover or a code lens with one store query
 (`Store.anchored_memories`: the partial index on anchored memories, so its cost follows the anchored memories of
@@ -12,12 +12,13 @@ active, not deprecated or superseded, not cold, on a visible branch).
 from __future__ import annotations
 
 import os
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from mnemo.core.cards import memory_card
 from mnemo.core.errors import InvalidInput, NotFound
+from mnemo.core.memories import get
 from mnemo.core.models import Context, Memory
-from mnemo.core.recall import memory_card, memory_visible
+from mnemo.core.search import Light, memory_visible
 
 if TYPE_CHECKING:
     from mnemo.core.engine import Engine
@@ -65,7 +66,7 @@ def anchored_context(engine: Engine, ctx: Context, path: str, symbol: str | None
     file_anchors: dict[str, list[str]] = {}
     at: dict[str, dict[str, Any]] = {}  # memory id -> its anchor at the cursor
     for row in engine.store.anchored_memories(ctx.project_id, rel, ctx.visible_branches()):
-        if not memory_visible(SimpleNamespace(**row), ctx):  # the visibility columns are all the rule reads
+        if not memory_visible(Light(row), ctx):  # the visibility columns are all the rule reads
             continue
         here = [a for a in row["anchors"] if isinstance(a, dict) and a.get("path") == rel]
         for a in here:
@@ -86,7 +87,7 @@ MAX_CARD_IDS = 200
 
 def memory_cards(engine: Engine, ctx: Context, ids: list[str]) -> dict[str, Any]:
     """`{cards, memories, missing}`: the unscored card and the record of each memory opened by id (visible as
-    `Engine.get` decides: this project's or a shared one); the others are `missing`."""
+    `memories.get` decides: this project's or a shared one); the others are `missing`."""
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
         raise InvalidInput("ids must be a list of memory ids", hint='e.g. ["mem-0f3c..."]')
     if len(ids) > MAX_CARD_IDS:
@@ -94,7 +95,7 @@ def memory_cards(engine: Engine, ctx: Context, ids: list[str]) -> dict[str, Any]
     cards, memories, missing = [], [], []
     for mid in dict.fromkeys(ids):
         try:
-            m = engine.get(ctx, mid)
+            m = get(engine, ctx, mid)
         except NotFound:
             missing.append(mid)
             continue

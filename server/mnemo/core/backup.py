@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sqlite3
 import threading
 import time
 from datetime import UTC, datetime
@@ -32,6 +31,7 @@ from typing import Any
 
 from mnemo.core import config
 from mnemo.core.env import env_float
+from mnemo.core.store.files import check_db, copy_db, last_change
 
 log = logging.getLogger("mnemo.backup")
 
@@ -93,25 +93,6 @@ def list_backups(home: Path, kind: str | None = None) -> list[dict[str, Any]]:
     return sorted(out, key=lambda b: -b["time"])
 
 
-def check_db(path: Path) -> str:
-    """`ok`, or what SQLite says is wrong (never raises)."""
-    if not Path(path).exists():
-        return "missing"
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
-        try:
-            rows = conn.execute("PRAGMA integrity_check(100)").fetchall()
-            if conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE name='memories'").fetchone()[0] != 1:
-                return "not a Mnemo store (no memories table)"
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError as exc:
-        return f"cannot read: {exc}"
-    from mnemo.core.store import summarize_check
-
-    return summarize_check([str(r[0]) for r in rows])
-
-
 def fsync_dir(d: Path) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(d, os.O_RDONLY)
@@ -135,17 +116,7 @@ def take_backup(home: Path, now: float | None = None, kind: str = "daily") -> di
     final = d / name
     tmp = d / f".{name}.tmp"
     t0 = time.perf_counter()
-    src = sqlite3.connect(src_path, timeout=30)
-    try:
-        dst = sqlite3.connect(tmp)
-        try:
-            src.backup(dst)  # one step: a consistent copy of the last committed state
-            dst.execute("PRAGMA journal_mode=DELETE")
-            ok = dst.execute("PRAGMA quick_check").fetchone()[0]
-        finally:
-            dst.close()
-    finally:
-        src.close()
+    ok = copy_db(src_path, tmp)  # online: a consistent copy of the last committed state
     if ok != "ok":
         tmp.unlink(missing_ok=True)
         raise RuntimeError(f"the backup copy failed its check: {ok}")
@@ -178,18 +149,6 @@ def prune(home: Path) -> list[str]:
     return removed
 
 
-def _max_seq(db: Path) -> int | None:
-    """The change log's last sequence number in a store or backup file (None: unreadable)."""
-    try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-        try:
-            return int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0])
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError:
-        return None
-
-
 def backup_due(home: Path, now: float | None = None) -> str | None:
     """Which backup is due now: "daily", "writes" (enough written since the newest backup), or None."""
     every = interval()
@@ -205,7 +164,7 @@ def backup_due(home: Path, now: float | None = None) -> str | None:
     age = now - newest["time"]
     if age < gap or not (n_writes or write_every):
         return None
-    written = (_max_seq(db) or 0) - (_max_seq(Path(newest["path"])) or 0)
+    written = (last_change(db) or 0) - (last_change(Path(newest["path"])) or 0)
     if (n_writes and written >= n_writes) or (write_every and written > 0 and age >= write_every):
         return "writes"
     return None

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo.core.errors import InvalidInput
+from mnemo.core.identity import request_settings
 
 log = logging.getLogger("mnemo.config")
 
@@ -388,8 +389,6 @@ def settings_check(home: Path | None = None, owner: dict[str, Any] | None = None
     issues = [*problems(home), *mismatches(owner or {})]
     detail = (f"store-wide ({path(home)}): " + (", ".join(stored) if stored else "all defaults")
               + (f"; overridden by the environment: {', '.join(env)}" if env else ""))
-    from mnemo.core.identity import request_settings
-
     req = {k: v for k, v in request_settings().items() if v}
     detail += "; this environment's request settings: " + (", ".join(f"{k}={v}" for k, v in req.items())
                                                             if req else "defaults")

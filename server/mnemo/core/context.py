@@ -20,6 +20,7 @@ listed by name and path (an agent can read the file) or left out, least relevant
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import threading
 import time
@@ -27,8 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mnemo.core import sessions
+from mnemo.core import corrections, sessions
 from mnemo.core.errors import InvalidInput
+from mnemo.core.lifecycle import hot_memories
+from mnemo.core.memories import list_memories
+from mnemo.core.recall import recall
+from mnemo.core.recent import recent_context
 from mnemo.core.text import estimate_tokens, strip_controls
 
 if TYPE_CHECKING:
@@ -249,8 +254,6 @@ def _injectable(m: dict[str, Any]) -> bool:
 
 
 def handoff_items(engine: Engine, ctx: Context) -> list[Item]:
-    from mnemo.core.recent import recent_context
-
     out = []
     for h in recent_context(engine, ctx, limit=5)["handoffs"][:MAX_HANDOFFS]:
         m = engine.store.get_memory(h["id"])
@@ -261,9 +264,7 @@ def handoff_items(engine: Engine, ctx: Context) -> list[Item]:
 
 def standing_items(engine: Engine, ctx: Context) -> list[Item]:
     """The hot tier and the learned preferences (kind feedback, most confirmed first)."""
-    from mnemo.core.lifecycle import hot_memories
-
-    feedback = [m for m in engine.list_memories(ctx, kind="feedback", status="active", limit=50)["memories"]
+    feedback = [m for m in list_memories(engine, ctx, kind="feedback", status="active", limit=50)["memories"]
                 if _injectable(m)]
     feedback.sort(key=lambda m: (-(m.get("confirmations") or 1), -(m.get("updated_at") or 0)))
     out, seen = [], set()
@@ -277,8 +278,8 @@ def standing_items(engine: Engine, ctx: Context) -> list[Item]:
 
 
 def recalled_items(engine: Engine, ctx: Context, query: str, req: Request) -> list[Item]:
-    res = engine.recall(ctx, query[:MAX_QUERY_CHARS], limit=MAX_MEMORIES, include_docs=False,
-                        min_confidence=req.min_confidence)
+    res = recall(engine, ctx, query[:MAX_QUERY_CHARS], limit=MAX_MEMORIES, include_docs=False,
+                 min_confidence=req.min_confidence)
     out = []
     for card in res.get("cards") or []:
         if card.get("source_kind", "note") != "note" or not _injectable({**card, "status": "active"}) \
@@ -295,8 +296,6 @@ def recalled_items(engine: Engine, ctx: Context, query: str, req: Request) -> li
 
 def _relative(path: str | None, root: str | None) -> str | None:
     """`path` relative to `root` when it is inside it (as the agent knows the file), else as given."""
-    import os
-
     if path and root and os.path.isabs(path):
         rel = os.path.relpath(path, root)
         if not rel.startswith(".."):
@@ -364,8 +363,6 @@ def gather(engine: Engine, ctx: Context, req: Request, activate: Callable[[str |
 def build_context(engine: Engine, ctx: Context, activate: Callable[[str | None, str | None], Any],
                   **kw: Any) -> dict[str, Any]:
     """The block for one event (see the module docstring) and what went into it."""
-    from mnemo.core import corrections
-
     t0 = time.perf_counter()
     req = Request.checked(**kw)
     learn = corrections.learn_mode(req.learn)

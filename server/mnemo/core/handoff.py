@@ -13,7 +13,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from mnemo.core.errors import InvalidInput
+from mnemo.core.safety import redact_secrets
 from mnemo.core.text import strip_controls
+from mnemo.core.write import remember
 
 if TYPE_CHECKING:
     from mnemo.core.engine import Engine
@@ -77,16 +79,14 @@ def compose(summary: dict[str, Any], client: str | None = None, branch: str | No
 def write_handoff(engine: Engine, ctx: Context, summary: dict[str, Any], *, session: str | None = None,
                   client: str | None = None) -> dict[str, Any]:
     """Store the note (nothing when the session did nothing worth handing off)."""
-    from mnemo.core.safety import redact_secrets
-
     text = compose(summary, client, ctx.branch)
     if not text:
         return {"status": "empty", "memory": None, "message": "nothing to hand off"}
     text, _found = redact_secrets(text)
     prov = {"handoff": {"client": client, "session": (session or "")[:200] or None, "at": time.time(),
                         "transcript": _short(summary.get("transcript") or "", 300) or None}}
-    return engine.remember(ctx, text, type="project", kind="handoff", tags=["handoff", "auto"], importance=0.4,
-                           source="agent", status="active", provenance=prov)
+    return remember(engine, ctx, text, type="project", kind="handoff", tags=["handoff", "auto"], importance=0.4,
+                    source="agent", status="active", provenance=prov)
 
 
 __all__ = ["compose", "write_handoff"]

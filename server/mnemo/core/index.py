@@ -79,6 +79,11 @@ class DenseIndex:
                 except Exception:  # noqa: BLE001
                     pass
 
+    def shutdown(self) -> None:
+        """`close()` once no replay or rebuild is running (the engine's last step)."""
+        with self._lock:
+            self.close()
+
     def _open_client(self):
         self.close()
         os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -182,21 +187,13 @@ class DenseIndex:
                 latest: dict[str, tuple[str, str]] = {}
                 for c in changes:
                     latest[c["item_id"]] = (c["op"], c["part"])
-                vecs = self.store.vectors([i for i, (op, _) in latest.items() if op == "upsert"])
-                parts_rows = {}
-                if vecs:
-                    ids = list(vecs)
-                    for i in range(0, len(ids), 500):
-                        chunk = ids[i:i + 500]
-                        for r in self.store.conn().execute(
-                                f"SELECT item_id, part FROM vectors WHERE item_id IN ({','.join('?' * len(chunk))})",
-                                chunk):
-                            parts_rows[r["item_id"]] = r["part"]
+                rows = self.store.vector_rows([i for i, (op, _) in latest.items() if op == "upsert"])
+                vecs = {i: r["vec"] for i, r in rows.items()}
                 upserts: dict[str, tuple[list, list]] = {}
                 deletes: dict[str, list] = {}
                 for item_id, (_op, part) in latest.items():
                     if item_id in vecs:
-                        cur_part = parts_rows.get(item_id, part)
+                        cur_part = rows[item_id]["part"]
                         if part and part != cur_part:  # moved partition (e.g. promoted): drop the old copy
                             deletes.setdefault(part, []).append(item_id)
                         ids, embs = upserts.setdefault(cur_part, ([], []))

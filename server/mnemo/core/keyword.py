@@ -13,24 +13,13 @@ import math
 import threading
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
+from mnemo.core.store import Store
 from mnemo.core.text import tokenize
-
-if TYPE_CHECKING:
-    from mnemo.core.store import Store
 
 K1, B = 1.2, 0.75
 SYNC_BUILD_LIMIT = 20000  # partitions up to this size are built on first use (~0.3 s)
-
-
-def memory_keyword_text(text: str, tags: Iterable[str], kind: str) -> str:
-    return " ".join([text, " ".join(tags), kind])
-
-
-def block_keyword_text(heading_path: Sequence[str], text: str, source_path: str) -> str:
-    return " ".join([" ".join(heading_path), text, source_path])
 
 
 class PartitionIndex:
@@ -129,7 +118,7 @@ class KeywordIndex:
             self._seq_catch_up_all_built()
             seq = self.store.max_seq()
             idx = PartitionIndex()
-            for item_id, text in self._texts_of_part(part):
+            for item_id, text in self.store.keyword_texts(part):
                 idx.add(item_id, tokenize(text))
             old = self._parts.get(part)
             if old is not None:
@@ -146,25 +135,12 @@ class KeywordIndex:
             if part not in self._parts:
                 self.build(part)
 
-    def _texts_of_part(self, part: str):
-        conn = self.store.conn()
-        for r in conn.execute("SELECT id, text, tags, kind FROM memories WHERE part=?", (part,)):
-            import json
-
-            yield r["id"], memory_keyword_text(r["text"], json.loads(r["tags"] or "[]"), r["kind"])
-        for r in conn.execute("SELECT id, heading_path, text, source_path FROM blocks WHERE part=?", (part,)):
-            import json
-
-            yield r["id"], block_keyword_text(json.loads(r["heading_path"]), r["text"], r["source_path"])
-
     def _seq_catch_up_all_built(self) -> None:
         if self._parts:
             self.catch_up()
 
     def catch_up(self) -> None:
         """Apply change-log entries after the last one seen to the partitions that are built."""
-        import json
-
         with self._lock:
             if not self._parts:
                 self._seq = self.store.max_seq()
@@ -175,24 +151,18 @@ class KeywordIndex:
             latest: dict[str, str] = {}
             for c in changes:
                 latest[c["item_id"]] = c["op"]
-            conn = self.store.conn()
             for item_id, op in latest.items():
                 old_part = self._where.pop(item_id, None)
                 if old_part is not None:
                     self._parts[old_part].remove(item_id)
                 if op != "upsert":
                     continue
-                if item_id.startswith("blk-"):
-                    r = conn.execute("SELECT part, heading_path, text, source_path FROM blocks WHERE id=?",
-                                     (item_id,)).fetchone()
-                    text = r and block_keyword_text(json.loads(r["heading_path"]), r["text"], r["source_path"])
-                else:
-                    r = conn.execute("SELECT part, text, tags, kind FROM memories WHERE id=?", (item_id,)).fetchone()
-                    text = r and memory_keyword_text(r["text"], json.loads(r["tags"] or "[]"), r["kind"])
-                if r is None or r["part"] not in self._parts:
+                found = self.store.keyword_text(item_id)
+                if found is None or found[0] not in self._parts:
                     continue
-                self._parts[r["part"]].add(item_id, tokenize(text))
-                self._where[item_id] = r["part"]
+                part, text = found
+                self._parts[part].add(item_id, tokenize(text))
+                self._where[item_id] = part
             self._seq = int(changes[-1]["seq"])
             for part, idx in list(self._parts.items()):
                 if idx.dead_fraction() > 0.33 and len(idx.ids) > 1000:

@@ -10,9 +10,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from mnemo.core.cards import summarize
 from mnemo.core.errors import InvalidInput
 from mnemo.core.models import Context, Memory
-from mnemo.core.recall import memory_visible, summarize
+from mnemo.core.search import memory_visible
+from mnemo.core.team.ops import recent_team
 
 if TYPE_CHECKING:
     from mnemo.core.engine import Engine
@@ -38,9 +40,7 @@ def recent_context(engine: Engine, ctx: Context, limit: int = 10, days: float = 
     if not 0 < days <= 3650:
         raise InvalidInput(f"days {days} is out of range", hint="use a positive number of days")
     since = time.time() - days * 86400
-    rows = engine.store.query_memories(
-        "scope='project' AND project_id=? AND updated_at>=? AND status IN ('active', 'pending')",
-        (ctx.project_id, since), limit=max(200, limit * 10))
+    rows = engine.store.recent_in(ctx.project_id, since, max(200, limit * 10))
     visible = [m for m in rows if memory_visible(m, ctx, include_pending=True)]
     handoffs = [m for m in visible if m.kind == "handoff" and m.status == "active"][:MAX_HANDOFFS]
     shown = {m.id for m in handoffs}
@@ -48,8 +48,6 @@ def recent_context(engine: Engine, ctx: Context, limit: int = 10, days: float = 
     pending = sum(1 for m in visible if m.status == "pending")
     team: list[Memory] = []
     try:
-        from mnemo.core.team import recent_team
-
         team = recent_team(engine, ctx, since, limit=5)
     except Exception:  # noqa: BLE001 - the team part is a bonus; local context must always answer
         team = []

@@ -1,8 +1,8 @@
 """Repair a damaged store (`mnemo doctor --repair`): salvage every readable row, merge the newest good backup,
 rebuild what is derived, keep the damaged files, and name what could not be recovered.
 
-The caller (core/doctor.py) has stopped the owner and holds its lock. Steps:
-1. salvage the damaged `mnemo.db` (and its WAL) page by page (core/salvage.py): rows on intact pages come back
+The caller (mnemo/daemon/doctor.py) has stopped the owner and holds its lock. Steps:
+1. salvage the damaged `mnemo.db` (and its WAL) page by page (core/store/salvage.py): rows on intact pages come back
    even when SQLite's own b-tree walk stops at a damaged page;
 2. read the newest backup that passes `integrity_check` (core/backup.py);
 3. merge, per id: a memory or a Markdown block comes from whichever copy is intact and newest (`updated_at`, then
@@ -22,12 +22,10 @@ The caller (core/doctor.py) has stopped the owner and holds its lock. Steps:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
 import os
-import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -35,11 +33,17 @@ from pathlib import Path
 from typing import Any
 
 from mnemo.core import backup
-from mnemo.core import salvage as sv
+from mnemo.core.embeddings import get_embedder
+from mnemo.core.index import DenseIndex
+from mnemo.core.models import Memory
+from mnemo.core.store import salvage as sv
+from mnemo.core.store import schema
+from mnemo.core.store.codec import vec_to_blob
+from mnemo.core.store.rebuild import ITEMS, read_backup, write_store
+from mnemo.core.text import content_hash
 
 log = logging.getLogger("mnemo.repair")
 
-ITEMS = ("memories", "blocks")  # rows with a vector: merged by id and time
 SKIP = ("changes", "vectors")  # rebuilt
 DERIVED_TABLES = frozenset({"fts_data", "fts_idx", "fts_docsize", "fts_config", "sqlite_sequence"})  # rebuilt
 UNEMBEDDED = "unembedded"  # model id of a placeholder vector: the owner re-embeds it at start (foreign model)
@@ -63,37 +67,6 @@ def _from_salvage(s: sv.Salvage) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def _from_backup(path: str | None) -> tuple[dict[str, list[dict[str, Any]]], list[tuple[str, str, str]]]:
-    if path is None:
-        return {}, []
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    conn.row_factory = sqlite3.Row
-    try:
-        schema = [(r[0], r[1], r[2]) for r in
-                  conn.execute("SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL")]
-        tables = {}
-        for typ, name, sql in schema:
-            if typ == "table" and not name.startswith(("sqlite_", "fts")) and "VIRTUAL" not in sql.upper():
-                tables[name] = [dict(r, _rank=0) for r in conn.execute(f'SELECT rowid AS _rowid, * FROM "{name}"')]
-    finally:
-        conn.close()
-    return tables, schema
-
-
-def code_schema() -> list[tuple[str, str, str]]:
-    """(type, name, sql) of a store as this version of Mnemo creates it (when no copy names the tables)."""
-    from mnemo.core.lifecycle import DECAY_SCHEMA
-    from mnemo.core.store import SCHEMA
-    from mnemo.core.team import OUTBOX_SCHEMA
-
-    mem = sqlite3.connect(":memory:")
-    try:
-        mem.executescript(SCHEMA + ";" + DECAY_SCHEMA + ";" + OUTBOX_SCHEMA)
-        return [(r[0], r[1], r[2]) for r in mem.execute("SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL")]
-    finally:
-        mem.close()
-
-
 def newest_good_backup(home: Path) -> tuple[dict[str, Any] | None, list[dict[str, str]]]:
     skipped = []
     for b in backup.list_backups(home):
@@ -107,9 +80,6 @@ def newest_good_backup(home: Path) -> tuple[dict[str, Any] | None, list[dict[str
 # -- choosing rows -----------------------------------------------------------------------------------------------
 def _quality(table: str, row: dict[str, Any]) -> int:
     """2 intact, 1 readable but its text does not match its hash, 0 unusable."""
-    from mnemo.core.models import Memory
-    from mnemo.core.text import content_hash
-
     try:
         if table == "memories":
             m = Memory.from_row({k: v for k, v in row.items() if not k.startswith("_")})
@@ -225,13 +195,9 @@ def pick_vectors(chosen: dict[str, tuple[str, dict]], salv: dict, back: dict) ->
 
 def embed_missing(texts: list[str], dim_bytes: int) -> tuple[str, list[bytes], str | None]:
     """Vectors for items whose vector was lost: the current embedder's, or placeholders the owner re-embeds."""
-    from mnemo.core.store import vec_to_blob
-
     if not texts:
         return "", [], None
     try:
-        from mnemo.core.embeddings import get_embedder
-
         emb = get_embedder()
         blobs = []
         for i in range(0, len(texts), 256):
@@ -240,72 +206,6 @@ def embed_missing(texts: list[str], dim_bytes: int) -> tuple[str, list[bytes], s
     except Exception as exc:  # noqa: BLE001 - the repair must not depend on the model
         zero = bytes(dim_bytes or 384 * 4)
         return UNEMBEDDED, [zero] * len(texts), f"{exc}"
-
-
-# -- writing the new store ---------------------------------------------------------------------------------------
-def _columns(conn: sqlite3.Connection, table: str) -> tuple[list[str], list[str]]:
-    info = conn.execute(f'PRAGMA table_info("{table}")').fetchall()
-    return [r[1] for r in info], [r[1] for r in sorted(info, key=lambda r: r[5]) if r[5]]
-
-
-def _insert(conn: sqlite3.Connection, table: str, rows: list[dict[str, Any]], cols: list[str] | None = None) -> int:
-    cols = cols or _columns(conn, table)[0]
-    n = 0
-    for r in rows:
-        use = [c for c in cols if c in r]
-        try:
-            conn.execute(f'INSERT OR REPLACE INTO "{table}"({",".join(use)}) VALUES({",".join("?" * len(use))})',
-                         [r[c] for c in use])
-            n += 1
-        except sqlite3.Error as exc:  # a row that breaks a constraint of today's schema is reported, not kept
-            log.warning("repair: dropped a %s row: %s", table, exc)
-    return n
-
-
-def _create_extra_tables(conn: sqlite3.Connection, schemas: Iterable[tuple[str, str, str]]) -> None:
-    have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-    for typ, name, sql in sorted(set(schemas), key=lambda e: e[0] != "table"):  # tables before their indexes
-        if typ in ("table", "index") and name not in have and not name.startswith(("sqlite_", "fts")) and sql:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute(sql)
-                have.add(name)
-
-
-def write_store(path: Path, schemas: list, plain: dict[str, list], chosen: dict[str, tuple[str, dict]],
-                vectors: dict[str, tuple[str, bytes]], last_seq: int = 0) -> dict[str, int]:
-    """The new store: every kept row, its FTS entry and vector, and a change log that continues after `last_seq`
-    (sequence numbers never go back)."""
-    from mnemo.core.models import Memory
-    from mnemo.core.store import Store
-
-    store = Store(path)
-    counts: dict[str, int] = {}
-    try:
-        _create_extra_tables(store.conn(), schemas)
-        with store.write() as c:
-            for table, rows in plain.items():
-                if table in {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}:
-                    counts[table] = _insert(c, table, rows)
-            c.execute("DELETE FROM sqlite_sequence WHERE name='changes'")
-            c.execute("INSERT INTO sqlite_sequence(name, seq) VALUES('changes', ?)", (last_seq,))
-            order = sorted(chosen.items(), key=lambda kv: (kv[1][1].get("updated_at") or 0, kv[0]))
-            cols = {t: _columns(c, t)[0] for t in ITEMS}
-            for item_id, (table, row) in order:
-                if not _insert(c, table, [row], cols[table]):
-                    continue
-                counts[table] = counts.get(table, 0) + 1
-                text = (store.memory_fts_text(Memory.from_row({k: v for k, v in row.items() if k[0] != "_"}))
-                        if table == "memories" else
-                        store.block_fts_text(json.loads(row["heading_path"]), row["text"], row["source_path"]))
-                c.execute("INSERT INTO fts(text, item_id, part) VALUES(?,?,?)", (text, item_id, row["part"]))
-                model_id, blob = vectors[item_id]
-                c.execute("INSERT OR REPLACE INTO vectors(item_id, part, model_id, vec) VALUES(?,?,?,?)",
-                          (item_id, row["part"], model_id, blob))
-                store.log_change(c, item_id, row["part"], "upsert")
-        store.conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        store.close()
-    return counts
 
 
 # -- witnesses ---------------------------------------------------------------------------------------------------
@@ -366,8 +266,8 @@ def repair_store_file(home: Path) -> dict[str, Any]:
     home = Path(home)
     db = home / "mnemo.db"
     good, skipped = newest_good_backup(home)
-    back, back_schema = _from_backup(good["path"] if good else None)
-    s = sv.salvage(db, fallback_schema=back_schema or code_schema(), skip=DERIVED_TABLES,
+    back, back_schema = read_backup(good["path"] if good else None)
+    s = sv.salvage(db, fallback_schema=back_schema or schema.statements(), skip=DERIVED_TABLES,
                    index_keys_of=frozenset({"sqlite_autoindex_memories_1"}))
     salv = _from_salvage(s)
     deleted = deleted_ids(salv, back)
@@ -404,8 +304,6 @@ def repair_store_file(home: Path) -> dict[str, Any]:
 
 
 def _dense_ids(chroma: Path) -> set[str] | None:
-    from mnemo.core.index import DenseIndex
-
     return DenseIndex.stored_ids(chroma) if chroma.exists() else None
 
 
@@ -419,17 +317,8 @@ def _plain_tables(salv: dict, back: dict, s: sv.Salvage) -> dict[str, list[dict[
 
 
 def _pk_of(table: str, s: sv.Salvage) -> list[str]:
-    sql = next((e[2] for e in [*s.schema_sql, *code_schema()] if e[1] == table and e[0] == "table"), None)
-    if sql is None:
-        return []
-    mem = sqlite3.connect(":memory:")
-    try:
-        mem.execute(sql)
-        return [r[1] for r in sorted(mem.execute(f'PRAGMA table_info("{table}")'), key=lambda r: r[5]) if r[5]]
-    except sqlite3.Error:
-        return []
-    finally:
-        mem.close()
+    sql = next((e[2] for e in [*s.schema_sql, *schema.statements()] if e[1] == table and e[0] == "table"), None)
+    return [] if sql is None else schema.primary_key(sql, table)
 
 
 def _report(good, skipped, s, salv, chosen, counts, missing, model_id, embed_error, lost, aside,
@@ -452,5 +341,5 @@ def _report(good, skipped, s, salv, chosen, counts, missing, model_id, embed_err
             "salvage": s.stats, "damaged_moved_to": str(aside), "skipped_backups": skipped, "message": msg}
 
 
-__all__ = ["code_schema", "deleted_ids", "merge_items", "newest_good_backup", "pick_vectors",
+__all__ = ["deleted_ids", "merge_items", "newest_good_backup", "pick_vectors",
            "repair_store_file", "witnesses"]

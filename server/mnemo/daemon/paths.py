@@ -6,6 +6,8 @@ import hashlib
 import os
 from pathlib import Path
 
+from mnemo.core.config import default_home as config_default_home
+
 _MAX_SUN_PATH = 100
 
 
@@ -28,3 +30,9 @@ def log_path(home: Path) -> Path:
 def failure_path(home: Path) -> Path:
     """Why the last owner could not start (written by it, read by the client that spawned it)."""
     return Path(home) / "owner-failed.json"
+
+
+def default_home() -> Path:
+    """The store directory when none is given: $MNEMO_HOME, else ~/.mnemo (the rule is core/config.py's, which
+    core code uses when a home is not passed to it)."""
+    return config_default_home()

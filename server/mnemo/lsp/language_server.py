@@ -108,7 +108,7 @@ class MnemoLanguageServer(LanguageServer):
             raise
 
     async def service(self, method: str, *args: Any, **kw: Any) -> Any:
-        """A call to the owner, off the event loop. Raises Unavailable / NotSupported / MnemoError."""
+        """A call to the owner, off the event loop. Raises Unavailable / MnemoError."""
         if self.owner is None:
             raise Unavailable("Mnemo unavailable: the language server is starting",
                               hint="wait a moment; it connects after `initialized`")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo.core.errors import DaemonError, MnemoError, StoreError
+from mnemo.daemon.paths import default_home
 
 log = logging.getLogger("mnemo.lsp.owner")
 
@@ -27,13 +28,9 @@ POOL_SIZE = 3  # parallel calls: a hover is never queued behind a long indexing 
 
 
 class Unavailable(MnemoError):
-    """The owner cannot be reached (degraded mode), or does not offer an operation (`not_supported`)."""
+    """The owner cannot be reached (degraded mode)."""
 
     code = "unavailable"
-
-
-class NotSupported(MnemoError):
-    code = "not_supported"
 
 
 def _service_methods() -> frozenset[str]:
@@ -156,12 +153,8 @@ class OwnerLink:
             return dict(self._calls)
 
     def call(self, method: str, *args: Any, **kw: Any) -> Any:
-        """Call a service method on the owner. Raises Unavailable (degraded), NotSupported, or the MnemoError the
-        owner raised (the user's input was wrong: not a connection problem)."""
-        if not self.supports(method):
-            raise NotSupported(f"this Mnemo owner does not offer `{method}` yet",
-                               hint="update Mnemo (`pip install -U mnemo`) and restart the owner "
-                                    "(`mnemo daemon stop`)")
+        """Call a service method on the owner. Raises Unavailable (degraded), or the MnemoError the owner raised
+        (the user's input was wrong: not a connection problem)."""
         if self.state != READY:
             raise Unavailable(f"Mnemo unavailable: {self.reason or 'connecting to the store'}",
                               hint=self.hint or "wait a moment; the language server is connecting")
@@ -205,9 +198,8 @@ def resolve_home(setting: str) -> Path:
     """`mnemo.home` when set, else $MNEMO_HOME, else ~/.mnemo."""
     if setting:
         return Path(os.path.expanduser(setting))
-    # The rule of mnemo.core.engine.default_home, without importing the engine module (0.3 s) into the LSP.
-    return Path(os.environ.get("MNEMO_HOME") or Path.home() / ".mnemo")
+    return default_home()
 
 
-__all__ = ["OwnerLink", "Unavailable", "NotSupported", "StoreError", "resolve_home", "READY", "STARTING",
+__all__ = ["OwnerLink", "Unavailable", "StoreError", "resolve_home", "READY", "STARTING",
            "UNAVAILABLE"]

@@ -123,8 +123,8 @@ class Backend:
     def service(self):
         with self._lock:
             if self._service is None:
-                from mnemo.core.engine import default_home
                 from mnemo.daemon.client import DaemonService
+                from mnemo.daemon.paths import default_home
 
                 self._service = DaemonService(self.home or default_home(), client_name="mcp")
             return self._service

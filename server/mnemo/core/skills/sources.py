@@ -11,6 +11,7 @@ import os
 import re
 from pathlib import Path
 
+from ..safety import injection_flags, strip_invisible
 from ..text import content_hash, estimate_tokens
 from . import globs as g
 from .frontmatter import Frontmatter, FrontmatterError, split_frontmatter
@@ -247,8 +248,47 @@ def _build(path: Path, text: str, st: os.stat_result, fmt: str, scope: str,
         if severity == "warning":
             warnings.append(reason)
 
-    from ..safety import injection_flags, strip_invisible
+    text, flagged = _screen(text, warn)
+    if fmt in (FORMAT_CURSOR_LEGACY, FORMAT_WINDSURF_LEGACY):
+        fm = Frontmatter(body=text)  # legacy single-file rules have no header
+    else:
+        fm = split_frontmatter(text)
+    for line, reason in fm.warnings:
+        warn(reason, line, "info")
+    if fm.present and fm.yaml_valid is False:
+        warn("header is not valid YAML; read it line by line (as the tool itself does)", 2, "info")
+    d = fm.data
+    body = fm.body.strip("\n")
+    name = _as_str(d.get("name") or d.get("title")) or _default_name(path, fmt)
+    description = _as_str(d.get("description"))
+    keywords = _as_list(d.get("keywords"))
+    importance = _as_importance(d.get("importance"))
+    if d.get("importance") not in (None, "") and importance is None:
+        warn(f"importance {d.get('importance')!r} not understood (use 0..1, 1..5 or low/medium/high); using 0.5")
+    patterns, mode, always, manual = _activation(fmt, d, description, warn)
+    if patterns:
+        bad = g.matcher_for(patterns, mode).invalid_patterns()
+        for p in bad:
+            warn(f"glob {p!r} is not a valid pattern; ignored")
+    if not body.strip() and not description:
+        raise _Skip("empty: no description and no body", fm.body_line)
+    tags = _as_list(d.get("tags"))
+    tools = _as_list(d.get("tools_allowed") or d.get("allowed-tools") or d.get("allowed_tools") or d.get("tools"))
+    skill = Skill(
+        id=skill_id or f"{fmt}:{spath}", name=name[:200], description=description[:2000], body=body,
+        source_path=spath, source_format=fmt, scope=scope, globs=tuple(patterns), glob_mode=mode,
+        keywords=tuple(k[:100] for k in keywords[:64]), triggers=tuple(extract_triggers(description)),
+        tools_allowed=tuple(tools[:64]), tags=tuple(t[:100] for t in tags[:64]),
+        importance=0.5 if importance is None else importance, always_apply=always, manual_only=manual,
+        content_hash=content_hash("\n".join([name, description, " ".join(keywords), body])),
+        token_cost=estimate_tokens(body) + estimate_tokens(f"### {name}\nSource: {spath}\n"),
+        warnings=tuple(warnings), flags=tuple(flagged), mtime=st.st_mtime, size=st.st_size,
+    )
+    return skill, problems
 
+
+def _screen(text: str, warn) -> tuple[str, list[str]]:
+    """Invisible characters removed (with a warning), and the flags of what a poisoned skill adds."""
     text, inv_flags, hidden = strip_invisible(text)
     text, n_invisible = _strip_invisible(text)
     if inv_flags or n_invisible:
@@ -261,31 +301,15 @@ def _build(path: Path, text: str, st: os.stat_result, fmt: str, scope: str,
     if flagged:
         warn("reads like a prompt injection (" + ", ".join(f.split(":", 1)[-1] for f in flagged)
              + "): held, not activated, until you accept it in Review (`mnemo review`)")
+    return text, flagged
 
-    if fmt in (FORMAT_CURSOR_LEGACY, FORMAT_WINDSURF_LEGACY):
-        fm = Frontmatter(body=text)  # legacy single-file rules have no header
-    else:
-        fm = split_frontmatter(text)
-    for line, reason in fm.warnings:
-        warn(reason, line, "info")
-    if fm.present and fm.yaml_valid is False:
-        warn("header is not valid YAML; read it line by line (as the tool itself does)", 2, "info")
-    d = fm.data
-    body = fm.body.strip("\n")
 
-    name = _as_str(d.get("name") or d.get("title")) or _default_name(path, fmt)
-    description = _as_str(d.get("description"))
-    keywords = _as_list(d.get("keywords"))
-    tags = _as_list(d.get("tags"))
-    tools = _as_list(d.get("tools_allowed") or d.get("allowed-tools") or d.get("allowed_tools") or d.get("tools"))
-    importance = _as_importance(d.get("importance"))
-    if d.get("importance") not in (None, "") and importance is None:
-        warn(f"importance {d.get('importance')!r} not understood (use 0..1, 1..5 or low/medium/high); using 0.5")
+def _activation(fmt: str, d: dict, description: str, warn) -> tuple[list[str], str, bool, bool]:
+    """(glob patterns, glob mode, always apply, manual only) as the file's own tool reads its header."""
     always = False
     manual = False
     patterns: list[str] = []
     mode = g.VSCODE
-
     if fmt == FORMAT_MNEMO:
         patterns = _glob_spec(d.get("globs") if d.get("globs") is not None else d.get("applyTo"))
         always = bool(_as_bool(d.get("always_apply", d.get("alwaysApply"))))
@@ -324,39 +348,4 @@ def _build(path: Path, text: str, st: os.stat_result, fmt: str, scope: str,
     elif fmt in (FORMAT_COPILOT_REPO, FORMAT_CLAUDE_MD, FORMAT_AGENTS_MD, FORMAT_CURSOR_LEGACY,
                  FORMAT_WINDSURF_LEGACY):
         always = True
-
-    if patterns:
-        bad = g.matcher_for(patterns, mode).invalid_patterns()
-        for p in bad:
-            warn(f"glob {p!r} is not a valid pattern; ignored")
-    if not body.strip() and not description:
-        raise _Skip("empty: no description and no body", fm.body_line)
-
-    imp = 0.5 if importance is None else importance
-    sid = skill_id or f"{fmt}:{spath}"
-    hash_src = "\n".join([name, description, " ".join(keywords), body])
-    skill = Skill(
-        id=sid,
-        name=name[:200],
-        description=description[:2000],
-        body=body,
-        source_path=spath,
-        source_format=fmt,
-        scope=scope,
-        globs=tuple(patterns),
-        glob_mode=mode,
-        keywords=tuple(k[:100] for k in keywords[:64]),
-        triggers=tuple(extract_triggers(description)),
-        tools_allowed=tuple(tools[:64]),
-        tags=tuple(t[:100] for t in tags[:64]),
-        importance=imp,
-        always_apply=always,
-        manual_only=manual,
-        content_hash=content_hash(hash_src),
-        token_cost=estimate_tokens(body) + estimate_tokens(f"### {name}\nSource: {spath}\n"),
-        warnings=tuple(warnings),
-        flags=tuple(flagged),
-        mtime=st.st_mtime,
-        size=st.st_size,
-    )
-    return skill, problems
+    return patterns, mode, always, manual

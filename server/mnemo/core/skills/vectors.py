@@ -6,12 +6,13 @@ disk cache, so a fresh CLI process does not re-embed hundreds of rule files).
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
+from mnemo.core.store.skill_vectors import Error, SkillVectorFile
 
 MAX_MEMORY_ENTRIES = 50_000
 
@@ -21,22 +22,16 @@ class VectorCache:
         self.path = Path(path) if path else None
         self._mem: dict[tuple[str, str], np.ndarray] = {}
         self._lock = threading.Lock()
-        self._db: sqlite3.Connection | None = None
+        self._db: SkillVectorFile | None = None
         self.disk_errors = 0
 
-    def _conn(self) -> sqlite3.Connection | None:
+    def _conn(self) -> SkillVectorFile | None:
         if self.path is None:
             return None
         if self._db is None:
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                db = sqlite3.connect(str(self.path), timeout=5.0, check_same_thread=False)
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute("CREATE TABLE IF NOT EXISTS skill_vectors (model TEXT NOT NULL, hash TEXT NOT NULL, "
-                           "dim INTEGER NOT NULL, vec BLOB NOT NULL, PRIMARY KEY (model, hash))")
-                db.commit()
-                self._db = db
-            except sqlite3.Error:
+                self._db = SkillVectorFile(self.path)
+            except Error:
                 self.disk_errors += 1
                 self.path = None  # a broken cache only costs re-embedding
                 return None
@@ -55,15 +50,12 @@ class VectorCache:
             db = self._conn() if missing else None
             if db is not None:
                 try:
-                    for i in range(0, len(missing), 500):
-                        chunk = missing[i:i + 500]
-                        q = f"SELECT hash, dim, vec FROM skill_vectors WHERE model=? AND hash IN ({','.join('?' * len(chunk))})"
-                        for h, dim, blob in db.execute(q, [model, *chunk]):
-                            v = np.frombuffer(blob, dtype=np.float32)
-                            if v.shape[0] == dim:
-                                out[h] = v
-                                self._remember(model, h, v)
-                except sqlite3.Error:
+                    for h, dim, blob in db.get(model, missing):
+                        v = np.frombuffer(blob, dtype=np.float32)
+                        if v.shape[0] == dim:
+                            out[h] = v
+                            self._remember(model, h, v)
+                except Error:
                     self.disk_errors += 1
         return out
 
@@ -81,13 +73,9 @@ class VectorCache:
             db = self._conn()
             if db is not None:
                 try:
-                    with db:
-                        db.executemany(
-                            "INSERT OR REPLACE INTO skill_vectors (model, hash, dim, vec) VALUES (?, ?, ?, ?)",
-                            [(model, h, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes())
-                             for h, v in items.items()],
-                        )
-                except sqlite3.Error:
+                    db.put(model, [(h, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes())
+                                   for h, v in items.items()])
+                except Error:
                     self.disk_errors += 1
 
     def close(self) -> None:

@@ -1,0 +1,166 @@
+"""Anchors: a memory tied to code (file, symbol, line range, hash of the code). `check_anchors` with the file's
+current symbols opens one `stale_anchor` review item per changed or vanished anchor, and closes it when the code
+is back."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from mnemo.core.cards import summarize
+from mnemo.core.errors import InvalidInput
+from mnemo.core.memories import get
+from mnemo.core.models import Context, Memory
+from mnemo.core.search import Light, memory_visible
+
+if TYPE_CHECKING:
+    from mnemo.core.engine import Engine
+    from mnemo.core.store import Store
+
+
+def rel_path(ctx: Context, path: str) -> str:
+    if not isinstance(path, str) or not path.strip():
+        raise InvalidInput("an anchor needs a file path", hint="pass the path of the anchored file")
+    p = path.strip().replace("\\", "/")
+    if os.path.isabs(p) and ctx.root:
+        root = os.path.realpath(ctx.root)
+        real = os.path.realpath(p)
+        if real == root or real.startswith(root + os.sep):
+            p = os.path.relpath(real, root).replace(os.sep, "/")
+    if os.path.isabs(p) or any(part == ".." for part in p.split("/")):
+        raise InvalidInput(f"anchor path {path!r} is outside the project",
+                           hint="anchor to a file inside the workspace (a path relative to its root)")
+    return p.lstrip("./") if p.startswith("./") else p
+
+
+def check_anchor(ctx: Context, anchor: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(anchor, dict):
+        raise InvalidInput("an anchor is an object", hint='e.g. {"path": "src/pay.py", "symbol": "charge", '
+                                                          '"hash": "..."}')
+    out: dict[str, Any] = {"path": rel_path(ctx, anchor.get("path"))}
+    for key in ("symbol", "hash"):
+        v = anchor.get(key)
+        if v is not None:
+            if not isinstance(v, str) or len(v) > 512:
+                raise InvalidInput(f"anchor {key} must be a short string")
+            out[key] = v
+    for key in ("start_line", "end_line"):
+        v = anchor.get(key)
+        if v is not None:
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise InvalidInput(f"anchor {key} must be a line number")
+            out[key] = v
+    return out
+
+
+def anchor_key(a: dict[str, Any]) -> tuple:
+    return (a.get("path"), a.get("symbol"))
+
+
+def _stale_items(store: Store, mem_id: str) -> dict[tuple, int]:
+    """The open `stale_anchor` items of a memory, by the anchor they are about."""
+    return {anchor_key(json.loads(r["payload"]).get("anchor", {})): r["id"]
+            for r in store.open_items_about("stale_anchor", mem_id)}
+
+
+def anchor(engine: Engine, ctx: Context, memory_id: str, anchor_: dict[str, Any]) -> dict[str, Any]:
+    """Anchor a memory to code (file, symbol, line range, hash of the code); replaces an anchor on the same spot."""
+    m = get(engine, ctx, memory_id)
+    a = check_anchor(ctx, anchor_)
+    anchors = [x for x in m.anchors if anchor_key(x) != anchor_key(a)] + [a]
+    store = engine.store
+    with store.write() as c:
+        store.update_memory(c, m.id, anchors=anchors, updated_at=time.time())
+        store.resolve_reviews(c, [r["id"] for r in store.open_items_about("stale_anchor", m.id)
+                                  if anchor_key(json.loads(r["payload"]).get("anchor", {})) == anchor_key(a)], "update")
+        refresh_stale_flag(c, store, m.id)
+    return {"status": "anchored", "memory": store.get_memory(m.id).to_dict()}
+
+
+def reanchor(anchors: list[dict], payload: dict) -> list[dict]:
+    """The anchors after a `stale_anchor` item is answered `update`: moved to the current code, or dropped when
+    it vanished."""
+    old = payload.get("anchor") or {}
+    out = []
+    for a in anchors:
+        if anchor_key(a) == anchor_key(old):
+            if payload.get("reason") == "vanished":
+                continue
+            a = dict(a)
+            cur = payload.get("current") or {}
+            if cur.get("hash"):
+                a["hash"] = cur["hash"]
+            for k in ("start_line", "end_line"):
+                if cur.get(k) is not None:
+                    a[k] = cur[k]
+        out.append(a)
+    return out
+
+
+def refresh_stale_flag(conn, store: Store, mem_id: str) -> None:
+    """The memory carries the `stale_anchor` flag while it has an open `stale_anchor` item."""
+    m = store.get_memory(mem_id)
+    if m is None:
+        return
+    open_ = store.open_items_about("stale_anchor", mem_id)
+    flags = [f for f in m.flags if f != "stale_anchor"] + (["stale_anchor"] if open_ else [])
+    if flags != m.flags:
+        store.update_memory(conn, mem_id, flags=flags)
+
+
+def check_anchors(engine: Engine, ctx: Context, path: str, symbols: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """Flag memories anchored into `path` whose symbol changed (other hash) or vanished; `symbols` is what the
+    file holds now (`[{"name", "hash", "start_line", "end_line"}]`; None = the file is gone). A symbol that is
+    back to its anchored hash clears its flag."""
+    rel = rel_path(ctx, path)
+    if symbols is not None and not isinstance(symbols, list):
+        raise InvalidInput("symbols must be a list", hint='[{"name": "charge", "hash": "..."}]')
+    current: dict[str | None, dict] = {}
+    for sdef in symbols or []:
+        if isinstance(sdef, dict):
+            name = sdef.get("name") or sdef.get("symbol")
+            current[name if name else None] = sdef
+    store = engine.store
+    rows = store.anchored_memories(ctx.project_id, rel, ctx.visible_branches())  # the hover's query too
+    ids = [r["id"] for r in rows if memory_visible(Light(r), ctx, include_cold=True, include_pending=True)]
+    full = store.get_memories(ids)
+    mems = [full[i] for i in ids if i in full]
+    out = {"path": rel, "checked": len(mems), "ok": 0, "flagged": [], "cleared": []}
+    now = time.time()
+    with store.write() as c:
+        for m in mems:
+            _check_memory(c, store, ctx, m, rel, symbols is None, current, now, out)
+            refresh_stale_flag(c, store, m.id)
+    return out
+
+
+def _check_memory(c, store: Store, ctx: Context, m: Memory, rel: str, gone: bool, current: dict[str | None, dict],
+                  now: float, out: dict[str, Any]) -> None:
+    """Open an item for each anchor of `m` into `rel` that changed or vanished; close those that are fine now."""
+    open_by_key = _stale_items(store, m.id)
+    for a in m.anchors:
+        if a.get("path") != rel:
+            continue
+        sym = a.get("symbol")
+        cur = None if gone else current.get(sym if sym else None)
+        if gone or (sym and cur is None):
+            reason = "vanished"
+        elif cur is not None and a.get("hash") and cur.get("hash") and cur["hash"] != a["hash"]:
+            reason = "changed"
+        else:
+            reason = None
+        key = anchor_key(a)
+        if reason is None:
+            out["ok"] += 1
+            if key in open_by_key:
+                store.resolve_reviews(c, [open_by_key[key]], "fixed", now)
+                out["cleared"].append({"memory_id": m.id, "anchor": a})
+            continue
+        if key not in open_by_key:
+            cur_info = {k: cur.get(k) for k in ("hash", "start_line", "end_line")} if cur else None
+            rid = store.add_review(c, "stale_anchor", m.id, None, ctx.project_id,
+                                   {"anchor": a, "reason": reason, "current": cur_info}, now=now)
+            out["flagged"].append({"memory_id": m.id, "review_id": rid, "anchor": a, "reason": reason,
+                                   "title": summarize(m.text, 60)})

@@ -1,0 +1,138 @@
+"""The read path's two rules: which memories a caller sees (`memory_visible`), and the one dense search
+(`dense_search`: the ANN index plus an exact scan of what it has not replayed yet). Recall, the checks on write
+(dedup, conflicts) and the lifecycle operations all use these two, so they cannot disagree."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mnemo.core.index import exact_scores
+from mnemo.core.models import Context, Memory
+from mnemo.core.store import Store
+from mnemo.core.store.schema import VISIBILITY_COLUMNS
+
+if TYPE_CHECKING:
+    from mnemo.core.engine import Engine
+
+
+# -- visibility ----------------------------------------------------------------------------------------------
+def branch_visible(branch: str | None, ctx: Context) -> bool:
+    """A project memory written on `branch` shows on that branch, and on a feature branch the default branch's
+    memories show too; a branch-independent memory (None) shows everywhere."""
+    return branch is None or branch in ctx.visible_branches()
+
+
+def memory_visible(m: Any, ctx: Context, *, include_cold: bool = False, include_deprecated: bool = False,
+                   include_pending: bool = False, any_status: bool = False, all_branches: bool = False) -> bool:
+    """Whether `ctx` sees `m` (a `Memory`, or the visibility columns of its row): active (or pending, with
+    `include_pending`; any status with `any_status`), not superseded or deprecated, not archived (cold), and,
+    for a project memory, of this project and on a visible branch (any branch with `all_branches`)."""
+    if not any_status and m.status != "active" and not (include_pending and m.status == "pending"):
+        return False
+    if m.superseded_by and not include_deprecated:
+        return False
+    if m.deprecated and not include_deprecated:
+        return False
+    if m.tier == "cold" and not include_cold:
+        return False
+    if m.scope == "project":
+        if m.project_id != ctx.project_id:
+            return False
+        if not all_branches and not branch_visible(m.branch, ctx):
+            return False
+    return True
+
+
+def hidden_by_overrides(store: Store, ctx: Context, candidate_ids: list[str]) -> set[str]:
+    """Ids among `candidate_ids` hidden in `ctx` by a more specific memory that overrides them and is visible."""
+    if not candidate_ids:
+        return set()
+    rows = store.overriders(candidate_ids)
+    if not rows:
+        return set()
+    overriding = store.get_memories({r["item_id"] for r in rows})
+    return {r["other_id"] for r in rows
+            if (m := overriding.get(r["item_id"])) is not None and memory_visible(m, ctx)}
+
+
+def scope_parts(ctx: Context, scope: str) -> list[str]:
+    """The store partitions a read scope covers (team lives on the team server)."""
+    parts = []
+    if scope in ("project", "hybrid"):
+        parts.append(f"p-{ctx.project_id}")
+    if scope in ("global", "hybrid"):
+        parts.append("g")
+    return parts
+
+
+# -- candidates ------------------------------------------------------------------------------------------------
+@dataclass
+class Candidate:
+    item_id: str
+    cosine: float | None = None
+    bm25: float | None = None
+    memory: Any = None  # a `Memory`, or the `Light` visibility columns of its row
+    block: Any = None
+    fused: float = 0.0
+    scope: str = "project"
+    extras: dict = field(default_factory=dict)
+
+
+class Light:
+    """The visibility columns of a memory row, with attribute access like `Memory` (see Store.visibility_rows)."""
+
+    __slots__ = VISIBILITY_COLUMNS
+
+    def __init__(self, row):
+        for k in self.__slots__:
+            setattr(self, k, row[k])
+
+
+# -- the dense search ------------------------------------------------------------------------------------------
+@dataclass
+class DenseHits:
+    scores: dict[str, float]  # item id -> cosine
+    used_index: bool  # False: the stored vectors were scanned (index warming up, or failed and being rebuilt)
+
+
+def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequence[str] | None = None) -> DenseHits:
+    """Cosines of `qvec` in the given partitions: with `ids`, exactly, for those items only; otherwise the top `k`
+    of each partition from the ANN index plus every item it has not replayed yet (scanned exactly, so nothing
+    acknowledged is ever unfindable). While the index is not ready, or when it fails (it is then marked broken
+    and rebuilt in the background), the stored vectors are scanned exactly. Store errors propagate."""
+    store = engine.store
+    if ids is not None:
+        return DenseHits(dict(exact_scores(store, parts, qvec, ids=list(ids))) if ids else {}, False)
+    index = engine.index
+    if index is not None and index.ready:
+        seq = index.indexed_seq
+        scores: dict[str, float] = {}
+        try:
+            for part in parts:
+                scores.update(index.query(part, qvec, k))
+        except Exception as exc:  # noqa: BLE001 - fall back to the truth, rebuild in the background
+            index.mark_broken(exc)
+            engine.schedule_index_repair()
+        else:
+            tail = {c["item_id"] for c in store.changes_after(seq) if c["op"] == "upsert"}
+            if tail:
+                scores.update(exact_scores(store, parts, qvec, ids=list(tail)))
+            return DenseHits(scores, True)
+    return DenseHits(dict(exact_scores(store, parts, qvec)), False)
+
+
+def nearest_memories(engine: Engine, ctx: Context, vec, k: int = 10) -> list[tuple[Memory, float]]:
+    """Visible memories nearest to `vec` (project partition + global), with exact cosines."""
+    parts = [f"p-{ctx.project_id}", "g"]
+    hits = dense_search(engine, parts, vec, max(20, k * 4)).scores
+    ids = [i for i, _ in sorted(hits.items(), key=lambda kv: -kv[1]) if not i.startswith("blk-")][: k * 4]
+    if not ids:
+        return []
+    exact = dense_search(engine, parts, vec, k, ids=ids).scores
+    mems = engine.store.get_memories(ids)
+    out = [(mems[i], float(exact.get(i, hits[i]))) for i in ids if i in mems]
+    out = [(m, s) for m, s in out if memory_visible(m, ctx)]
+    out.sort(key=lambda ms: (-ms[1], ms[0].id))
+    return out[:k]

@@ -1,0 +1,341 @@
+"""The `memories` table (with its FTS rows and tombstones): every statement that reads or writes a memory.
+
+Writes take the connection of the caller's `store.write()` transaction; reads use this thread's connection, so a
+read inside a write sees the write's own changes. Every change of a memory's visibility or vector is logged to
+`changes` (`reindex=True`), so the dense and keyword indexes follow.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from mnemo.core.models import Memory
+from mnemo.core.store.codec import memory_fts_text, partition_for, vec_to_blob
+from mnemo.core.store.schema import JSON_COLUMNS, MEMORY_COLUMNS, VISIBILITY_COLUMNS
+
+# The memories one project sees: its own project-scope memories and the global ones.
+PROJECT_OR_GLOBAL = "((scope='project' AND project_id=?) OR scope='global')"
+LIVE = "status='active' AND superseded_by IS NULL AND deprecated=0"
+
+
+def chunked(ids: Iterable[str], size: int = 500) -> Iterable[list[str]]:
+    ids = list(ids)
+    for i in range(0, len(ids), size):
+        yield ids[i:i + size]
+
+
+def marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+class MemoryTable:
+    """Mixed into `Store` (store/__init__.py): needs `conn()` and `log_change()`."""
+
+    # -- writes ----------------------------------------------------------------------------------------------
+    @staticmethod
+    def _memory_values(mem: Memory, part: str) -> list[Any]:
+        d = mem.to_dict()
+        d["part"] = part
+        vals = []
+        for col in MEMORY_COLUMNS:
+            v = d[col]
+            if col in JSON_COLUMNS:
+                v = json.dumps(v, sort_keys=True)
+            elif col == "deprecated":
+                v = int(bool(v))
+            vals.append(v)
+        return vals
+
+    def insert_memory(self, conn: sqlite3.Connection, mem: Memory, vec, model_id: str) -> None:
+        part = partition_for(mem.scope, mem.project_id)
+        cols = ",".join(MEMORY_COLUMNS)
+        conn.execute(f"INSERT INTO memories({cols}) VALUES({marks(len(MEMORY_COLUMNS))})",
+                     self._memory_values(mem, part))
+        conn.execute("INSERT INTO fts(text, item_id, part) VALUES(?,?,?)", (memory_fts_text(mem), mem.id, part))
+        conn.execute("INSERT OR REPLACE INTO vectors(item_id, part, model_id, vec) VALUES(?,?,?,?)",
+                     (mem.id, part, model_id, vec_to_blob(vec)))
+        self.log_change(conn, mem.id, part, "upsert")
+
+    def update_memory(self, conn: sqlite3.Connection, mem_id: str, reindex: bool = False, **fields: Any) -> None:
+        """Update columns of one memory. `reindex` re-logs it for the dense index (visibility changed)."""
+        if not fields:
+            return
+        sets, vals = [], []
+        for k, v in fields.items():
+            if k not in MEMORY_COLUMNS or k == "id":
+                raise ValueError(f"unknown memory column {k}")
+            if k in JSON_COLUMNS:
+                v = json.dumps(v, sort_keys=True)
+            elif k == "deprecated":
+                v = int(bool(v))
+            sets.append(f"{k}=?")
+            vals.append(v)
+        vals.append(mem_id)
+        conn.execute(f"UPDATE memories SET {', '.join(sets)} WHERE id=?", vals)
+        if "text" in fields or "tags" in fields or "kind" in fields:
+            row = conn.execute("SELECT * FROM memories WHERE id=?", (mem_id,)).fetchone()
+            if row is not None:
+                m = Memory.from_row(row)
+                conn.execute("DELETE FROM fts WHERE item_id=?", (mem_id,))
+                conn.execute("INSERT INTO fts(text, item_id, part) VALUES(?,?,?)", (memory_fts_text(m), m.id,
+                                                                                    row["part"]))
+                reindex = True  # the keyword index replays the change log too
+        if reindex:
+            row = conn.execute("SELECT part FROM memories WHERE id=?", (mem_id,)).fetchone()
+            if row is not None:
+                self.log_change(conn, mem_id, row["part"], "upsert")
+
+    def move_to_scope(self, conn: sqlite3.Connection, mem: Memory, scope: str, provenance: dict[str, Any],
+                      now: float) -> None:
+        """A promotion: the memory (its vector and FTS row too) moves to `scope`'s partition, branch-free. The
+        change is logged under the old partition, so the index drops the old copy and adds the new one."""
+        new_part = partition_for(scope, mem.project_id)
+        conn.execute("UPDATE memories SET scope=?, branch=NULL, part=?, provenance=?, updated_at=? WHERE id=?",
+                     (scope, new_part, json.dumps(provenance, sort_keys=True), now, mem.id))
+        conn.execute("UPDATE vectors SET part=? WHERE item_id=?", (new_part, mem.id))
+        conn.execute("UPDATE fts SET part=? WHERE item_id=?", (new_part, mem.id))
+        self.log_change(conn, mem.id, partition_for(mem.scope, mem.project_id), "upsert")
+
+    def record_accesses(self, conn: sqlite3.Connection, accessed: dict[str, float]) -> None:
+        """Recall reinforcement: the last access time (never moved back) and one more access per memory."""
+        for mem_id, at in accessed.items():
+            conn.execute("UPDATE memories SET last_accessed=MAX(last_accessed, ?), access_count=access_count+1"
+                         " WHERE id=?", (at, mem_id))
+
+    def trust_imported(self, conn: sqlite3.Connection, snapshot_sha256: str) -> int:
+        """A person accepted a snapshot import: its active, untrusted memories become trusted. Returns how many."""
+        cur = conn.execute("UPDATE memories SET trust='trusted' WHERE trust='untrusted' AND status='active' AND"
+                           " json_extract(provenance, '$.imported_from.snapshot_sha256')=?", (snapshot_sha256,))
+        return cur.rowcount
+
+    def delete_item(self, conn: sqlite3.Connection, item_id: str) -> None:
+        """Remove a memory or a Markdown block with its FTS row and vector (logged: the indexes drop it)."""
+        row = conn.execute("SELECT part FROM vectors WHERE item_id=?", (item_id,)).fetchone()
+        part = row["part"] if row else ""
+        conn.execute("DELETE FROM memories WHERE id=?", (item_id,))
+        conn.execute("DELETE FROM blocks WHERE id=?", (item_id,))
+        conn.execute("DELETE FROM fts WHERE item_id=?", (item_id,))
+        conn.execute("DELETE FROM vectors WHERE item_id=?", (item_id,))
+        self.log_change(conn, item_id, part, "delete")
+
+    def forget_memory(self, conn: sqlite3.Connection, mem: Memory, reason: str | None, now: float) -> None:
+        """Delete a memory for good, leaving a tombstone (a snapshot merge never brings it back)."""
+        conn.execute("INSERT OR REPLACE INTO tombstones(id, content_hash, project_id, scope, forgotten_at, reason)"
+                     " VALUES(?,?,?,?,?,?)", (mem.id, mem.content_hash, mem.project_id, mem.scope, now, reason))
+        self.delete_item(conn, mem.id)
+
+    def tombstoned(self, ids: Sequence[str]) -> set[str]:
+        out: set[str] = set()
+        for chunk in chunked(ids):
+            out |= {r[0] for r in self.conn().execute(
+                f"SELECT id FROM tombstones WHERE id IN ({marks(len(chunk))})", chunk)}
+        return out
+
+    # -- reads by id -----------------------------------------------------------------------------------------
+    def get_memory(self, mem_id: str) -> Memory | None:
+        row = self.conn().execute("SELECT * FROM memories WHERE id=?", (mem_id,)).fetchone()
+        return Memory.from_row(row) if row else None
+
+    def memory_part(self, mem_id: str) -> str | None:
+        row = self.conn().execute("SELECT part FROM memories WHERE id=?", (mem_id,)).fetchone()
+        return row[0] if row else None
+
+    def get_memories(self, ids: Iterable[str]) -> dict[str, Memory]:
+        out: dict[str, Memory] = {}
+        for chunk in chunked(ids):
+            for r in self.conn().execute(f"SELECT * FROM memories WHERE id IN ({marks(len(chunk))})", chunk):
+                out[r["id"]] = Memory.from_row(r)
+        return out
+
+    def visibility_rows(self, ids: Iterable[str]) -> dict[str, sqlite3.Row]:
+        """The few columns recall filters on, without building full `Memory` objects."""
+        out: dict[str, sqlite3.Row] = {}
+        cols = ", ".join(VISIBILITY_COLUMNS)
+        for chunk in chunked(ids):
+            for r in self.conn().execute(f"SELECT {cols} FROM memories WHERE id IN ({marks(len(chunk))})", chunk):
+                out[r["id"]] = r
+        return out
+
+    def query_memories(self, where: str = "1=1", params: Sequence[Any] = (), order: str = "updated_at DESC, id",
+                       limit: int | None = None, offset: int = 0) -> list[Memory]:
+        """Memories matching a WHERE clause (the named queries below, tests, and one-off tools)."""
+        sql = f"SELECT * FROM memories WHERE {where} ORDER BY {order}"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)} OFFSET {int(offset)}"
+        return [Memory.from_row(r) for r in self.conn().execute(sql, tuple(params)).fetchall()]
+
+    # -- named queries ---------------------------------------------------------------------------------------
+    def same_content(self, content_hash: str, project_id: str) -> list[Memory]:
+        """This project's memories holding exactly this text (content-hash dedup on write)."""
+        return self.query_memories("content_hash=? AND project_id=? AND scope='project'", (content_hash, project_id))
+
+    def learned_feedback(self, project_id: str, limit: int = 500) -> list[Memory]:
+        """This project's corrections learned from prompts (kind `feedback`), active or pending, not superseded or
+        deprecated, newest first (core/corrections.py looks for the same one again among them)."""
+        return self.query_memories("scope='project' AND project_id=? AND kind='feedback' AND status IN ('active',"
+                                   " 'pending') AND deprecated=0 AND superseded_by IS NULL", (project_id,),
+                                   limit=limit)
+
+    def with_hashes(self, hashes: Sequence[str]) -> list[Memory]:
+        out: list[Memory] = []
+        for chunk in chunked(hashes):
+            out += [Memory.from_row(r) for r in self.conn().execute(
+                f"SELECT * FROM memories WHERE content_hash IN ({marks(len(chunk))})", chunk)]
+        return out
+
+    def listed(self, project_id: str, scopes: Sequence[str], *, type: str | None = None, kind: str | None = None,
+               status: str | None = None, branch: str | None = None) -> list[Memory]:
+        """`list_memories`: the given scopes (project = this project's), filtered by the given columns."""
+        clause, params = [], []
+        if "project" in scopes:
+            clause.append("(scope='project' AND project_id=?)")
+            params.append(project_id)
+        if "global" in scopes:
+            clause.append("scope='global'")
+        if "team" in scopes:
+            clause.append("scope='team'")
+        where = ["(" + " OR ".join(clause) + ")"]
+        for col, value in (("type", type), ("kind", kind), ("status", status)):
+            if value:
+                where.append(f"{col}=?")
+                params.append(value)
+        if branch:
+            where.append("(branch=? OR branch IS NULL)")
+            params.append(branch)
+        return self.query_memories(" AND ".join(where), params)
+
+    def recent_in(self, project_id: str, since: float, limit: int) -> list[Memory]:
+        """This project's active or pending memories updated since `since`, newest first."""
+        return self.query_memories(
+            "scope='project' AND project_id=? AND updated_at>=? AND status IN ('active', 'pending')",
+            (project_id, since), limit=limit)
+
+    def live_memories(self, project_id: str) -> list[Memory]:
+        """Active, not superseded, not deprecated: this project's and global memories (any tier), by id."""
+        return self.query_memories(f"{PROJECT_OR_GLOBAL} AND {LIVE}", (project_id,), order="id")
+
+    def decaying(self, project_id: str) -> list[Memory]:
+        """What a decay run ages: live memories of this project and global, not archived yet."""
+        return self.query_memories(f"{PROJECT_OR_GLOBAL} AND {LIVE} AND tier != 'cold'", (project_id,), order="id")
+
+    def hot_or_warm(self, project_id: str | None) -> list[Memory]:
+        """This project's memories (project_id None: the global ones) in the hot or warm tier, in table order."""
+        where = "scope='project' AND project_id=?" if project_id is not None else "scope='global'"
+        params = (project_id,) if project_id is not None else ()
+        rows = self.conn().execute(f"SELECT * FROM memories WHERE {where} AND tier IN ('hot','warm')", params)
+        return [Memory.from_row(r) for r in rows.fetchall()]
+
+    def live_in_tier(self, project_id: str, tier: str) -> list[Memory]:
+        return self.query_memories(f"{PROJECT_OR_GLOBAL} AND tier=? AND {LIVE}", (project_id, tier),
+                                   order="importance DESC, updated_at DESC, id")
+
+    def tier_counts(self, project_id: str) -> dict[str, int]:
+        rows = self.conn().execute(
+            f"SELECT tier, COUNT(*) FROM memories WHERE {PROJECT_OR_GLOBAL} AND {LIVE} GROUP BY tier", (project_id,))
+        return {str(t): int(n) for t, n in rows}
+
+    def hot(self, project_id: str) -> list[Memory]:
+        return self.query_memories(f"tier='hot' AND {PROJECT_OR_GLOBAL}", (project_id,), order="importance DESC, id")
+
+    def anchored_memories(self, project_id: str, path: str,
+                          branches: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """The project memories with an anchor into `path` (relative to the project root), on `branches` (plus the
+        branch-independent ones; None: every branch), newest first: each one's `VISIBILITY_COLUMNS` and its
+        `anchors` (parsed), not the whole record (`get_memories` for those). Any status, tier or deprecation: the
+        caller's visibility rule decides (the hover's and the anchor check's). The partial index
+        `memories_anchored` keeps this to the project's anchored memories; `LIKE` narrows on the JSON text and the
+        exact path is compared here (LIKE ignores ASCII case)."""
+        literal = ('"path": ' + json.dumps(path)).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        cols = ", ".join((*VISIBILITY_COLUMNS, "anchors"))
+        sql = (f"SELECT {cols} FROM memories WHERE project_id=? AND scope='project' AND anchors != '[]'"
+               " AND anchors LIKE ? ESCAPE '\\'")
+        params: list[Any] = [project_id, f"%{literal}%"]
+        if branches is not None:
+            sql += f" AND (branch IS NULL OR branch IN ({marks(len(branches))}))" if branches else \
+                " AND branch IS NULL"
+            params.extend(branches)
+        out = []
+        for row in self.conn().execute(sql + " ORDER BY updated_at DESC, id", params):
+            anchors = json.loads(row["anchors"])
+            if any(isinstance(a, dict) and a.get("path") == path for a in anchors):
+                out.append({**{k: row[k] for k in VISIBILITY_COLUMNS}, "anchors": anchors})
+        return out
+
+    def on_branch(self, project_id: str, branch: str, *, live_only: bool = False) -> list[Memory]:
+        """This project's memories written on `branch` (oldest first); `live_only`: not superseded, deprecated or
+        rejected."""
+        if live_only:
+            return self.query_memories("scope='project' AND project_id=? AND branch=? AND superseded_by IS NULL AND"
+                                       " deprecated=0 AND status!='rejected'", (project_id, branch),
+                                       order="created_at, id")
+        return self.query_memories("scope='project' AND project_id=? AND branch=?", (project_id, branch))
+
+    def seen_on_branch(self, project_id: str, branch: str, *, with_rejected: bool = True) -> list[Memory]:
+        """This project's memories a checkout of `branch` holds: written there or branch-independent."""
+        extra = "" if with_rejected else " AND status!='rejected'"
+        return self.query_memories(f"scope='project' AND project_id=? AND (branch=? OR branch IS NULL){extra}",
+                                   (project_id, branch))
+
+    def branch_counts(self, project_id: str, default_branch: str) -> list[tuple[str, int]]:
+        """(branch, live memories) of every branch but the default one that holds live memories of this project."""
+        rows = self.conn().execute(
+            f"SELECT branch, COUNT(*) FROM memories WHERE scope='project' AND project_id=? AND branch IS NOT NULL AND"
+            f" branch != ? AND {LIVE} GROUP BY branch ORDER BY branch", (project_id, default_branch))
+        return [(r[0], int(r[1])) for r in rows]
+
+    def for_export(self, project_id: str, scopes: Sequence[str], branches: Sequence[str]) -> list[Memory]:
+        """A snapshot's selection: `all` (every project and global), or this project's and/or global memories;
+        with `branches`, only project memories written on those branches."""
+        clause, params = [], []
+        if "all" in scopes:
+            clause.append("scope IN ('project','global')")
+        else:
+            if "project" in scopes:
+                clause.append("(scope='project' AND project_id=?)")
+                params.append(project_id)
+            if "global" in scopes:
+                clause.append("scope='global'")
+        where = "(" + " OR ".join(clause) + ")"
+        if branches:
+            where += f" AND scope='project' AND branch IN ({marks(len(branches))})"
+            params += list(branches)
+        return self.query_memories(where, params, order="id")
+
+    def memory_counts(self, project_id: str) -> dict[str, Any]:
+        """What `stats` shows about one project's store: counts by scope, type, tier, branch and status."""
+        conn = self.conn()
+        proj = (project_id,)
+
+        def one(sql: str, params=()) -> int:
+            return int(conn.execute(sql, params).fetchone()[0])
+
+        def grouped(sql: str) -> dict[str, int]:
+            return {str(r[0]): int(r[1]) for r in conn.execute(sql, proj)}
+
+        mine = "(project_id=? AND scope='project') OR scope='global'"
+        return {
+            "memories": {"project": one("SELECT COUNT(*) FROM memories WHERE scope='project' AND project_id=?", proj),
+                         "global": one("SELECT COUNT(*) FROM memories WHERE scope='global'"),
+                         "all_projects": one("SELECT COUNT(*) FROM memories")},
+            "by_type": grouped(f"SELECT type, COUNT(*) FROM memories WHERE {mine} GROUP BY type"),
+            "by_tier": grouped(f"SELECT tier, COUNT(*) FROM memories WHERE {mine} GROUP BY tier"),
+            "by_branch": grouped("SELECT COALESCE(branch, '(all branches)'), COUNT(*) FROM memories WHERE"
+                                 " project_id=? AND scope='project' GROUP BY branch"),
+            "by_status": grouped(f"SELECT status, COUNT(*) FROM memories WHERE {mine} GROUP BY status"),
+            "deprecated": one(f"SELECT COUNT(*) FROM memories WHERE deprecated=1 AND ({mine})", proj),
+            "tombstones": one("SELECT COUNT(*) FROM tombstones WHERE project_id=?", proj),
+            "docs": {"blocks": one("SELECT COUNT(*) FROM blocks WHERE project_id=?", proj),
+                     "files": one("SELECT COUNT(DISTINCT source_path) FROM blocks WHERE project_id=?", proj)},
+            "review_open": one("SELECT COUNT(*) FROM review WHERE resolved_at IS NULL"),
+        }
+
+    def item_text(self, item_id: str) -> str:
+        """The text of a memory or a Markdown block ("" when it is gone)."""
+        conn = self.conn()
+        row = conn.execute("SELECT text FROM memories WHERE id=?", (item_id,)).fetchone()
+        if row is None:
+            row = conn.execute("SELECT text FROM blocks WHERE id=?", (item_id,)).fetchone()
+        return row[0] if row else ""
