@@ -910,7 +910,8 @@ describe("Mnemo in a real VS Code (code-server)", { timeout: 480_000 }, () => {
       /payments-api/.test(read()), 60_000);
     assert.match(read(), /^---\napplyTo: "\*\*"\n/);
     await runCommand(page, "Mnemo: Show What Copilot Gets for This File");
-    await page.locator(".monaco-editor .view-lines", { hasText: /Mnemo memory: data with provenance/ }).first()
+    // the editor draws spaces as non-breaking ones: \s matches both
+    await page.locator(".monaco-editor .view-lines", { hasText: /Mnemo\s+memory:\s+data\s+with\s+provenance/ }).first()
       .waitFor({ state: "visible" });
     await screenshot(page, "copilot-context");
   });
