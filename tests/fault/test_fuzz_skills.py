@@ -50,7 +50,9 @@ def timed(fn, *args, stats: dict | None = None):
     took = time.perf_counter() - t0
     if stats is not None:
         stats["max_s"] = max(stats["max_s"], took)
-    assert took < 2.0, f"took {took:.2f} s"
+    # a guard against a runaway (an unbounded alias bomb takes minutes or exhausts memory), not a speed target:
+    # loose enough for a 2-core machine under heavy load
+    assert took < 15.0, f"took {took:.2f} s"
     return out
 
 
