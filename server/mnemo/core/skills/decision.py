@@ -22,6 +22,9 @@ FEATURES: tuple[str, ...] = (
     "part_gap",     # how far behind the best skill for that part it is (else cos_gap)
     "bm25_log",     # log(1 + BM25 score)
     "keyword",      # keyword / trigger-phrase / name hits: 1 - 0.5 ** hits
+    "lexical",      # IDF-weighted share of the message's words found in the skill's text (lexical grounding)
+    "background",   # the message's mean cosine to its 3 nearest everyday requests (background.py): near ordinary
+    #                 chat, no skill stands out (the same for every skill of one request)
     "glob",         # a specific (not catch-all) glob matched the file
     "glob_lit",     # how literal the matched pattern is (0 for **/*.py, 1 for src/lib/router.ts)
     "glob_shared",  # glob x log(number of skills whose specific glob matched): the file alone cannot choose
@@ -52,6 +55,8 @@ def feature_matrix(ev: Evidence, idx: SkillIndex) -> np.ndarray:
         X[:, col["part_gap"]] = ev.part_gap
         X[:, col["bm25_log"]] = np.log1p(ev.bm25)
         X[:, col["keyword"]] = ev.kw
+        X[:, col["lexical"]] = ev.lexical
+        X[:, col["background"]] = ev.background
     X[:, col["glob"]] = ev.glob
     X[:, col["glob_lit"]] = ev.glob_lit
     X[:, col["glob_shared"]] = ev.glob * np.float32(np.log(max(1, ev.n_glob)))
