@@ -258,7 +258,7 @@ class SkillEngine:
             if hit is not None:
                 idx.glob_cache.move_to_end(key)
                 return hit
-        res = [m.match(rel, abs_p) for m in idx.distinct]
+        res = idx.match_globs(rel, abs_p)
         with idx.lock:
             idx.glob_cache[key] = res
             while len(idx.glob_cache) > 512:

@@ -17,7 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..text import BM25, STOPWORDS, tokenize
-from .globs import GlobMatcher, matcher_for
+from .globs import VSCODE, GlobMatcher, matcher_for
 from .model import Skill
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -252,6 +252,25 @@ class SkillIndex:
         # the extra last entry is what slot -1 reads
         self.slot_catch_all = np.asarray([m.catch_all for m in self.distinct] + [False], dtype=bool)
         self.specific = (self.slot >= 0) & ~self.slot_catch_all[self.slot]  # has a glob that says something
+        # matchers grouped by the endings a path must have (VS Code mode: lower-cased absolute path), so one file
+        # is checked once per group instead of once per matcher; None: no ending required
+        self.glob_groups: dict[tuple[bool, tuple[str, ...] | None], list[int]] = {}
+        for j, m in enumerate(self.distinct):
+            key = (m.mode == VSCODE and not m.catch_all, m.suffixes)
+            self.glob_groups.setdefault(key, []).append(j)
+
+    def match_globs(self, rel: str | None, abs_path: str | None) -> list[str | None]:
+        """The matched pattern of each distinct matcher for one file (None: no match)."""
+        out: list[str | None] = [None] * len(self.distinct)
+        lower = abs_path.lower() if abs_path else None
+        for (vscode, suffixes), members in self.glob_groups.items():
+            if suffixes is not None:
+                probe = lower if vscode else rel
+                if not probe or not probe.endswith(suffixes):
+                    continue  # no pattern of these matchers can match this file
+            for j in members:
+                out[j] = self.distinct[j].match(rel, abs_path)
+        return out
 
 
 @dataclass
