@@ -76,3 +76,46 @@ def test_unrelated_requests_activate_nothing(wshobson, message):
     res = wshobson.activate(None, message)
     assert [a.name for a in res.activations if not a.always] == []
     assert res.dropped and all(d["score"] < d["threshold"] for d in res.dropped)  # why not: below the threshold
+
+
+@pytest.fixture(scope="module")
+def metatool(tmp_path_factory):
+    """MetaTool's 199 tools as the skills of a project (name and description only) and its awareness records."""
+    import yaml
+
+    from mnemo.core.embeddings import get_embedder
+    from mnemo.core.skills import SkillEngine, SkillRegistry
+
+    tools = json.loads(shared_data("metatool", "plugin_des.json").read_text(encoding="utf-8"))
+    records = {}
+    for line in shared_data("metatool", "awareness.jsonl").read_text(encoding="utf-8").splitlines():
+        r = json.loads(line)
+        records[r["id"]] = r
+    repo = tmp_path_factory.mktemp("metatool")
+    for name, desc in tools.items():
+        head = yaml.safe_dump({"name": name, "description": desc}, sort_keys=False, allow_unicode=True)
+        (repo / ".mnemo" / "skills").mkdir(parents=True, exist_ok=True)
+        (repo / ".mnemo" / "skills" / f"{name}.md").write_text(f"---\n{head}---\n", encoding="utf-8")
+    return SkillEngine(SkillRegistry(repo, use_user_dir=False), get_embedder("onnx-int8")), records
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize("rid", ["aw0229", "aw0501", "aw0685", "aw0869", "aw1001"])
+def test_everyday_requests_near_a_tool_stay_quiet(metatool, rid):
+    """MetaTool awareness negatives (tune split) that the previous decision activated (the closest tool at 0.35-0.54
+    against its threshold 0.14: "Write a short story based on the following prompt ..." -> storybird_stories, "Find
+    the four smallest perfect numbers." -> rephrase): nearer to everyday requests than to any tool, they stay quiet."""
+    engine, records = metatool
+    r = records[rid]
+    assert r["label"] == "negative" and r["split"] == "tune"
+    res = engine.activate(None, r["query"])
+    assert res.names() == [], res.names()
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize("rid", ["aw0000", "aw0016", "aw0028", "aw0056", "aw0080"])
+def test_tool_requests_still_activate_their_tool(metatool, rid):
+    engine, records = metatool
+    r = records[rid]
+    assert r["label"] == "positive" and r["split"] == "tune"
+    assert engine.activate(None, r["query"]).names()[:1] == [r["tool"]]
