@@ -42,6 +42,7 @@ from mnemo.core.skills.decision import FEATURES  # noqa: E402
 from skill_data import (  # noqa: E402
     Case,
     build_universes,
+    chatter_cases,
     dev_cases,
     hit_at,
     load_dev,
@@ -257,10 +258,13 @@ def main(argv=None) -> int:
         dev = [c for c in dev_cases(load_dev(), universes) if c.split == "tune"]
         aw = [c for c in metatool_cases(rows, mt) if c.split == "tune"]
         samples = collect(universes, aw + dev + file_only(dev), cfg)
+        # a check, not fitted: short messages no skill serves (their tune half chose COVERAGE_MIN_WORDS)
+        chatter = collect(universes, [c for c in chatter_cases(universes) if c.split == "tune"], cfg)
     cv = cross_validate(samples, args.l2, cfg.max_skills, seeds=args.cv, refine=not args.no_refine) if args.cv else None
     weigh(samples)
     w, b = fit(samples, args.l2, not args.no_refine)
     t, sc = choose_threshold(samples, w, b, cfg.max_skills)
+    sc["chatter_quiet"] = float(np.mean([not activated(s, w, b, t, cfg.max_skills) for s in chatter]))
     coef = {"intercept": round(b, 4), **{f: round(float(v), 4) for f, v in zip(FEATURES, w, strict=True)}}
     print(json.dumps({"threshold": t, "tune": {k: round(v, 4) for k, v in sc.items()}, "model": coef,
                       "requests": {"metatool": len(aw), "dev": len(dev)}, "l2": args.l2, "cv": cv}))

@@ -15,7 +15,7 @@ from mnemo.core.skills import SkillEngine, SkillRegistry
 from mnemo.core.skills.activation import FITTED_MODEL, FITTED_THRESHOLD
 from mnemo.core.skills.background import BACKGROUND_REQUESTS, background_vectors
 from mnemo.core.skills.decision import FEATURES
-from mnemo.core.skills.evidence import SparseBM25
+from mnemo.core.skills.evidence import COVERAGE_MIN_WORDS, SparseBM25
 from mnemo.core.skills.vectors import VectorCache
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,18 +28,29 @@ def write(p: Path, text: str) -> Path:
 
 
 def test_lexical_coverage_is_the_idf_weighted_share_of_the_request():
-    docs = [["docker", "image", "build"], ["python", "test"], ["docker", "compose"]]
+    docs = [["docker", "image", "build"], ["python", "test"], ["docker", "compose"], ["go"], ["rust"], ["java"]]
     bm = SparseBM25(docs)
-    idf = {t: bm.idf[t] for t in ("docker", "image", "python")}
+    idf = {t: bm.idf[t] for t in ("docker", "image", "build", "python")}
     unknown = bm.idf_unknown
     assert unknown > idf["image"] > idf["docker"]  # a word no skill has is the rarest
-    cov = bm.coverage(["docker", "image", "haiku"])
-    total = idf["docker"] + idf["image"] + unknown
-    assert cov[0] == pytest.approx((idf["docker"] + idf["image"]) / total, rel=1e-6)
-    assert cov[1] == 0.0
-    assert cov[2] == pytest.approx(idf["docker"] / total, rel=1e-6)
-    assert bm.coverage(["docker", "docker"])[0] == pytest.approx(1.0)  # distinct words
+    query = ["docker", "image", "build", "haiku", "python"]
+    cov = bm.coverage(query)
+    total = idf["docker"] + idf["image"] + idf["build"] + unknown + idf["python"]
+    assert total > COVERAGE_MIN_WORDS * unknown  # a long enough message: the plain share
+    assert cov[0] == pytest.approx((idf["docker"] + idf["image"] + idf["build"]) / total, rel=1e-6)
+    assert cov[1] == pytest.approx(idf["python"] / total, rel=1e-6)
+    assert cov[3] == 0.0
+    assert bm.coverage(query + query)[0] == cov[0]  # distinct words
     assert not bm.coverage([]).any()
+
+
+def test_a_one_word_message_is_not_fully_grounded_by_every_skill_that_has_the_word():
+    """"continue" / "help": the share is taken over at least COVERAGE_MIN_WORDS rare words, so a skill whose text
+    has the word is not 100% grounded (with the plain share it was, and short chatter activated skills)."""
+    bm = SparseBM25([["help", "docker"], ["help", "python"], ["go"], ["rust"], ["java"], ["ruby"]])
+    cov = bm.coverage(["help"])
+    assert cov[0] == pytest.approx(bm.idf["help"] / (COVERAGE_MIN_WORDS * bm.idf_unknown), rel=1e-6)
+    assert cov[0] < 0.2 and cov[2] == 0.0
 
 
 def test_background_vectors_are_embedded_once_and_cached(tmp_path):

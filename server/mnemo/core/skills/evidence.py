@@ -25,6 +25,7 @@ _CLAUSE_SPLIT = re.compile(r",|;|\band/or\b|\bor\b|\band\b", re.IGNORECASE)
 _MD_NOISE = re.compile(r"```.*?```|`[^`]*`|[#>*_|\[\]()-]+", re.DOTALL)
 _CLAUSE = re.compile(r"\s*(?:;|,?\s+(?:and(?:\s+then)?|then|also|plus)\s+)\s*", re.IGNORECASE)
 MAX_CLAUSES = 3
+COVERAGE_MIN_WORDS = 3  # lexical coverage: a message weighs at least this many rare words (chosen on tune chatter)
 BACKGROUND_NEAREST = 3  # the message's closeness to ordinary chat: mean cosine to this many nearest
 
 
@@ -182,7 +183,9 @@ class SparseBM25:
 
     def coverage(self, query_tokens: Sequence[str]) -> np.ndarray:
         """Per document, the IDF-weighted share of the query's distinct words it contains (0..1): how much of
-        the request the skill's text grounds. A word no document has counts in the total, at the highest IDF."""
+        the request the skill's text grounds. A word no document has counts in the total, at the highest IDF, and
+        the total is at least COVERAGE_MIN_WORDS such words: a one-word message ("continue", "help") is not fully
+        grounded by every skill that has the word."""
         out = np.zeros(self.n, dtype=np.float32)
         total = 0.0
         for term in set(query_tokens):
@@ -193,6 +196,7 @@ class SparseBM25:
             idf = self.idf[term]
             total += idf
             out[hit[0]] += np.float32(idf)
+        total = max(total, COVERAGE_MIN_WORDS * self.idf_unknown)
         return out / np.float32(total) if total > 0 else out
 
 
