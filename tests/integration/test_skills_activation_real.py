@@ -35,6 +35,45 @@ def test_readme_example_activates_docker_and_the_claude_skill(tmp_path):
     assert k8s["score"] >= out["threshold"] and "deploy-k8s" in out["prompt_block"]
 
 
+DOCKER_INSTRUCTIONS = ('---\napplyTo: "**/Dockerfile"\ndescription: Dockerfile conventions\n---\n# Dockerfiles\n'
+                       "- Base images: `python:3.11-slim`, pinned by digest.\n")
+
+
+def _activate(tmp_path, *args: str) -> dict:
+    repo = tmp_path / "repo"
+    (repo / ".github" / "instructions").mkdir(parents=True, exist_ok=True)
+    (repo / ".github" / "instructions" / "docker.instructions.md").write_text(DOCKER_INSTRUCTIONS, encoding="utf-8")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    res = run_cli("skills", "activate", *args, "--json", home=tmp_path / "home", cwd=repo,
+                  env={"MNEMO_NO_DAEMON": "1", "HF_HUB_OFFLINE": "1"})
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def test_a_short_request_in_a_globbed_file_activates_the_file_s_skills(tmp_path):
+    """CI on main: `--file Dockerfile --message "add a healthcheck"` activated nothing (the docker starter skill at
+    p=0.13 < 0.14, the Copilot `applyTo: **/Dockerfile` instruction lower): the request was too short for meaning
+    to choose, and it vetoed the file. A request that chooses no skill now leaves the decision to the file, as
+    Copilot's applyTo and Cursor's auto-attached rules do."""
+    out = _activate(tmp_path, "--file", "Dockerfile", "--message", "add a healthcheck")
+    acts = out["activations"]
+    assert {(a["name"], a["source_format"]) for a in acts} == {("docker", "copilot"), ("docker", "mnemo")}, out
+    for a in acts:
+        assert a["activated_by"] == ["glob"] and "the file decides" in a["reason"]
+        assert "the request decides" not in a["reason"] and a["score"] >= out["threshold"]
+    assert "python:3.11-slim" in out["prompt_block"]
+
+
+def test_a_request_that_chooses_another_skill_keeps_the_decision(tmp_path):
+    """The file decides only when the request chose nothing: a CI request in a Dockerfile activates the CI skill
+    from its meaning, and the message's own decision stands (no "file decides" fallback)."""
+    out = _activate(tmp_path, "--file", "Dockerfile", "--message",
+                    "the github actions workflow prints secrets in its logs")
+    names = [a["name"] for a in out["activations"]]
+    assert "github-actions" in names, out
+    assert not any("the file decides" in a["reason"] for a in out["activations"])
+
+
 @pytest.fixture(scope="module")
 def wshobson(tmp_path_factory):
     src = shared_data("skills", "wshobson_skills")

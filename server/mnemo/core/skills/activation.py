@@ -52,12 +52,12 @@ MAX_MESSAGE_CHARS = 20_000
 # Logistic model over decision.FEATURES and the activation threshold, fitted on tune data only: MetaTool awareness
 # `split == "tune"` and the `tune` split of bench/data/activation_dev.jsonl (docs/benchmarks.md).
 FITTED_MODEL: dict[str, float] = {
-    "intercept": -8.1034, "message": -1.5379, "cos": 3.1015, "cos_gap": -2.4492, "cos_lead": 8.0787,
-    "part_cos": 8.902, "part_gap": -7.6017, "bm25_log": 1.263, "keyword": 4.6749, "lexical": 12.1601,
-    "background": -9.8666, "glob": 6.0916, "glob_lit": 0.3632, "glob_shared": -0.5224, "glob_alone": 8.8225,
-    "glob_catch": -1.5692, "glob_miss": -0.5493, "no_globs": 0.1623, "no_desc": 0.7719,
+    "intercept": -8.1289, "message": -1.5517, "cos": 3.0313, "cos_gap": -2.6258, "cos_lead": 9.048,
+    "part_cos": 8.7776, "part_gap": -7.3723, "bm25_log": 1.0927, "keyword": 4.7979, "lexical": 14.196,
+    "background": -9.723, "glob": 6.0266, "glob_lit": 0.2409, "glob_shared": -0.4751, "glob_alone": 8.7207,
+    "glob_catch": -1.5415, "glob_miss": -0.5255, "no_globs": 0.1919, "no_desc": 0.6247,
 }
-FITTED_THRESHOLD = 0.16
+FITTED_THRESHOLD = 0.14
 # --- fitted: end ---
 
 
@@ -341,12 +341,32 @@ class SkillEngine:
         forced = ((idx.always & cfg.include_always) | ev.mentioned) & ~held
         chosen, misses = select(idx, p, forced, held, cfg.threshold, limit, cfg.misses, ev.glob_lit, ev.mentioned)
         w, _b = cfg.weights()
-        acts = [build_activation(idx, ev, X, w, p, i, bool(forced[i])) for i in chosen]
+        by_file = self._file_decides(ev, forced, held, chosen, misses, file_path, limit, cfg)
+        if by_file is not None:  # the request chose no skill: the file decides, as its tool would
+            ev, X, p, chosen, misses = by_file
+        acts = [build_activation(idx, ev, X, w, p, i, bool(forced[i]), by_file is not None) for i in chosen]
         spent = apply_budget(acts, budget)
         return ActivationResult(
             acts, file_path, message, len(idx.skills), misses, (time.perf_counter() - t0) * 1000, idx.version,
             self._embedder_name(), cfg.threshold, [held_entry(idx.skills[i]) for i in np.flatnonzero(held)],
             spent)
+
+    def _file_decides(self, ev: Evidence, forced: np.ndarray, held: np.ndarray, chosen: list[int],
+                      misses: list[dict], file_path: str | None, limit: int, cfg: ActivationConfig):
+        """With an active file and a message that takes no skill over the threshold and names none (too short or
+        vague to choose: "add a healthcheck" in a Dockerfile), the request is about the file: decide as with no
+        message, so a skill whose specific glob matches the file fires, as Cursor's auto-attached rules and
+        Copilot's ``applyTo`` do. None when the message chose a skill or no specific glob matches the file;
+        else (file evidence, X, p, chosen, misses: the message's nearest misses that did not fire now)."""
+        if not (ev.message and ev.n_glob) or ev.mentioned.any() or any(not forced[i] for i in chosen):
+            return None
+        idx, fev, fX, fp = self.probabilities(file_path, None, cfg)
+        fp = np.where(fev.glob > 0, fp, 0.0)  # what the file itself says (always-apply rules stay forced)
+        fchosen, _ = select(idx, fp, forced, held, cfg.threshold, limit, 0, fev.glob_lit, fev.mentioned)
+        if all(forced[i] for i in fchosen):
+            return None
+        ids = {idx.skills[i].id for i in fchosen}
+        return fev, fX, fp, fchosen, [m for m in misses if m["skill_id"] not in ids]
 
     def rank(self, message: str, k: int = 3, file_path: str | None = None) -> list[Skill]:
         """The top-k skills by probability with no threshold (benchmarks: the ranking alone)."""

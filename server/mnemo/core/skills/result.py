@@ -140,7 +140,8 @@ def held_entry(s: Skill) -> dict:
 
 
 def build_activation(idx: SkillIndex, ev: Evidence, X: np.ndarray, w: np.ndarray, p: np.ndarray, i: int,
-                forced: bool) -> Activation:
+                     forced: bool, file_decides: bool = False) -> Activation:
+    """One activated skill with why; ``file_decides``: the request chose no skill and the file's globs decided."""
     s = idx.skills[i]
     by: list[str] = []
     if forced and s.always_apply:
@@ -170,8 +171,11 @@ def build_activation(idx: SkillIndex, ev: Evidence, X: np.ndarray, w: np.ndarray
                 matched[key] = int(arr[i])
     if not forced:
         matched["contributions"] = contributions(X[i], w)  # each feature's share of the log-odds
-    reason = ("mentioned by name; " if ev.mentioned[i] else "") + _reason(s, by, signals, matched,
-                                                                        ev.rel or ev.abs_path, forced)
+    reason = _reason(s, by, signals, matched, ev.rel or ev.abs_path, forced, file_decides)
+    if ev.mentioned[i]:
+        reason = "mentioned by name; " + reason
+    elif file_decides and not forced:
+        reason = "the request chose no skill, so the file decides; " + reason
     return Activation(
         skill_id=s.id, name=s.name, description=s.description, source_path=s.source_path,
         source_format=s.source_format, scope=s.scope, score=1.0 if forced else round(float(p[i]), 4),
@@ -181,7 +185,7 @@ def build_activation(idx: SkillIndex, ev: Evidence, X: np.ndarray, w: np.ndarray
 
 
 def _reason(s: Skill, by: list[str], signals: dict[str, float], matched: dict[str, object], path: str | None,
-            forced: bool) -> str:
+            forced: bool, file_decides: bool = False) -> str:
     parts: list[str] = []
     if "always" in by:
         parts.append(f"always applies ({s.source_format})")
@@ -194,7 +198,8 @@ def _reason(s: Skill, by: list[str], signals: dict[str, float], matched: dict[st
         else:
             shared = matched.get("glob_shared_by")
             parts.append(f"glob {pat!r} matched {path} ({s.glob_mode} semantics"
-                         + (f"; {shared} skills match this file, the request decides)" if shared else ")"))
+                         + (f"; {shared} skills match this file, the request decides)" if shared and not file_decides
+                            else ")"))
     if "keyword" in by and matched.get("keywords"):
         parts.append("keywords: " + ", ".join(str(k) for k in matched.get("keywords", [])))
     if "cosine" in signals and ("semantic" in by or not parts):
