@@ -19,7 +19,8 @@ the first 3), quiet requests weighing QUIET_WEIGHT, with an L2 pull towards the 
 the probabilities stay calibrated-ish. Evidence that can only speak for a skill keeps a non-negative weight.
 
 The threshold is then chosen on the same tune requests with the product's own rule (every skill at or above it, at
-most max_skills, always-apply rules aside): negatives quiet >= QUIET_TARGET on both benchmarks first (MetaTool
+most max_skills, always-apply rules aside; a request with a file that takes no skill over it lets the file decide,
+SkillEngine._file_decides): negatives quiet >= QUIET_TARGET on both benchmarks first (MetaTool
 awareness and the dev set), then the highest mean of the two hit rates. The test splits are never read.
 """
 
@@ -38,7 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 from mnemo.core.skills.activation import ActivationConfig  # noqa: E402
-from mnemo.core.skills.decision import FEATURES  # noqa: E402
+from mnemo.core.skills.decision import FEATURES, without_message  # noqa: E402
 from skill_data import (  # noqa: E402
     Case,
     build_universes,
@@ -69,6 +70,7 @@ class Sample:
     labels: np.ndarray  # 0/1 per skill
     rows: np.ndarray  # indices used for training
     weight: float  # per request
+    X_file: np.ndarray | None = None  # the file-only features, when the product may let the file decide
 
 
 def collect(universes: dict, cases: list[Case], cfg: ActivationConfig) -> list[Sample]:
@@ -88,7 +90,10 @@ def collect(universes: dict, cases: list[Case], cfg: ActivationConfig) -> list[S
         for r in (ev.dense_rank, ev.bm25_rank, ev.fused_rank):
             some |= (r > 0) & (r <= CANDIDATE_DEPTH)
         rows = np.flatnonzero((some | (labels > 0)) & free)
-        out.append(Sample(c, X, free, labels, rows, 1.0))
+        X_file = None
+        if c.message and ev.n_glob and not ev.mentioned.any():  # SkillEngine._file_decides may apply
+            X_file = without_message(X, ev)
+        out.append(Sample(c, X, free, labels, rows, 1.0, X_file))
     return out
 
 
@@ -115,7 +120,8 @@ def weigh(samples: list[Sample], neg_weight: float = NEG_WEIGHT) -> None:
             s.weight = unit(s) / units
 
 
-def fit(samples: list[Sample], l2: float, refine: bool = True) -> tuple[np.ndarray, float]:
+def fit(samples: list[Sample], l2: float, refine: bool = True,
+        quiet_weight: float = QUIET_WEIGHT) -> tuple[np.ndarray, float]:
     """The logistic model (the NON_NEGATIVE features that came out negative fixed at 0), then, with ``refine``,
     the decision optimized from it (activation_refine.py)."""
     fixed: set[int] = set()
@@ -130,7 +136,7 @@ def fit(samples: list[Sample], l2: float, refine: bool = True) -> tuple[np.ndarr
     from activation_refine import refine_decision
 
     nonneg = np.asarray([f in NON_NEGATIVE for f in FEATURES])
-    return refine_decision(samples, w, b, nonneg, QUIET_WEIGHT, REFINE_L2)
+    return refine_decision(samples, w, b, nonneg, quiet_weight, REFINE_L2)
 
 
 def _fit(samples: list[Sample], l2: float, fixed: set[int]) -> tuple[np.ndarray, float]:
@@ -163,6 +169,10 @@ def activated(s: Sample, w: np.ndarray, b: float, threshold: float, limit: int) 
     threshold, most likely first, at most ``limit``."""
     p = 1.0 / (1.0 + np.exp(-np.clip(s.X.astype(np.float64) @ w + b, -40, 40)))
     cand = np.flatnonzero(s.free & (p >= threshold))
+    if not cand.size and s.X_file is not None:  # the request chose no skill: the file decides (as the product)
+        p = 1.0 / (1.0 + np.exp(-np.clip(s.X_file.astype(np.float64) @ w + b, -40, 40)))
+        p[s.X_file[:, FEATURES.index("glob")] == 0] = 0.0
+        cand = np.flatnonzero(s.free & (p >= threshold))
     return [int(i) for i in cand[np.argsort(-p[cand], kind="stable")][:limit]]
 
 
@@ -189,12 +199,13 @@ def objective(sc: dict[str, float], quiet: float = QUIET_TARGET) -> float:
     return 10 * short + (sc["aw_pos"] + sc["dev_hit"]) / 2
 
 
-def choose_threshold(samples: list[Sample], w: np.ndarray, b: float, limit: int) -> tuple[float, dict]:
+def choose_threshold(samples: list[Sample], w: np.ndarray, b: float, limit: int,
+                     quiet: float = QUIET_TARGET) -> tuple[float, dict]:
     best = None
     for t in np.round(np.arange(0.02, 0.951, 0.01), 2):
         sc = scores(samples, w, b, float(t), limit)
-        if best is None or objective(sc) > best[0]:
-            best = (objective(sc), float(t), sc)
+        if best is None or objective(sc, quiet) > best[0]:
+            best = (objective(sc, quiet), float(t), sc)
     return best[1], best[2]
 
 
@@ -244,6 +255,8 @@ def main(argv=None) -> int:
     ap.add_argument("--vector-cache", default=str(Path(tempfile.gettempdir()) / "mnemo-bench-skill-vectors.sqlite"))
     ap.add_argument("--embedder", default="onnx-int8")
     ap.add_argument("--l2", type=float, default=0.3)
+    ap.add_argument("--quiet", type=float, default=QUIET_TARGET, help="negatives quiet the threshold must reach")
+    ap.add_argument("--quiet-weight", type=float, default=QUIET_WEIGHT, help="the refinement's weight of quiet")
     ap.add_argument("--cv", type=int, default=0, help="cross-validate on tune first, with this many seeds")
     ap.add_argument("--no-refine", action="store_true", help="the logistic model alone (no decision refinement)")
     ap.add_argument("--write", action="store_true", help="write the coefficients into activation.py")
@@ -262,8 +275,8 @@ def main(argv=None) -> int:
         chatter = collect(universes, [c for c in chatter_cases(universes) if c.split == "tune"], cfg)
     cv = cross_validate(samples, args.l2, cfg.max_skills, seeds=args.cv, refine=not args.no_refine) if args.cv else None
     weigh(samples)
-    w, b = fit(samples, args.l2, not args.no_refine)
-    t, sc = choose_threshold(samples, w, b, cfg.max_skills)
+    w, b = fit(samples, args.l2, not args.no_refine, args.quiet_weight)
+    t, sc = choose_threshold(samples, w, b, cfg.max_skills, args.quiet)
     sc["chatter_quiet"] = float(np.mean([not activated(s, w, b, t, cfg.max_skills) for s in chatter]))
     coef = {"intercept": round(b, 4), **{f: round(float(v), 4) for f, v in zip(FEATURES, w, strict=True)}}
     print(json.dumps({"threshold": t, "tune": {k: round(v, 4) for k, v in sc.items()}, "model": coef,

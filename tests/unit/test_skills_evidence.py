@@ -126,3 +126,20 @@ def test_background_evidence_tells_chat_from_a_skill_request(real_engine, chat, 
     res = real_engine.activate(None, chat)
     assert [x for x in res.activations if not x.always] == []
     assert math.isfinite(a.background) and len(a_idx.background) == len(BACKGROUND_REQUESTS)
+
+
+def test_without_message_equals_the_features_of_the_file_alone(tmp_path):
+    """SkillEngine._file_decides reuses the request's features with the message taken out; they must be exactly
+    what the model sees for the same file and no message (what fit_activation.py fits on file-only examples)."""
+    from mnemo.core.skills.decision import without_message
+
+    root = tmp_path / "p"
+    write(root / ".github/instructions/docker.instructions.md", "---\napplyTo: '**/Dockerfile'\n---\nPin images.")
+    write(root / ".cursor/rules/py.mdc", "---\nglobs: **/*.py\ndescription: Python style\n---\nType hints.")
+    write(root / "skills/any.md", "---\nname: ops\ndescription: deployment runbooks\n---\nx")
+    eng = SkillEngine(SkillRegistry(root, use_user_dir=False), HashEmbedder())
+    for f in ("Dockerfile", "app/main.py", "README.md"):
+        _idx, ev, X, _p = eng.probabilities(f, "add a healthcheck and deploy it")
+        _idx, _ev, X_file, _p = eng.probabilities(f, None)
+        assert ev.message and X.any()
+        np.testing.assert_array_equal(without_message(X, ev), X_file)

@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path, PurePosixPath
 
 import numpy as np
@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import InvalidInput
 from ..text import tokenize
 from .background import background_vectors
-from .decision import FEATURES, coefficients, feature_matrix, probabilities
+from .decision import FEATURES, coefficients, feature_matrix, probabilities, without_message
 from .evidence import (
     Evidence,
     SkillIndex,
@@ -341,7 +341,7 @@ class SkillEngine:
         forced = ((idx.always & cfg.include_always) | ev.mentioned) & ~held
         chosen, misses = select(idx, p, forced, held, cfg.threshold, limit, cfg.misses, ev.glob_lit, ev.mentioned)
         w, _b = cfg.weights()
-        by_file = self._file_decides(ev, forced, held, chosen, misses, file_path, limit, cfg)
+        by_file = self._file_decides(idx, ev, X, forced, held, chosen, misses, limit, cfg)
         if by_file is not None:  # the request chose no skill: the file decides, as its tool would
             ev, X, p, chosen, misses = by_file
         acts = [build_activation(idx, ev, X, w, p, i, bool(forced[i]), by_file is not None) for i in chosen]
@@ -351,8 +351,8 @@ class SkillEngine:
             self._embedder_name(), cfg.threshold, [held_entry(idx.skills[i]) for i in np.flatnonzero(held)],
             spent)
 
-    def _file_decides(self, ev: Evidence, forced: np.ndarray, held: np.ndarray, chosen: list[int],
-                      misses: list[dict], file_path: str | None, limit: int, cfg: ActivationConfig):
+    def _file_decides(self, idx: SkillIndex, ev: Evidence, X: np.ndarray, forced: np.ndarray, held: np.ndarray,
+                      chosen: list[int], misses: list[dict], limit: int, cfg: ActivationConfig):
         """With an active file and a message that takes no skill over the threshold and names none (too short or
         vague to choose: "add a healthcheck" in a Dockerfile), the request is about the file: decide as with no
         message, so a skill whose specific glob matches the file fires, as Cursor's auto-attached rules and
@@ -360,13 +360,15 @@ class SkillEngine:
         else (file evidence, X, p, chosen, misses: the message's nearest misses that did not fire now)."""
         if not (ev.message and ev.n_glob) or ev.mentioned.any() or any(not forced[i] for i in chosen):
             return None
-        idx, fev, fX, fp = self.probabilities(file_path, None, cfg)
-        fp = np.where(fev.glob > 0, fp, 0.0)  # what the file itself says (always-apply rules stay forced)
-        fchosen, _ = select(idx, fp, forced, held, cfg.threshold, limit, 0, fev.glob_lit, fev.mentioned)
+        Xf = without_message(X, ev)
+        w, b = cfg.weights()
+        fp = np.where(ev.glob > 0, probabilities(Xf, w, b), 0.0)  # what the file itself says
+        fp[idx.manual] = 0.0
+        fchosen, _ = select(idx, fp, forced, held, cfg.threshold, limit, 0, ev.glob_lit, ev.mentioned)
         if all(forced[i] for i in fchosen):
             return None
         ids = {idx.skills[i].id for i in fchosen}
-        return fev, fX, fp, fchosen, [m for m in misses if m["skill_id"] not in ids]
+        return replace(ev, message=None), Xf, fp, fchosen, [m for m in misses if m["skill_id"] not in ids]
 
     def rank(self, message: str, k: int = 3, file_path: str | None = None) -> list[Skill]:
         """The top-k skills by probability with no threshold (benchmarks: the ranking alone)."""

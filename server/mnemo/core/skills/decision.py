@@ -69,6 +69,19 @@ def feature_matrix(ev: Evidence, idx: SkillIndex) -> np.ndarray:
     return X
 
 
+# The features that come from the message (0 without one).
+MESSAGE_FEATURES = ("message", "cos", "cos_gap", "cos_lead", "part_cos", "part_gap", "bm25_log", "keyword", "lexical",
+                    "background")
+
+
+def without_message(X: np.ndarray, ev: Evidence) -> np.ndarray:
+    """``feature_matrix`` as it would be for the same file and no message (the file is all there is)."""
+    Xf = X.copy()
+    Xf[:, [FEATURES.index(f) for f in MESSAGE_FEATURES]] = 0.0
+    Xf[:, FEATURES.index("glob_alone")] = ev.glob
+    return Xf
+
+
 def coefficients(model: dict[str, float]) -> tuple[np.ndarray, float]:
     """(weights in FEATURES order, intercept) from a ``{feature: weight, "intercept": b}`` mapping; a feature
     left out weighs 0."""
