@@ -4,7 +4,9 @@ For every skill the evidence (:mod:`evidence`: glob match and its specificity, k
 their ranks) goes through a small logistic model (:mod:`decision`) that gives the probability that the skill
 applies; a skill activates when that probability reaches ``threshold``, whatever kind of evidence it has, so a
 description-only skill fires from meaning alone and a glob-only rule from its file. Every skill above the
-threshold activates (up to ``max_skills``, most likely first): a request that needs two skills gets both.
+threshold activates (up to ``max_skills``, most likely first): a request that needs two skills gets both. A
+request that takes no skill over the threshold leaves the decision to the active file (its globs, as with no
+message).
 Always-apply rules (what their tool does) and skills named with ``@name`` are included regardless; manual rules
 only when named. A skill whose file reads like a prompt injection is held until a person accepts it in Review.
 The injected block keeps to ``token_budget`` by dropping the least likely skills first. The answer lists the
