@@ -25,6 +25,9 @@ from mnemo.core.skills import SkillEngine, SkillRegistry  # noqa: E402
 from mnemo.core.skills.model import Skill  # noqa: E402
 
 DEV_SET = Path(__file__).resolve().parent / "data" / "activation_dev.jsonl"
+# Short messages an agent's user types that no skill serves ("continue", "thanks!"): written for Mnemo; the tune
+# half chose evidence.COVERAGE_MIN_WORDS, the test half is reported. Run in every repository with no file.
+CHATTER = Path(__file__).resolve().parent / "data" / "activation_chatter.jsonl"
 CORPORA = ("copilot_instructions", "cursorrules_current", "cursor_mdc_sanjeed5", "continue_rules", "wshobson_skills")
 STARTER_REPO = "continue_rules"  # where the dev set's `starter` requests run
 
@@ -188,6 +191,14 @@ def metatool_cases(rows: list[dict], u: Universe) -> list[Case]:
     return [Case(r["id"], "metatool", r["split"], u.name, None, r["query"],
                  [[u.pos[r["tool"]]]] if r["label"] == "positive" else [], r["label"], "metatool")
             for r in rows]
+
+
+def chatter_cases(universes: dict[str, Universe], path: Path = CHATTER) -> list[Case]:
+    out = []
+    for r in (json.loads(line) for line in open(path, encoding="utf-8") if line.strip()):
+        for name in universes:
+            out.append(Case(f"{r['id']}@{name}", "chatter", r["split"], name, None, r["request"], [], "chatter", name))
+    return out
 
 
 def hit_at(groups: list[list[int]], activated: list[int], k: int = 3) -> bool:

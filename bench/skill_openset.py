@@ -10,6 +10,8 @@
   temporary git repository holding the WHOLE corpus where its tool keeps it plus the starter skills (see
   skill_data.py); hit@3 needs every expected skill (one of each group's acceptable ones) among the first 3
   activated; always-apply rules are left out of both lists (they are in every answer by definition).
+- Chatter (bench/data/activation_chatter.jsonl, test half): short messages no skill serves ("continue",
+  "thanks!", "fix the bug"), each in every repository above with no file: the share that activates nothing.
 - Baselines over the same skills and requests, each with a threshold fitted on the same tune requests: plain
   cosine (Mnemo's skill vectors) and BM25 (same tokens), activating every skill at or above it (at most 5).
 - In the same run: MetaTool forced choice top-1/top-3 (bench/skill_activation.py's protocol: 3,000 queries, the
@@ -36,6 +38,7 @@ from skill_data import (  # noqa: E402
     activated_by_product,
     build_universes,
     by_slice,
+    chatter_cases,
     dev_cases,
     load_dev,
     metatool_cases,
@@ -112,6 +115,9 @@ def run_openset(data: Path, tmp: Path, emb, vector_cache: str | None) -> tuple[d
     out = {"awareness_pos_hit3": aw["pos_hit3"], "awareness_neg_quiet": aw["neg_quiet"],
            "awareness_mean": round(summary(aw), 4), "awareness_n": aw["n_pos"] + aw["n_neg"],
            **dev_report([c for c in test if c.source == "dev"], act)}
+    chat = [c for c in chatter_cases(universes) if c.split == "test"]
+    out["chatter_quiet"] = rates(chat, activated_by_product(universes, chat))["neg_quiet"]
+    out["chatter_n"] = len(chat)
     tune_act = activated_by_product(universes, tune)
     out["tune"] = {"awareness": rates([c for c in tune if c.source == "metatool"], tune_act),
                    "dev": rates([c for c in tune if c.source == "dev"], tune_act)}

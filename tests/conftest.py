@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+SHARED_DATA = Path(os.environ.get("MNEMO_SHARED_DATA") or REPO.parent / "shared" / "data")  # worktrees: set it
 
 # Keep every test away from the user's real store and home directory.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

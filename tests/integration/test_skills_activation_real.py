@@ -35,6 +35,45 @@ def test_readme_example_activates_docker_and_the_claude_skill(tmp_path):
     assert k8s["score"] >= out["threshold"] and "deploy-k8s" in out["prompt_block"]
 
 
+DOCKER_INSTRUCTIONS = ('---\napplyTo: "**/Dockerfile"\ndescription: Dockerfile conventions\n---\n# Dockerfiles\n'
+                       "- Base images: `python:3.11-slim`, pinned by digest.\n")
+
+
+def _activate(tmp_path, *args: str) -> dict:
+    repo = tmp_path / "repo"
+    (repo / ".github" / "instructions").mkdir(parents=True, exist_ok=True)
+    (repo / ".github" / "instructions" / "docker.instructions.md").write_text(DOCKER_INSTRUCTIONS, encoding="utf-8")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    res = run_cli("skills", "activate", *args, "--json", home=tmp_path / "home", cwd=repo,
+                  env={"MNEMO_NO_DAEMON": "1", "HF_HUB_OFFLINE": "1"})
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def test_a_short_request_in_a_globbed_file_activates_the_file_s_skills(tmp_path):
+    """CI on main: `--file Dockerfile --message "add a healthcheck"` activated nothing (the docker starter skill at
+    p=0.13 < 0.14, the Copilot `applyTo: **/Dockerfile` instruction lower): the request was too short for meaning
+    to choose, and it vetoed the file. A request that chooses no skill now leaves the decision to the file, as
+    Copilot's applyTo and Cursor's auto-attached rules do."""
+    out = _activate(tmp_path, "--file", "Dockerfile", "--message", "add a healthcheck")
+    acts = out["activations"]
+    assert {(a["name"], a["source_format"]) for a in acts} == {("docker", "copilot"), ("docker", "mnemo")}, out
+    for a in acts:
+        assert a["activated_by"] == ["glob"] and "the file decides" in a["reason"]
+        assert "the request decides" not in a["reason"] and a["score"] >= out["threshold"]
+    assert "python:3.11-slim" in out["prompt_block"]
+
+
+def test_a_request_that_chooses_another_skill_keeps_the_decision(tmp_path):
+    """The file decides only when the request chose nothing: a CI request in a Dockerfile activates the CI skill
+    from its meaning, and the message's own decision stands (no "file decides" fallback)."""
+    out = _activate(tmp_path, "--file", "Dockerfile", "--message",
+                    "the github actions workflow prints secrets in its logs")
+    names = [a["name"] for a in out["activations"]]
+    assert "github-actions" in names, out
+    assert not any("the file decides" in a["reason"] for a in out["activations"])
+
+
 @pytest.fixture(scope="module")
 def wshobson(tmp_path_factory):
     src = shared_data("skills", "wshobson_skills")
@@ -76,3 +115,46 @@ def test_unrelated_requests_activate_nothing(wshobson, message):
     res = wshobson.activate(None, message)
     assert [a.name for a in res.activations if not a.always] == []
     assert res.dropped and all(d["score"] < d["threshold"] for d in res.dropped)  # why not: below the threshold
+
+
+@pytest.fixture(scope="module")
+def metatool(tmp_path_factory):
+    """MetaTool's 199 tools as the skills of a project (name and description only) and its awareness records."""
+    import yaml
+
+    from mnemo.core.embeddings import get_embedder
+    from mnemo.core.skills import SkillEngine, SkillRegistry
+
+    tools = json.loads(shared_data("metatool", "plugin_des.json").read_text(encoding="utf-8"))
+    records = {}
+    for line in shared_data("metatool", "awareness.jsonl").read_text(encoding="utf-8").splitlines():
+        r = json.loads(line)
+        records[r["id"]] = r
+    repo = tmp_path_factory.mktemp("metatool")
+    for name, desc in tools.items():
+        head = yaml.safe_dump({"name": name, "description": desc}, sort_keys=False, allow_unicode=True)
+        (repo / ".mnemo" / "skills").mkdir(parents=True, exist_ok=True)
+        (repo / ".mnemo" / "skills" / f"{name}.md").write_text(f"---\n{head}---\n", encoding="utf-8")
+    return SkillEngine(SkillRegistry(repo, use_user_dir=False), get_embedder("onnx-int8")), records
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize("rid", ["aw0229", "aw0501", "aw0685", "aw0869", "aw1001"])
+def test_everyday_requests_near_a_tool_stay_quiet(metatool, rid):
+    """MetaTool awareness negatives (tune split) that the previous decision activated (the closest tool at 0.35-0.54
+    against its threshold 0.14: "Write a short story based on the following prompt ..." -> storybird_stories, "Find
+    the four smallest perfect numbers." -> rephrase): nearer to everyday requests than to any tool, they stay quiet."""
+    engine, records = metatool
+    r = records[rid]
+    assert r["label"] == "negative" and r["split"] == "tune"
+    res = engine.activate(None, r["query"])
+    assert res.names() == [], res.names()
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize("rid", ["aw0000", "aw0016", "aw0028", "aw0056", "aw0080"])
+def test_tool_requests_still_activate_their_tool(metatool, rid):
+    engine, records = metatool
+    r = records[rid]
+    assert r["label"] == "positive" and r["split"] == "tune"
+    assert engine.activate(None, r["query"]).names()[:1] == [r["tool"]]

@@ -4,7 +4,9 @@ For every skill the evidence (:mod:`evidence`: glob match and its specificity, k
 their ranks) goes through a small logistic model (:mod:`decision`) that gives the probability that the skill
 applies; a skill activates when that probability reaches ``threshold``, whatever kind of evidence it has, so a
 description-only skill fires from meaning alone and a glob-only rule from its file. Every skill above the
-threshold activates (up to ``max_skills``, most likely first): a request that needs two skills gets both.
+threshold activates (up to ``max_skills``, most likely first): a request that needs two skills gets both. A
+request that takes no skill over the threshold leaves the decision to the active file (its globs, as with no
+message).
 Always-apply rules (what their tool does) and skills named with ``@name`` are included regardless; manual rules
 only when named. A skill whose file reads like a prompt injection is held until a person accepts it in Review.
 The injected block keeps to ``token_budget`` by dropping the least likely skills first. The answer lists the
@@ -17,14 +19,15 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path, PurePosixPath
 
 import numpy as np
 
 from ..errors import InvalidInput
 from ..text import tokenize
-from .decision import FEATURES, coefficients, contributions, feature_matrix, probabilities
+from .background import background_vectors
+from .decision import FEATURES, coefficients, feature_matrix, probabilities, without_message
 from .evidence import (
     Evidence,
     SkillIndex,
@@ -39,6 +42,7 @@ from .evidence import (
 )
 from .model import LoadReport, Skill
 from .registry import SkillRegistry
+from .result import Activation, ActivationResult, apply_budget, build_activation, held_entry, hold_key, select
 from .vectors import VectorCache
 
 __all__ = ["FEATURES", "FITTED_MODEL", "FITTED_THRESHOLD", "Activation", "ActivationConfig", "ActivationResult",
@@ -50,10 +54,10 @@ MAX_MESSAGE_CHARS = 20_000
 # Logistic model over decision.FEATURES and the activation threshold, fitted on tune data only: MetaTool awareness
 # `split == "tune"` and the `tune` split of bench/data/activation_dev.jsonl (docs/benchmarks.md).
 FITTED_MODEL: dict[str, float] = {
-    "intercept": -5.9229, "message": -1.1654, "cos": 0.0, "cos_gap": -2.2073, "cos_lead": 11.3917,
-    "part_cos": 4.4613, "part_gap": -6.0337, "bm25_log": 1.6782, "keyword": 3.4395, "glob": 4.2495,
-    "glob_lit": 0.0, "glob_shared": -0.5949, "glob_alone": 9.2884, "glob_catch": -1.2304, "glob_miss": -0.9348,
-    "no_globs": 0.4188, "no_desc": 0.9296,
+    "intercept": -8.1289, "message": -1.5517, "cos": 3.0313, "cos_gap": -2.6258, "cos_lead": 9.048,
+    "part_cos": 8.7776, "part_gap": -7.3723, "bm25_log": 1.0927, "keyword": 4.7979, "lexical": 14.196,
+    "background": -9.723, "glob": 6.0266, "glob_lit": 0.2409, "glob_shared": -0.4751, "glob_alone": 8.7207,
+    "glob_catch": -1.5415, "glob_miss": -0.5255, "no_globs": 0.1919, "no_desc": 0.6247,
 }
 FITTED_THRESHOLD = 0.14
 # --- fitted: end ---
@@ -125,79 +129,6 @@ class ActivationConfig:
         return self._w, self._b
 
 
-@dataclass
-class Activation:
-    skill_id: str
-    name: str
-    description: str
-    source_path: str
-    source_format: str
-    scope: str
-    score: float  # probability that the skill applies (1.0 for always-apply and named skills)
-    activated_by: list[str]
-    signals: dict[str, float]
-    matched: dict[str, object]
-    token_cost: int
-    always: bool
-    reason: str
-    tools_allowed: list[str] = field(default_factory=list)
-    injected: bool = True  # False: active, but left out of the injected block by the token budget
-    body: str = field(default="", repr=False)  # the skill text, for the prompt block (not in to_dict)
-
-    def to_dict(self, body: bool = False) -> dict:
-        d = asdict(self)
-        if not body:
-            d.pop("body")
-        return d
-
-
-@dataclass
-class ActivationResult:
-    activations: list[Activation]
-    file_path: str | None
-    message: str | None
-    considered: int
-    dropped: list[dict]  # nearest misses: {skill_id, name, score, threshold, why}
-    elapsed_ms: float
-    registry_version: int
-    embedder: str
-    threshold: float = FITTED_THRESHOLD
-    held: list[dict] = field(default_factory=list)  # skills held for review (never injected until accepted)
-    budget: dict = field(default_factory=dict)  # {tokens, used, dropped: [...]} when the budget left skills out
-
-    @property
-    def total_tokens(self) -> int:
-        """Tokens of the injected block's skills (the ones the token budget kept)."""
-        return sum(a.token_cost for a in self.activations if a.injected)
-
-    def injected(self) -> list[Activation]:
-        return [a for a in self.activations if a.injected]
-
-    def names(self) -> list[str]:
-        return [a.name for a in self.activations]
-
-    def to_dict(self) -> dict:
-        return {
-            "file_path": self.file_path,
-            "message": self.message,
-            "activations": [a.to_dict() for a in self.activations],
-            "total_tokens": self.total_tokens,
-            "threshold": self.threshold,
-            "considered": self.considered,
-            "dropped": self.dropped,
-            "held": self.held,
-            "budget": self.budget,
-            "elapsed_ms": round(self.elapsed_ms, 3),
-            "registry_version": self.registry_version,
-            "embedder": self.embedder,
-        }
-
-
-def hold_key(skill: Skill) -> str:
-    """What a person accepts in Review: this file with this content (an edit holds it again)."""
-    return f"{skill.source_path}#{skill.content_hash}"
-
-
 class SkillEngine:
     """Activation over a :class:`SkillRegistry`. Thread-safe; rebuilds its index when the registry changes.
     ``accepted`` says whether a flagged skill (``Skill.flags``) was accepted in Review (default: never)."""
@@ -212,6 +143,7 @@ class SkillEngine:
         self.auto_refresh = auto_refresh
         self.accepted = accepted
         self._index: SkillIndex | None = None
+        self._background_vectors: np.ndarray | None = None
         self._lock = threading.RLock()
         self._last_refresh = 0.0
         self.refresh_interval = 1.0  # seconds between stat scans when auto_refresh (the watcher is faster)
@@ -258,9 +190,17 @@ class SkillEngine:
             if idx is not None and idx.version == version:
                 return idx
             idx = SkillIndex(skills, self._skill_vectors(skills), version, body_chars_bm25=self.config.body_chars_bm25,
-                             name_keywords=self.config.name_keywords)
+                             name_keywords=self.config.name_keywords, background=self._background(skills))
             self._index = idx
             return idx
+
+    def _background(self, skills: list[Skill]) -> np.ndarray | None:
+        """The everyday requests' vectors (background.py), embedded once per engine; None without skills."""
+        if not skills:
+            return None
+        if self._background_vectors is None:
+            self._background_vectors = background_vectors(self.embedder, self.vector_cache)
+        return self._background_vectors
 
     def _skill_vectors(self, skills: list[Skill]) -> np.ndarray:
         emb = self.embedder
@@ -320,7 +260,7 @@ class SkillEngine:
             if hit is not None:
                 idx.glob_cache.move_to_end(key)
                 return hit
-        res = [m.match(rel, abs_p) for m in idx.distinct]
+        res = idx.match_globs(rel, abs_p)
         with idx.lock:
             idx.glob_cache[key] = res
             while len(idx.glob_cache) > 512:
@@ -401,14 +341,36 @@ class SkillEngine:
         for i in np.flatnonzero(idx.flagged):
             held[i] = self.held(idx.skills[i])
         forced = ((idx.always & cfg.include_always) | ev.mentioned) & ~held
-        chosen, misses = _select(idx, p, forced, held, cfg.threshold, limit, cfg.misses, ev.glob_lit, ev.mentioned)
+        chosen, misses = select(idx, p, forced, held, cfg.threshold, limit, cfg.misses, ev.glob_lit, ev.mentioned)
         w, _b = cfg.weights()
-        acts = [_activation(idx, ev, X, w, p, i, bool(forced[i])) for i in chosen]
-        spent = _apply_budget(acts, budget)
+        by_file = self._file_decides(idx, ev, X, forced, held, chosen, misses, limit, cfg)
+        if by_file is not None:  # the request chose no skill: the file decides, as its tool would
+            ev, X, p, chosen, misses = by_file
+        acts = [build_activation(idx, ev, X, w, p, i, bool(forced[i]), by_file is not None) for i in chosen]
+        spent = apply_budget(acts, budget)
         return ActivationResult(
             acts, file_path, message, len(idx.skills), misses, (time.perf_counter() - t0) * 1000, idx.version,
-            self._embedder_name(), cfg.threshold, [_held_entry(idx.skills[i]) for i in np.flatnonzero(held)],
+            self._embedder_name(), cfg.threshold, [held_entry(idx.skills[i]) for i in np.flatnonzero(held)],
             spent)
+
+    def _file_decides(self, idx: SkillIndex, ev: Evidence, X: np.ndarray, forced: np.ndarray, held: np.ndarray,
+                      chosen: list[int], misses: list[dict], limit: int, cfg: ActivationConfig):
+        """With an active file and a message that takes no skill over the threshold and names none (too short or
+        vague to choose: "add a healthcheck" in a Dockerfile), the request is about the file: decide as with no
+        message, so a skill whose specific glob matches the file fires, as Cursor's auto-attached rules and
+        Copilot's ``applyTo`` do. None when the message chose a skill or no specific glob matches the file;
+        else (file evidence, X, p, chosen, misses: the message's nearest misses that did not fire now)."""
+        if not (ev.message and ev.n_glob) or ev.mentioned.any() or any(not forced[i] for i in chosen):
+            return None
+        Xf = without_message(X, ev)
+        w, b = cfg.weights()
+        fp = np.where(ev.glob > 0, probabilities(Xf, w, b), 0.0)  # what the file itself says
+        fp[idx.manual] = 0.0
+        fchosen, _ = select(idx, fp, forced, held, cfg.threshold, limit, 0, ev.glob_lit, ev.mentioned)
+        if all(forced[i] for i in fchosen):
+            return None
+        ids = {idx.skills[i].id for i in fchosen}
+        return replace(ev, message=None), Xf, fp, fchosen, [m for m in misses if m["skill_id"] not in ids]
 
     def rank(self, message: str, k: int = 3, file_path: str | None = None) -> list[Skill]:
         """The top-k skills by probability with no threshold (benchmarks: the ranking alone)."""
@@ -417,123 +379,3 @@ class SkillEngine:
         res = self.activate(file_path, message, max_skills=k, config=cfg)
         by_id = {s.id: s for s in self._ensure_index().skills}
         return [by_id[a.skill_id] for a in res.activations]
-
-
-def _select(idx: SkillIndex, p: np.ndarray, forced: np.ndarray, held: np.ndarray, threshold: float, limit: int,
-            n_misses: int, specificity: np.ndarray, mentioned: np.ndarray) -> tuple[list[int], list[dict]]:
-    """Skills named in the message; then every skill at or above the threshold, most likely first (on a tie the
-    more specific glob, then the name), up to ``limit``; then the always-apply rules (the general context, after
-    what is specific to this file and request); and the nearest misses with why each one did not activate."""
-    free = np.flatnonzero(~forced & ~held)
-    above = free[p[free] >= threshold]
-    above = above[np.lexsort((idx.name_rank[above], -specificity[above], -np.round(p[above], 6)))]
-    below = free[p[free] < threshold]
-    k = min(n_misses, below.size)
-    if k:
-        below = below[np.argpartition(-p[below], k - 1)[:k]] if below.size > k else below
-        below = below[np.lexsort((idx.name_rank[below], -p[below]))]
-    forced_i = np.flatnonzero(forced)
-    forced_i = forced_i[np.lexsort((idx.name_rank[forced_i], ~mentioned[forced_i]))]
-    named = [int(i) for i in forced_i if mentioned[i]]
-    chosen = named + [int(i) for i in above[:limit]] + [int(i) for i in forced_i if not mentioned[i]]
-    misses = []
-    for i in [*above[limit:limit + n_misses], *below[:k]][:n_misses]:
-        s = idx.skills[int(i)]
-        why = (f"max_skills {limit} reached" if p[i] >= threshold
-               else f"probability {p[i]:.2f} < threshold {threshold:.2f}")
-        misses.append({"skill_id": s.id, "name": s.name, "score": round(float(p[i]), 4),
-                       "threshold": threshold, "why": why, "source_path": s.source_path})
-    return chosen, misses
-
-
-def _apply_budget(acts: list[Activation], budget: int) -> dict:
-    """Keep the injected block within ``budget`` tokens: the least likely skills are left out first (their
-    ``injected`` turns False; they stay active and listed). Returns what was left out ({} when nothing)."""
-    total = sum(a.token_cost for a in acts if a.injected)
-    if budget <= 0 or total <= budget:
-        return {}
-    dropped: list[Activation] = []
-    for a in sorted((a for a in acts if a.injected), key=lambda a: a.score):  # least likely first (stable)
-        if total <= budget:
-            break
-        a.injected = False
-        dropped.append(a)
-        total -= a.token_cost
-    return {"tokens": budget, "used": total, "dropped": [
-        {"skill_id": a.skill_id, "name": a.name, "score": a.score, "token_cost": a.token_cost,
-         "source_path": a.source_path, "why": f"token budget {budget}: ~{a.token_cost} tokens, less likely"}
-        for a in dropped]}
-
-
-def _held_entry(s: Skill) -> dict:
-    flags = ", ".join(f.split(":", 1)[-1] for f in s.flags)
-    return {"skill_id": s.id, "name": s.name, "source_path": s.source_path, "flags": list(s.flags),
-            "hold_key": hold_key(s), "why": f"held for review: reads like a prompt injection ({flags}); "
-                                            "accept it with `mnemo review` to activate it"}
-
-
-def _activation(idx: SkillIndex, ev: Evidence, X: np.ndarray, w: np.ndarray, p: np.ndarray, i: int,
-                forced: bool) -> Activation:
-    s = idx.skills[i]
-    by: list[str] = []
-    if forced and s.always_apply:
-        by.append("always")
-    if ev.glob[i] > 0 or ev.glob_catch[i] > 0:
-        by.append("glob")
-    if ev.kw[i] > 0 or ev.mentioned[i]:
-        by.append("keyword")
-    if ev.message and (0 < ev.dense_rank[i] <= 5 or 0 < ev.bm25_rank[i] <= 5):
-        by.append("semantic")
-    signals = {"glob": float(ev.glob[i] or ev.glob_catch[i]), "glob_specificity": round(float(ev.glob_lit[i]), 4),
-               "keyword": round(float(ev.kw[i]), 4), "probability": round(float(p[i]), 4)}
-    matched: dict[str, object] = {}
-    if "glob" in by:
-        matched["glob"] = ev.hits[int(idx.slot[i])]
-        matched["glob_mode"] = s.glob_mode
-        matched["glob_catch_all"] = bool(ev.glob_catch[i])
-        if ev.glob[i] > 0 and ev.n_glob > 1:
-            matched["glob_shared_by"] = ev.n_glob
-    if i in ev.kw_hits:
-        matched["keywords"] = [label for _k, label in ev.kw_hits[i]]
-    if ev.message:
-        signals.update(cosine=round(float(ev.cos[i]), 4), bm25=round(float(ev.bm25[i]), 4))
-        for key, arr in (("dense_rank", ev.dense_rank), ("bm25_rank", ev.bm25_rank), ("fused_rank", ev.fused_rank)):
-            if arr[i] > 0:
-                matched[key] = int(arr[i])
-    if not forced:
-        matched["contributions"] = contributions(X[i], w)  # each feature's share of the log-odds
-    reason = ("mentioned by name; " if ev.mentioned[i] else "") + _reason(s, by, signals, matched,
-                                                                        ev.rel or ev.abs_path, forced)
-    return Activation(
-        skill_id=s.id, name=s.name, description=s.description, source_path=s.source_path,
-        source_format=s.source_format, scope=s.scope, score=1.0 if forced else round(float(p[i]), 4),
-        activated_by=by or (["always"] if forced else []), signals=signals, matched=matched,
-        token_cost=s.token_cost, always=bool(s.always_apply and forced), reason=reason,
-        tools_allowed=list(s.tools_allowed), body=s.body)
-
-
-def _reason(s: Skill, by: list[str], signals: dict[str, float], matched: dict[str, object], path: str | None,
-            forced: bool) -> str:
-    parts: list[str] = []
-    if "always" in by:
-        parts.append(f"always applies ({s.source_format})")
-    if not forced:
-        parts.append(f"probability {signals['probability']:.2f}")
-    if "glob" in by:
-        pat = matched.get("glob")
-        if matched.get("glob_catch_all"):
-            parts.append(f"glob {pat!r} matches every file (says little)")
-        else:
-            shared = matched.get("glob_shared_by")
-            parts.append(f"glob {pat!r} matched {path} ({s.glob_mode} semantics"
-                         + (f"; {shared} skills match this file, the request decides)" if shared else ")"))
-    if "keyword" in by and matched.get("keywords"):
-        parts.append("keywords: " + ", ".join(str(k) for k in matched.get("keywords", [])))
-    if "cosine" in signals and ("semantic" in by or not parts):
-        det = []
-        if "dense_rank" in matched:
-            det.append(f"dense #{matched['dense_rank']}")
-        if "bm25_rank" in matched:
-            det.append(f"bm25 #{matched['bm25_rank']}")
-        parts.append(f"meaning: cosine {signals['cosine']:.2f}" + (f" ({', '.join(det)})" if det else ""))
-    return "; ".join(parts) or "no signal"

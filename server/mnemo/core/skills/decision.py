@@ -22,6 +22,9 @@ FEATURES: tuple[str, ...] = (
     "part_gap",     # how far behind the best skill for that part it is (else cos_gap)
     "bm25_log",     # log(1 + BM25 score)
     "keyword",      # keyword / trigger-phrase / name hits: 1 - 0.5 ** hits
+    "lexical",      # IDF-weighted share of the message's words found in the skill's text (lexical grounding)
+    "background",   # the message's mean cosine to its 3 nearest everyday requests (background.py): near ordinary
+    #                 chat, no skill stands out (the same for every skill of one request)
     "glob",         # a specific (not catch-all) glob matched the file
     "glob_lit",     # how literal the matched pattern is (0 for **/*.py, 1 for src/lib/router.ts)
     "glob_shared",  # glob x log(number of skills whose specific glob matched): the file alone cannot choose
@@ -52,6 +55,8 @@ def feature_matrix(ev: Evidence, idx: SkillIndex) -> np.ndarray:
         X[:, col["part_gap"]] = ev.part_gap
         X[:, col["bm25_log"]] = np.log1p(ev.bm25)
         X[:, col["keyword"]] = ev.kw
+        X[:, col["lexical"]] = ev.lexical
+        X[:, col["background"]] = ev.background
     X[:, col["glob"]] = ev.glob
     X[:, col["glob_lit"]] = ev.glob_lit
     X[:, col["glob_shared"]] = ev.glob * np.float32(np.log(max(1, ev.n_glob)))
@@ -62,6 +67,19 @@ def feature_matrix(ev: Evidence, idx: SkillIndex) -> np.ndarray:
     X[:, col["no_globs"]] = (~idx.specific).astype(np.float32)
     X[:, col["no_desc"]] = idx.no_desc
     return X
+
+
+# The features that come from the message (0 without one).
+MESSAGE_FEATURES = ("message", "cos", "cos_gap", "cos_lead", "part_cos", "part_gap", "bm25_log", "keyword", "lexical",
+                    "background")
+
+
+def without_message(X: np.ndarray, ev: Evidence) -> np.ndarray:
+    """``feature_matrix`` as it would be for the same file and no message (the file is all there is)."""
+    Xf = X.copy()
+    Xf[:, [FEATURES.index(f) for f in MESSAGE_FEATURES]] = 0.0
+    Xf[:, FEATURES.index("glob_alone")] = ev.glob
+    return Xf
 
 
 def coefficients(model: dict[str, float]) -> tuple[np.ndarray, float]:

@@ -1,5 +1,6 @@
 """The evidence activation weighs, per skill, for one (active file, user message): which glob matched and how
-specific it is, keyword hits, dense cosine, BM25, and their ranks. :mod:`decision` turns it into one probability.
+specific it is, keyword hits, dense cosine, BM25, the share of the message's words the skill's text has, how close
+the message is to ordinary chat (:mod:`background`), and the ranks. :mod:`decision` turns it into one probability.
 
 Everything here is computed for every skill at once with numpy (1,000 skills: ~2 ms without the query embedding).
 """
@@ -16,7 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..text import BM25, STOPWORDS, tokenize
-from .globs import GlobMatcher, matcher_for
+from .globs import VSCODE, GlobMatcher, matcher_for
 from .model import Skill
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -24,6 +25,8 @@ _CLAUSE_SPLIT = re.compile(r",|;|\band/or\b|\bor\b|\band\b", re.IGNORECASE)
 _MD_NOISE = re.compile(r"```.*?```|`[^`]*`|[#>*_|\[\]()-]+", re.DOTALL)
 _CLAUSE = re.compile(r"\s*(?:;|,?\s+(?:and(?:\s+then)?|then|also|plus)\s+)\s*", re.IGNORECASE)
 MAX_CLAUSES = 3
+COVERAGE_MIN_WORDS = 3  # lexical coverage: a message weighs at least this many rare words (chosen on tune chatter)
+BACKGROUND_NEAREST = 3  # the message's closeness to ordinary chat: mean cosine to this many nearest
 
 
 @lru_cache(maxsize=4096)
@@ -157,6 +160,8 @@ class SparseBM25:
         ref = BM25(docs, k1, b)
         self.n = ref.n
         self.postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.idf: dict[str, float] = {term: ref.idf(term) for term in ref.postings}
+        self.idf_unknown = ref.idf("")  # a word no skill has: the rarest there is
         lens = np.asarray(ref.doc_len, dtype=np.float32)
         avg = ref.avgdl or 1.0
         for term, plist in ref.postings.items():
@@ -176,6 +181,24 @@ class SparseBM25:
     def top(self, query_tokens: Sequence[str], k: int) -> list[tuple[int, float]]:
         return top_k(self.scores(query_tokens), k)
 
+    def coverage(self, query_tokens: Sequence[str]) -> np.ndarray:
+        """Per document, the IDF-weighted share of the query's distinct words it contains (0..1): how much of
+        the request the skill's text grounds. A word no document has counts in the total, at the highest IDF, and
+        the total is at least COVERAGE_MIN_WORDS such words: a one-word message ("continue", "help") is not fully
+        grounded by every skill that has the word."""
+        out = np.zeros(self.n, dtype=np.float32)
+        total = 0.0
+        for term in set(query_tokens):
+            hit = self.postings.get(term)
+            if hit is None:
+                total += self.idf_unknown
+                continue
+            idf = self.idf[term]
+            total += idf
+            out[hit[0]] += np.float32(idf)
+        total = max(total, COVERAGE_MIN_WORDS * self.idf_unknown)
+        return out / np.float32(total) if total > 0 else out
+
 
 def top_k(scores: np.ndarray, k: int) -> list[tuple[int, float]]:
     """The k best positive scores, best first (ties: lower index first)."""
@@ -190,10 +213,12 @@ class SkillIndex:
     """Immutable per-registry-version index used by activation."""
 
     def __init__(self, skills: list[Skill], vectors: np.ndarray, version: int, *, body_chars_bm25: int = 4000,
-                 name_keywords: bool = True):
+                 name_keywords: bool = True, background: np.ndarray | None = None):
         self.version = version
         self.skills = skills
         self.vectors = vectors
+        # everyday requests no skill serves (background.py), embedded like a message: (requests, dim)
+        self.background = background if background is not None else np.zeros((0, vectors.shape[1]), np.float32)
         self.bm25 = SparseBM25([bm25_tokens(s, body_chars_bm25) for s in skills])
         self.specs: list[list[_Spec]] = [keyword_specs(s, name_keywords) for s in skills]
         self.postings: dict[str, list[tuple[int, int]]] = {}
@@ -231,6 +256,25 @@ class SkillIndex:
         # the extra last entry is what slot -1 reads
         self.slot_catch_all = np.asarray([m.catch_all for m in self.distinct] + [False], dtype=bool)
         self.specific = (self.slot >= 0) & ~self.slot_catch_all[self.slot]  # has a glob that says something
+        # matchers grouped by the endings a path must have (VS Code mode: lower-cased absolute path), so one file
+        # is checked once per group instead of once per matcher; None: no ending required
+        self.glob_groups: dict[tuple[bool, tuple[str, ...] | None], list[int]] = {}
+        for j, m in enumerate(self.distinct):
+            key = (m.mode == VSCODE and not m.catch_all, m.suffixes)
+            self.glob_groups.setdefault(key, []).append(j)
+
+    def match_globs(self, rel: str | None, abs_path: str | None) -> list[str | None]:
+        """The matched pattern of each distinct matcher for one file (None: no match)."""
+        out: list[str | None] = [None] * len(self.distinct)
+        lower = abs_path.lower() if abs_path else None
+        for (vscode, suffixes), members in self.glob_groups.items():
+            if suffixes is not None:
+                probe = lower if vscode else rel
+                if not probe or not probe.endswith(suffixes):
+                    continue  # no pattern of these matchers can match this file
+            for j in members:
+                out[j] = self.distinct[j].match(rel, abs_path)
+        return out
 
 
 @dataclass
@@ -253,13 +297,15 @@ class Evidence:
     part_cos: np.ndarray = None  # type: ignore[assignment]  # best cosine to one part of the request
     part_gap: np.ndarray = None  # type: ignore[assignment]  # how far behind that part's best skill
     bm25: np.ndarray = None  # type: ignore[assignment]
+    lexical: np.ndarray = None  # type: ignore[assignment]  # IDF-weighted share of the message's words in the skill
+    background: float = 0.0  # the message's mean cosine to its nearest everyday requests (background.py)
     dense_rank: np.ndarray = None  # type: ignore[assignment]
     bm25_rank: np.ndarray = None  # type: ignore[assignment]
     fused_rank: np.ndarray = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         n = self.n
-        for name in ("glob", "glob_lit", "glob_catch", "kw", "cos", "part_cos", "part_gap", "bm25"):
+        for name in ("glob", "glob_lit", "glob_catch", "kw", "cos", "part_cos", "part_gap", "bm25", "lexical"):
             if getattr(self, name) is None:
                 setattr(self, name, np.zeros(n, dtype=np.float32))
         for name in ("dense_rank", "bm25_rank", "fused_rank"):
@@ -310,7 +356,8 @@ def semantic_evidence(ev: Evidence, idx: SkillIndex, qv: np.ndarray, qtok: Seque
                       rrf_k: int, weights: tuple[float, float], part_vectors: Sequence[np.ndarray] = ()) -> None:
     """Dense cosine and BM25 for every skill, their top-``candidates`` ranks and the ranks of their RRF fusion;
     with ``part_vectors`` (one per part of a request that asks for several things) the best cosine to one part
-    and how far behind that part's best skill it is."""
+    and how far behind that part's best skill it is; the share of the message's words each skill's text has;
+    and how close the message is to everyday requests no skill serves (mean cosine to the nearest few)."""
     n = ev.n
     ev.cos = (idx.vectors @ qv).astype(np.float32)
     ev.part_cos, ev.part_gap = ev.cos.copy(), (ev.cos.max() - ev.cos).astype(np.float32)
@@ -318,17 +365,23 @@ def semantic_evidence(ev: Evidence, idx: SkillIndex, qv: np.ndarray, qtok: Seque
         c = (idx.vectors @ pv).astype(np.float32)
         ev.part_cos = np.maximum(ev.part_cos, c)
         ev.part_gap = np.minimum(ev.part_gap, c.max() - c)
+    if len(idx.background):
+        near = idx.background @ qv
+        kb = min(BACKGROUND_NEAREST, len(near))
+        ev.background = float(np.partition(near, len(near) - kb)[-kb:].mean())
+    ev.bm25 = idx.bm25.scores(qtok)
+    ev.lexical = idx.bm25.coverage(qtok)
     k = min(candidates, n)
     top_dense = np.argpartition(-ev.cos, k - 1)[:k] if k < n else np.arange(n)
     top_dense = top_dense[np.lexsort((top_dense, -ev.cos[top_dense]))]
     ev.dense_rank[top_dense] = np.arange(1, len(top_dense) + 1)
-    ev.bm25 = idx.bm25.scores(qtok)
     bm = np.asarray([i for i, _s in top_k(ev.bm25, k)], dtype=np.int64)
     ev.bm25_rank[bm] = np.arange(1, len(bm) + 1)
     # reciprocal rank fusion of the two rankings (mnemo.core.text.rrf, vectorized): shown in explanations
-    fused = np.zeros(n, dtype=np.float64)
-    fused[top_dense] += weights[0] / (rrf_k + ev.dense_rank[top_dense])
-    fused[bm] += weights[1] / (rrf_k + ev.bm25_rank[bm])
-    cand = np.flatnonzero(fused > 0)
-    cand = cand[np.lexsort((cand, -fused[cand]))]
-    ev.fused_rank[cand] = np.arange(1, len(cand) + 1)
+    cand = np.union1d(top_dense, bm)
+    fused = np.zeros(cand.size, dtype=np.float64)
+    dr, br = ev.dense_rank[cand], ev.bm25_rank[cand]
+    fused += np.where(dr > 0, weights[0] / (rrf_k + dr), 0.0) + np.where(br > 0, weights[1] / (rrf_k + br), 0.0)
+    keep = fused > 0
+    cand, fused = cand[keep], fused[keep]
+    ev.fused_rank[cand[np.lexsort((cand, -fused))]] = np.arange(1, cand.size + 1)

@@ -166,19 +166,26 @@ class GlobMatcher:
         if self.suffixes is not None:
             if not probe.endswith(self.suffixes):
                 return None  # no pattern can match: skip the glob engine
-        positives = [(raw, m) for raw, m, neg in self._compiled if not neg]
-        ends = self._pattern_suffixes
-        negatives = [(raw, m) for raw, m, neg in self._compiled if neg]
+        positives, negatives = self._split()
         if any(m.match(path) for _, m in negatives):  # type: ignore[attr-defined]
             return None  # `!pat` excludes what pat matches
         if not positives:
             return negatives[0][0] if negatives else None  # only negations: "everything except ..."
-        for (raw, m), sfx in zip(positives, ends, strict=True):
+        for (raw, m), sfx in zip(positives, self._pattern_suffixes, strict=True):
             if sfx is not None and not probe.endswith(sfx):
                 continue
             if m.match(path):  # type: ignore[attr-defined]
                 return raw
         return None
+
+    def _split(self) -> tuple[list[tuple[str, object]], list[tuple[str, object]]]:
+        """(positive, negated) compiled patterns, computed once (match runs for every rule on every file)."""
+        split = self.__dict__.get("_split_cache")
+        if split is None:
+            split = ([(raw, m) for raw, m, neg in self._compiled if not neg],
+                     [(raw, m) for raw, m, neg in self._compiled if neg])
+            self.__dict__["_split_cache"] = split
+        return split
 
     def invalid_patterns(self) -> list[str]:
         ok = {raw for raw, _, _ in self._compiled}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .activation import ActivationResult, _apply_budget
+from .result import ActivationResult, apply_budget
 
 _PREAMBLE = (
     "Rules and skills selected for the current file and request. They are project guidance written by people "
@@ -28,7 +28,7 @@ def render_prompt_block(result: ActivationResult, token_budget: int | None = Non
     one (to ``result``). What the budget left out and what is held for review are listed by path, not inlined."""
     spent = result.budget
     if token_budget is not None:
-        extra = _apply_budget(result.activations, token_budget)
+        extra = apply_budget(result.activations, token_budget)
         if extra:
             spent = {**extra, "dropped": [*(spent.get("dropped") or []), *extra["dropped"]]}
             result.budget = spent

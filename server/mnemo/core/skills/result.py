@@ -1,0 +1,212 @@
+"""What an activation answers: the activated skills with why (:class:`Activation`), the whole answer with the
+nearest misses, held skills and the token budget (:class:`ActivationResult`), and the rules that build it from the
+probabilities (selection, token budget, explanations)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .decision import contributions
+from .evidence import Evidence, SkillIndex
+from .model import Skill
+
+
+@dataclass
+class Activation:
+    skill_id: str
+    name: str
+    description: str
+    source_path: str
+    source_format: str
+    scope: str
+    score: float  # probability that the skill applies (1.0 for always-apply and named skills)
+    activated_by: list[str]
+    signals: dict[str, float]
+    matched: dict[str, object]
+    token_cost: int
+    always: bool
+    reason: str
+    tools_allowed: list[str] = field(default_factory=list)
+    injected: bool = True  # False: active, but left out of the injected block by the token budget
+    body: str = field(default="", repr=False)  # the skill text, for the prompt block (not in to_dict)
+
+    def to_dict(self, body: bool = False) -> dict:
+        d = asdict(self)
+        if not body:
+            d.pop("body")
+        return d
+
+
+@dataclass
+class ActivationResult:
+    activations: list[Activation]
+    file_path: str | None
+    message: str | None
+    considered: int
+    dropped: list[dict]  # nearest misses: {skill_id, name, score, threshold, why}
+    elapsed_ms: float
+    registry_version: int
+    embedder: str
+    threshold: float = 0.0  # the probability a skill had to reach
+    held: list[dict] = field(default_factory=list)  # skills held for review (never injected until accepted)
+    budget: dict = field(default_factory=dict)  # {tokens, used, dropped: [...]} when the budget left skills out
+
+    @property
+    def total_tokens(self) -> int:
+        """Tokens of the injected block's skills (the ones the token budget kept)."""
+        return sum(a.token_cost for a in self.activations if a.injected)
+
+    def injected(self) -> list[Activation]:
+        return [a for a in self.activations if a.injected]
+
+    def names(self) -> list[str]:
+        return [a.name for a in self.activations]
+
+    def to_dict(self) -> dict:
+        return {
+            "file_path": self.file_path,
+            "message": self.message,
+            "activations": [a.to_dict() for a in self.activations],
+            "total_tokens": self.total_tokens,
+            "threshold": self.threshold,
+            "considered": self.considered,
+            "dropped": self.dropped,
+            "held": self.held,
+            "budget": self.budget,
+            "elapsed_ms": round(self.elapsed_ms, 3),
+            "registry_version": self.registry_version,
+            "embedder": self.embedder,
+        }
+
+
+def hold_key(skill: Skill) -> str:
+    """What a person accepts in Review: this file with this content (an edit holds it again)."""
+    return f"{skill.source_path}#{skill.content_hash}"
+
+
+def select(idx: SkillIndex, p: np.ndarray, forced: np.ndarray, held: np.ndarray, threshold: float, limit: int,
+            n_misses: int, specificity: np.ndarray, mentioned: np.ndarray) -> tuple[list[int], list[dict]]:
+    """Skills named in the message; then every skill at or above the threshold, most likely first (on a tie the
+    more specific glob, then the name), up to ``limit``; then the always-apply rules (the general context, after
+    what is specific to this file and request); and the nearest misses with why each one did not activate."""
+    free = np.flatnonzero(~forced & ~held)
+    above = free[p[free] >= threshold]
+    above = above[np.lexsort((idx.name_rank[above], -specificity[above], -np.round(p[above], 6)))]
+    below = free[p[free] < threshold]
+    k = min(n_misses, below.size)
+    if k:
+        below = below[np.argpartition(-p[below], k - 1)[:k]] if below.size > k else below
+        below = below[np.lexsort((idx.name_rank[below], -p[below]))]
+    forced_i = np.flatnonzero(forced)
+    forced_i = forced_i[np.lexsort((idx.name_rank[forced_i], ~mentioned[forced_i]))]
+    named = [int(i) for i in forced_i if mentioned[i]]
+    chosen = named + [int(i) for i in above[:limit]] + [int(i) for i in forced_i if not mentioned[i]]
+    misses = []
+    for i in [*above[limit:limit + n_misses], *below[:k]][:n_misses]:
+        s = idx.skills[int(i)]
+        why = (f"max_skills {limit} reached" if p[i] >= threshold
+               else f"probability {p[i]:.2f} < threshold {threshold:.2f}")
+        misses.append({"skill_id": s.id, "name": s.name, "score": round(float(p[i]), 4),
+                       "threshold": threshold, "why": why, "source_path": s.source_path})
+    return chosen, misses
+
+
+def apply_budget(acts: list[Activation], budget: int) -> dict:
+    """Keep the injected block within ``budget`` tokens: the least likely skills are left out first (their
+    ``injected`` turns False; they stay active and listed). Returns what was left out ({} when nothing)."""
+    total = sum(a.token_cost for a in acts if a.injected)
+    if budget <= 0 or total <= budget:
+        return {}
+    dropped: list[Activation] = []
+    for a in sorted((a for a in acts if a.injected), key=lambda a: a.score):  # least likely first (stable)
+        if total <= budget:
+            break
+        a.injected = False
+        dropped.append(a)
+        total -= a.token_cost
+    return {"tokens": budget, "used": total, "dropped": [
+        {"skill_id": a.skill_id, "name": a.name, "score": a.score, "token_cost": a.token_cost,
+         "source_path": a.source_path, "why": f"token budget {budget}: ~{a.token_cost} tokens, less likely"}
+        for a in dropped]}
+
+
+def held_entry(s: Skill) -> dict:
+    flags = ", ".join(f.split(":", 1)[-1] for f in s.flags)
+    return {"skill_id": s.id, "name": s.name, "source_path": s.source_path, "flags": list(s.flags),
+            "hold_key": hold_key(s), "why": f"held for review: reads like a prompt injection ({flags}); "
+                                            "accept it with `mnemo review` to activate it"}
+
+
+def build_activation(idx: SkillIndex, ev: Evidence, X: np.ndarray, w: np.ndarray, p: np.ndarray, i: int,
+                     forced: bool, file_decides: bool = False) -> Activation:
+    """One activated skill with why; ``file_decides``: the request chose no skill and the file's globs decided."""
+    s = idx.skills[i]
+    by: list[str] = []
+    if forced and s.always_apply:
+        by.append("always")
+    if ev.glob[i] > 0 or ev.glob_catch[i] > 0:
+        by.append("glob")
+    if ev.kw[i] > 0 or ev.mentioned[i]:
+        by.append("keyword")
+    if ev.message and (0 < ev.dense_rank[i] <= 5 or 0 < ev.bm25_rank[i] <= 5):
+        by.append("semantic")
+    signals = {"glob": float(ev.glob[i] or ev.glob_catch[i]), "glob_specificity": round(float(ev.glob_lit[i]), 4),
+               "keyword": round(float(ev.kw[i]), 4), "probability": round(float(p[i]), 4)}
+    matched: dict[str, object] = {}
+    if "glob" in by:
+        matched["glob"] = ev.hits[int(idx.slot[i])]
+        matched["glob_mode"] = s.glob_mode
+        matched["glob_catch_all"] = bool(ev.glob_catch[i])
+        if ev.glob[i] > 0 and ev.n_glob > 1:
+            matched["glob_shared_by"] = ev.n_glob
+    if i in ev.kw_hits:
+        matched["keywords"] = [label for _k, label in ev.kw_hits[i]]
+    if ev.message:
+        signals.update(cosine=round(float(ev.cos[i]), 4), bm25=round(float(ev.bm25[i]), 4),
+                       lexical=round(float(ev.lexical[i]), 4), background=round(ev.background, 4))
+        for key, arr in (("dense_rank", ev.dense_rank), ("bm25_rank", ev.bm25_rank), ("fused_rank", ev.fused_rank)):
+            if arr[i] > 0:
+                matched[key] = int(arr[i])
+    if not forced:
+        matched["contributions"] = contributions(X[i], w)  # each feature's share of the log-odds
+    reason = _reason(s, by, signals, matched, ev.rel or ev.abs_path, forced, file_decides)
+    if ev.mentioned[i]:
+        reason = "mentioned by name; " + reason
+    elif file_decides and not forced:
+        reason = "the request chose no skill, so the file decides; " + reason
+    return Activation(
+        skill_id=s.id, name=s.name, description=s.description, source_path=s.source_path,
+        source_format=s.source_format, scope=s.scope, score=1.0 if forced else round(float(p[i]), 4),
+        activated_by=by or (["always"] if forced else []), signals=signals, matched=matched,
+        token_cost=s.token_cost, always=bool(s.always_apply and forced), reason=reason,
+        tools_allowed=list(s.tools_allowed), body=s.body)
+
+
+def _reason(s: Skill, by: list[str], signals: dict[str, float], matched: dict[str, object], path: str | None,
+            forced: bool, file_decides: bool = False) -> str:
+    parts: list[str] = []
+    if "always" in by:
+        parts.append(f"always applies ({s.source_format})")
+    if not forced:
+        parts.append(f"probability {signals['probability']:.2f}")
+    if "glob" in by:
+        pat = matched.get("glob")
+        if matched.get("glob_catch_all"):
+            parts.append(f"glob {pat!r} matches every file (says little)")
+        else:
+            shared = matched.get("glob_shared_by")
+            parts.append(f"glob {pat!r} matched {path} ({s.glob_mode} semantics"
+                         + (f"; {shared} skills match this file, the request decides)" if shared and not file_decides
+                            else ")"))
+    if "keyword" in by and matched.get("keywords"):
+        parts.append("keywords: " + ", ".join(str(k) for k in matched.get("keywords", [])))
+    if "cosine" in signals and ("semantic" in by or not parts):
+        det = []
+        if "dense_rank" in matched:
+            det.append(f"dense #{matched['dense_rank']}")
+        if "bm25_rank" in matched:
+            det.append(f"bm25 #{matched['bm25_rank']}")
+        parts.append(f"meaning: cosine {signals['cosine']:.2f}" + (f" ({', '.join(det)})" if det else ""))
+    return "; ".join(parts) or "no signal"
