@@ -163,3 +163,22 @@ def test_an_edit_that_contradicts_a_neighbour_goes_to_review(real_engine, ctx):
     assert res["conflicts"][0]["text"] == "The API timeout is 30 seconds"
     items = [i for i in svc.review_list(c)["items"] if i["kind"] == "conflict"]
     assert items and items[0]["item_id"] == mid
+
+
+def test_snapshots_carry_the_history(svc, c, tmp_path, hash_embedder):
+    from mnemo.core.engine import Engine
+
+    mid = svc.remember(c, "the search service uses BM25 only")["memory"]["id"]
+    svc.update(c, mid, "the search service fuses BM25 and dense vectors", reason="added embeddings")
+    snap = str(tmp_path / "s.mnemo")
+    svc.snapshot_export(c, snap)
+    other = Engine(tmp_path / "other", embedder=hash_embedder)
+    try:
+        there = LocalService(other)
+        assert there.snapshot_merge(c, snap)["imported"] == 1
+        versions = there.history(c, mid)["versions"]
+        assert [(v["version"], v["text"], v["why"]) for v in versions] == [
+            (1, "the search service uses BM25 only", "created"),
+            (2, "the search service fuses BM25 and dense vectors", "added embeddings")]
+    finally:
+        other.close()
