@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from mnemo.cli import quickstart
-from mnemo.cli.edit_cmd import add_filter_args, filter_kwargs
 from mnemo.cli.context import make_context
+from mnemo.cli.edit_cmd import add_filter_args, filter_kwargs
 from mnemo.cli.output import (
     console,
     emit_json,
