@@ -157,7 +157,7 @@ async def test_every_code_action(lsp):
         assert isinstance(a, t.CodeAction), a
         by_kind.setdefault(a.kind, []).append(a)
     assert set(by_kind) == {"refactor.mnemo.remember", "refactor.mnemo.anchor", "refactor.mnemo.promote",
-                            "refactor.mnemo.deprecate", "source.mnemo.showInjection"}
+                            "refactor.mnemo.deprecate", "source.mnemo.showInjection", "refactor.mnemo.edit"}
     assert "anchored to `PaymentsClient.post`" in by_kind["refactor.mnemo.remember"][0].title
 
     async def run(action):
@@ -178,11 +178,20 @@ async def test_every_code_action(lsp):
     assert injected["memories"] and injected["totalTokens"] == injected["skillTokens"] + injected["memoryTokens"]
     assert "payments-python" in injected["markdown"] and "tokens" in injected["markdown"]
 
+    # Edit: the action names the memory; the client adds the new text (VS Code asks for it) and a reason
+    edit = next(a for a in by_kind["refactor.mnemo.edit"] if a.command.arguments[0]["id"] == mid)
+    assert edit.command.command == "mnemo.editMemory" and edit.title.startswith("Mnemo: Edit")
+    edited = await command(lsp, edit.command.command, {**edit.command.arguments[0],
+                                                       "text": "post idempotency keys are reused on every retry",
+                                                       "tags": ["payments"], "reason": "clearer"})
+    assert edited["status"] == "updated" and edited["memory"]["tags"] == ["payments"]
+    assert edited["memory"]["id"] == mid and edited["version"] == 2
+
     promote = next(a for a in by_kind["refactor.mnemo.promote"] if a.command.arguments[0]["id"] == mid)
     assert (await run(promote))["memory"]["scope"] == "global"
     deprecate = next(a for a in by_kind["refactor.mnemo.deprecate"] if a.command.arguments[0]["id"] == mid)
     assert (await run(deprecate))["memory"]["deprecated"] is True
-    assert {c["reason"] for c in lsp.changes} >= {"remember", "anchor", "promote", "deprecate"}
+    assert {c["reason"] for c in lsp.changes} >= {"remember", "anchor", "update", "promote", "deprecate"}
     assert (await request(lsp, "mnemo/status"))["lsp"]["heavyModules"] == []  # still none after real work
 
     # context.only narrows the list
