@@ -97,6 +97,8 @@ async def test_hover_shows_anchored_memory_and_skills(lsp):
     assert "anchored here" in text and "project" in text and "`main`" in text and "decision" in text
     assert "just now" in text and res["memory"]["id"] in text
     assert "payments-python" in text  # the skill active for src/**/*.py
+    # an Edit link for the memory (this client declared it runs mnemo.editMemory links)
+    assert f"[Edit](command:mnemo.editMemory?%5B%7B%22id%22%3A%22{res['memory']['id']}%22%7D%5D" in text
     # whitespace: no identifier, no hover
     assert await hover(lsp, uri, 5, 0) is None
 
@@ -223,6 +225,14 @@ async def test_custom_requests(lsp):
     assert got["memory"]["text"] == a["text"] and got["hydrated"] is not None
     recalled = await request(lsp, "mnemo/recall", {"query": "idempotency key retry", "limit": 3})
     assert recalled["cards"][0]["item_id"] == a["id"]
+    # the filters (issue 15): the same fields as the CLI and MCP; an unknown value is refused, naming the accepted
+    only_feedback = await request(lsp, "mnemo/recall", {"query": "pull requests idempotency", "kind": "feedback",
+                                                        "minConfidence": 0})
+    assert [c["item_id"] for c in only_feedback["cards"]] == [b["id"]]
+    found = await request(lsp, "mnemo/listMemories", {"search": "small pull requests", "since": "1h"})
+    assert [m["id"] for m in found["memories"]] == [b["id"]]
+    with pytest.raises(JsonRpcException, match="unknown source"):
+        await request(lsp, "mnemo/listMemories", {"source": "robot"})
     skills = await request(lsp, "mnemo/activeSkills", {"uri": uri})
     assert skills["file"] == "src/client.py"
     act = skills["activations"][0]
