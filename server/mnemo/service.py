@@ -151,7 +151,12 @@ class LocalService:
                reason: str | None = None, source: str = "user", on_conflict: str | None = None) -> api.UpdateResult:
         from mnemo.core import history
 
-        return history.update(self.engine, _ctx(ctx), memory_id, text=text, type=type, kind=kind,
+        c = _ctx(ctx)
+        if source == "agent" and write_policy(c) == "confirm":  # the policy is applied: refused, not bypassed
+            raise InvalidInput("an agent cannot edit a memory under the `confirm` write policy; nothing was changed",
+                               hint="remember the correction instead (it waits in Review for a person), or ask "
+                                    "the person to run `mnemo edit`")
+        return history.update(self.engine, c, memory_id, text=text, type=type, kind=kind,
                               importance=importance, tags=tags, reason=reason, source=source,
                               on_conflict=on_conflict)
 

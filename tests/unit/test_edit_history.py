@@ -63,6 +63,15 @@ def test_edit_rechecks_the_text_like_a_new_memory(svc, c):
     assert res["status"] == "pending" and res["memory"]["trust"] == "untrusted"
 
 
+def test_an_agent_edit_under_the_confirm_policy_is_refused(svc, c, monkeypatch):
+    mid = svc.remember(c, "the queue is RabbitMQ")["memory"]["id"]
+    monkeypatch.setenv("MNEMO_WRITE_POLICY", "confirm")
+    with pytest.raises(InvalidInput, match="confirm"):
+        svc.update({**c, "write_policy": None}, mid, "the queue is Kafka", source="agent")
+    assert svc.get_memory(c, mid)["text"] == "the queue is RabbitMQ"
+    assert svc.update(c, mid, "the queue is Kafka")["status"] == "updated"  # a person's edit lands
+
+
 def test_unchanged_edit_writes_no_version(svc, c):
     mid = svc.remember(c, "use ruff for linting", tags=["lint"])["memory"]["id"]
     assert svc.update(c, mid, "use ruff for linting", tags=["lint"])["status"] == "unchanged"

@@ -32,7 +32,8 @@ def add_edit_tools(server: MCPServer, backend, workspace, READ, WRITE) -> None: 
     ) -> str:
         """Correct a memory that is outdated or imprecise instead of adding a second one: the text is re-checked
         like a new memory (secrets refused, conflicts with other memories reported), the previous version stays
-        in its history (who, when, why). Give a reason. Use `deprecate` when the fact no longer holds at all."""
+        in its history (who, when, why). Give a reason. Use `deprecate` when the fact no longer holds at all. Under
+        the `confirm` write policy an agent cannot edit: remember the correction instead (it waits in Review)."""
         ctx = await workspace.context(mcp_ctx)
         res = await backend.call("update", ctx, memory_id, text, type=type, kind=kind, importance=importance,
                                  tags=tags, reason=reason, source="agent")
