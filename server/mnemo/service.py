@@ -92,12 +92,18 @@ class LocalService:
                         on_conflict=on_conflict)
 
     def recall(self, ctx: dict, query: str, *, scope: str = "hybrid", limit: int = 5, types: list[str] | None = None,
-               include_docs: bool = True, include_cold: bool = False,
-               min_confidence: float | None = None) -> api.RecallResult:
+               include_docs: bool = True, include_cold: bool = False, min_confidence: float | None = None,
+               kind: str | None = None, branch: str | None = None, tags: list[str] | None = None,
+               since: float | str | None = None, until: float | str | None = None, author: str | None = None,
+               source: str | None = None, status: str | None = None) -> api.RecallResult:
+        from mnemo.core.filters import make_filter
         from mnemo.core.recall import recall
 
+        filt = make_filter(kind=kind, branch=branch, tags=tags, since=since, until=until, author=author,
+                           source=source, status=status)
         return recall(self.engine, _ctx(ctx), query, scope=scope, limit=limit, types=types,
-                      include_docs=include_docs, include_cold=include_cold, min_confidence=min_confidence)
+                      include_docs=include_docs, include_cold=include_cold, min_confidence=min_confidence,
+                      filters=filt)
 
     def hydrate(self, ctx: dict, item_id: str, mode: str = "default") -> api.Hydrated:
         from mnemo.core.recall import hydrate
@@ -120,24 +126,51 @@ class LocalService:
         return memories.deprecate(self.engine, _ctx(ctx), memory_id, reason)
 
     def forget(self, ctx: dict, memory_id: str, reason: str | None = None) -> api.Forgotten:
-        from mnemo.core import memories
+        from mnemo.core import history
 
-        return memories.forget(self.engine, _ctx(ctx), memory_id, reason)
+        return history.forget(self.engine, _ctx(ctx), memory_id, reason)
 
     def list_memories(self, ctx: dict, *, scope: str = "hybrid", branch: str | None = None, type: str | None = None,
                       kind: str | None = None, include_deprecated: bool = False, include_cold: bool = False,
                       status: str | None = "active", all_branches: bool = False, limit: int = 200,
-                      offset: int = 0) -> api.MemoryList:
+                      offset: int = 0, tags: list[str] | None = None, since: float | str | None = None,
+                      until: float | str | None = None, author: str | None = None, source: str | None = None,
+                      search: str | None = None) -> api.MemoryList:
         from mnemo.core import memories
+        from mnemo.core.filters import make_filter
 
+        filt = make_filter(tags=tags, since=since, until=until, author=author, source=source, search=search)
         return memories.list_memories(self.engine, _ctx(ctx), scope=scope, branch=branch, type=type, kind=kind,
                                       include_deprecated=include_deprecated, include_cold=include_cold,
-                                      status=status, all_branches=all_branches, limit=limit, offset=offset)
+                                      status=status, all_branches=all_branches, limit=limit, offset=offset,
+                                      filters=filt)
+
+    # -- edits and undo (core/history.py) --------------------------------------------------------------------
+    def update(self, ctx: dict, memory_id: str, text: str | None = None, *, type: str | None = None,
+               kind: str | None = None, importance: float | None = None, tags: list[str] | None = None,
+               reason: str | None = None, source: str = "user", on_conflict: str | None = None) -> api.UpdateResult:
+        from mnemo.core import history
+
+        c = _ctx(ctx)
+        if source == "agent" and write_policy(c) == "confirm":  # the policy is applied: refused, not bypassed
+            raise InvalidInput("an agent cannot edit a memory under the `confirm` write policy; nothing was changed",
+                               hint="remember the correction instead (it waits in Review for a person), or ask "
+                                    "the person to run `mnemo edit`")
+        return history.update(self.engine, c, memory_id, text=text, type=type, kind=kind,
+                              importance=importance, tags=tags, reason=reason, source=source,
+                              on_conflict=on_conflict)
+
+    def history(self, ctx: dict, memory_id: str) -> api.MemoryHistory:
+        from mnemo.core import history
+
+        return history.history(self.engine, _ctx(ctx), memory_id)
 
     def stats(self, ctx: dict) -> api.Stats:
         from mnemo.core import memories
+        from mnemo.core.history import purge_forgotten
         from mnemo.core.lifecycle import tier_index
 
+        purge_forgotten(self.engine)  # the forget retention: forgotten text older than it is purged
         out = memories.stats(self.engine, _ctx(ctx))
         out["tiers"] = tier_index(self.engine, _ctx(ctx))  # hot / warm / cold, like an index of the memory
         return out
@@ -287,8 +320,10 @@ class LocalService:
         return lifecycle.compact(self.engine, _ctx(ctx))
 
     def restore(self, ctx: dict, memory_id: str) -> api.MemoryChange:
-        from mnemo.core import lifecycle
+        from mnemo.core import history, lifecycle
 
+        if history.is_forgotten(self.engine, memory_id):  # a forgotten memory, back from its tombstone
+            return history.unforget(self.engine, _ctx(ctx), memory_id)
         return lifecycle.restore(self.engine, _ctx(ctx), memory_id)
 
     def anchor(self, ctx: dict, memory_id: str, anchor: dict[str, Any]) -> api.MemoryChange:

@@ -135,6 +135,7 @@ def make_client() -> LanguageClient:
 
 def capabilities() -> t.ClientCapabilities:
     return t.ClientCapabilities(
+        experimental={"mnemoCommandLinks": ["mnemo.editMemory"]},  # as the VS Code extension declares
         window=t.WindowClientCapabilities(work_done_progress=True),
         workspace=t.WorkspaceClientCapabilities(
             configuration=True, code_lens=t.CodeLensWorkspaceClientCapabilities(refresh_support=True)),

@@ -97,6 +97,8 @@ async def test_hover_shows_anchored_memory_and_skills(lsp):
     assert "anchored here" in text and "project" in text and "`main`" in text and "decision" in text
     assert "just now" in text and res["memory"]["id"] in text
     assert "payments-python" in text  # the skill active for src/**/*.py
+    # an Edit link for the memory (this client declared it runs mnemo.editMemory links)
+    assert f"[Edit](command:mnemo.editMemory?%5B%7B%22id%22%3A%22{res['memory']['id']}%22%7D%5D" in text
     # whitespace: no identifier, no hover
     assert await hover(lsp, uri, 5, 0) is None
 
@@ -157,7 +159,7 @@ async def test_every_code_action(lsp):
         assert isinstance(a, t.CodeAction), a
         by_kind.setdefault(a.kind, []).append(a)
     assert set(by_kind) == {"refactor.mnemo.remember", "refactor.mnemo.anchor", "refactor.mnemo.promote",
-                            "refactor.mnemo.deprecate", "source.mnemo.showInjection"}
+                            "refactor.mnemo.deprecate", "source.mnemo.showInjection", "refactor.mnemo.edit"}
     assert "anchored to `PaymentsClient.post`" in by_kind["refactor.mnemo.remember"][0].title
 
     async def run(action):
@@ -178,11 +180,20 @@ async def test_every_code_action(lsp):
     assert injected["memories"] and injected["totalTokens"] == injected["skillTokens"] + injected["memoryTokens"]
     assert "payments-python" in injected["markdown"] and "tokens" in injected["markdown"]
 
+    # Edit: the action names the memory; the client adds the new text (VS Code asks for it) and a reason
+    edit = next(a for a in by_kind["refactor.mnemo.edit"] if a.command.arguments[0]["id"] == mid)
+    assert edit.command.command == "mnemo.editMemory" and edit.title.startswith("Mnemo: Edit")
+    edited = await command(lsp, edit.command.command, {**edit.command.arguments[0],
+                                                       "text": "post idempotency keys are reused on every retry",
+                                                       "tags": ["payments"], "reason": "clearer"})
+    assert edited["status"] == "updated" and edited["memory"]["tags"] == ["payments"]
+    assert edited["memory"]["id"] == mid and edited["version"] == 2
+
     promote = next(a for a in by_kind["refactor.mnemo.promote"] if a.command.arguments[0]["id"] == mid)
     assert (await run(promote))["memory"]["scope"] == "global"
     deprecate = next(a for a in by_kind["refactor.mnemo.deprecate"] if a.command.arguments[0]["id"] == mid)
     assert (await run(deprecate))["memory"]["deprecated"] is True
-    assert {c["reason"] for c in lsp.changes} >= {"remember", "anchor", "promote", "deprecate"}
+    assert {c["reason"] for c in lsp.changes} >= {"remember", "anchor", "update", "promote", "deprecate"}
     assert (await request(lsp, "mnemo/status"))["lsp"]["heavyModules"] == []  # still none after real work
 
     # context.only narrows the list
@@ -214,6 +225,14 @@ async def test_custom_requests(lsp):
     assert got["memory"]["text"] == a["text"] and got["hydrated"] is not None
     recalled = await request(lsp, "mnemo/recall", {"query": "idempotency key retry", "limit": 3})
     assert recalled["cards"][0]["item_id"] == a["id"]
+    # the filters (issue 15): the same fields as the CLI and MCP; an unknown value is refused, naming the accepted
+    only_feedback = await request(lsp, "mnemo/recall", {"query": "pull requests idempotency", "kind": "feedback",
+                                                        "minConfidence": 0})
+    assert [c["item_id"] for c in only_feedback["cards"]] == [b["id"]]
+    found = await request(lsp, "mnemo/listMemories", {"search": "small pull requests", "since": "1h"})
+    assert [m["id"] for m in found["memories"]] == [b["id"]]
+    with pytest.raises(JsonRpcException, match="unknown source"):
+        await request(lsp, "mnemo/listMemories", {"source": "robot"})
     skills = await request(lsp, "mnemo/activeSkills", {"uri": uri})
     assert skills["file"] == "src/client.py"
     act = skills["activations"][0]

@@ -23,7 +23,7 @@ from conftest import git
 from mnemo.daemon.client import DaemonService
 
 TOOLS = {"remember", "recall", "hydrate", "activate_skills", "promote", "deprecate", "stats", "recent_context",
-         "context"}
+         "context", "update", "list_memories"}
 MEM_ID = re.compile(r"\b(mem-[0-9a-f]{20})\b")
 
 DOCKER_RULES = """---

@@ -45,3 +45,15 @@ def test_hover_markdown_renders_stored_text_as_text(text):
     shown = " ".join(tok.content for tok in _tokens(md) if tok.type in ("text", "code_inline"))
     for word in " ".join(visible(text).split()).split(" ")[:20]:
         assert word.replace("`", "'") in shown, (word, md)
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=st.lists(st.one_of(st.text(max_size=15), st.sampled_from(HOSTILE)), min_size=1, max_size=6).map(" ".join))
+def test_the_only_link_is_the_edit_command_of_a_local_memory(text):
+    """Issue 15: a client that runs `mnemo.editMemory` links gets one per local memory, and no other link."""
+    card = {**_hostile_card(text), "item_id": "mem-0123abcd"}
+    md = convert.hover_markdown([card, {**_hostile_card(text), "item_id": "team-1"}], set(), [], symbol=text,
+                                command_links=True)
+    links = [tok.attrs.get("href") for tok in _tokens(md) if tok.type == "link_open"]
+    assert links == ["command:mnemo.editMemory?%5B%7B%22id%22%3A%22mem-0123abcd%22%7D%5D"], md
+    assert "command:" not in convert.hover_markdown([card], set(), [], symbol=text)  # not declared: no link

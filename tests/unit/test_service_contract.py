@@ -224,6 +224,11 @@ def test_every_result_has_its_declared_shape(engine, git_repo, tmp_path, monkeyp
     check("deprecate", s.deprecate(ctx, other, "replaced"))
     for item in s.review_list(ctx)["items"]:
         check("review_resolve", s.review_resolve(ctx, item["id"], item["resolutions"][0]))
+    assert check("update", s.update(ctx, other, "use structlog for all logging", tags=["logs"],
+                                    reason="wider"))["version"] == 2
+    assert len(check("history", s.history(ctx, other))["versions"]) == 2
+    assert check("forget", s.forget(ctx, other))["restorable"] is True
+    check("restore", s.restore(ctx, other))
     check("forget", s.forget(ctx, other))
     block = check("context", s.context(ctx, "app.py", "how do we retry POSTs?", event="prompt", session="s-1",
                                        commit=False))

@@ -43,6 +43,7 @@ const SEEDED = "Payments API needs idempotency keys on every POST";
 const CONFLICT_OLD = "Indentation in this repository: four spaces, never tabs";
 const CONFLICT_NEW = "Indentation in this repository: tabs, never four spaces";
 const REMEMBERED = "PaymentsClient.post must send an Idempotency-Key header derived from the body";
+const EDITED = "PaymentsClient.post sends an Idempotency-Key header derived from the request body";
 const IMPORTED = "Checkout retries use exponential backoff starting at 200 ms";
 const BRANCH_NOTE = "Retry a payments POST at most 3 times, only on 5xx";
 
@@ -847,6 +848,41 @@ describe("Mnemo in a real VS Code (code-server)", { timeout: 480_000 }, () => {
     await projectItem.waitFor({ state: "detached" });
     await expectNotification(page, /Promoted to global/);
     await screenshot(page, "promoted");
+    await clearNotifications(page);
+  });
+
+  step("Edit from the Memories view changes the text (the earlier version is kept)", async (page) => {
+    const memories = pane(page, "Memories");
+    await contextMenu(page, row(memories, REMEMBERED), "Edit...");
+    const widget = await quickInputTitled(page, /^Mnemo: Edit memory$/);
+    assert.equal(await widget.locator(".quick-input-box input").inputValue(), REMEMBERED);
+    await widget.locator(".quick-input-box input").fill(EDITED);
+    await screenshot(page, "edit-input");
+    await submitInput(page, widget, EDITED);
+    const tags = await quickInputTitled(page, /^Mnemo: Edit memory \(tags\)$/);
+    await submitInput(page, tags, "payments, http");
+    await row(memories, EDITED).waitFor({ state: "visible" });
+    await row(memories, REMEMBERED).waitFor({ state: "detached" });
+    await expectNotification(page, /edited \(version 2\)/);
+    await screenshot(page, "edited");
+    await clearNotifications(page);
+  });
+
+  step("Forget asks first, then offers Undo, which brings the memory back", async (page) => {
+    const memories = pane(page, "Memories");
+    await contextMenu(page, row(memories, EDITED), "Forget");
+    const dialog = page.locator(".monaco-dialog-box", { hasText: /Undo/ });
+    await dialog.waitFor({ state: "visible" });
+    await retryAction("confirm Forget", () => dialog.locator(".monaco-button", { hasText: /^Forget$/ })
+      .click({ timeout: 15_000 }), (t) => hides(dialog, t), { settleMs: 5_000 });
+    await row(memories, EDITED).waitFor({ state: "detached" });
+    const note = await expectNotification(page, /Forgotten/);
+    const undo = await notificationButton(note, "Undo");
+    await screenshot(page, "forget-undo");
+    await undo.click();
+    await row(memories, EDITED).waitFor({ state: "visible" });
+    await expectNotification(page, /Restored/);
+    await screenshot(page, "restored");
     await clearNotifications(page);
   });
 

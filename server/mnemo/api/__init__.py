@@ -38,6 +38,7 @@ from mnemo.api.results import (
     IndexDocsResult,
     MemoryCards,
     MemoryChange,
+    MemoryHistory,
     MemoryList,
     MergedBranches,
     RecallResult,
@@ -52,6 +53,7 @@ from mnemo.api.results import (
     SnapshotMergeReport,
     Stats,
     TeamStatus,
+    UpdateResult,
 )
 from mnemo.core.errors import InvalidInput
 from mnemo.core.text import strip_controls
@@ -76,9 +78,13 @@ class Service(Protocol):
         an agent writes under the `confirm` write policy."""
 
     def recall(self, ctx: Ctx, query: str, *, scope: str = "hybrid", limit: int = 5, types: list[str] | None = None,
-               include_docs: bool = True, include_cold: bool = False,
-               min_confidence: float | None = None) -> RecallResult:
-        """Memories and Markdown blocks relevant to `query`, as cards."""
+               include_docs: bool = True, include_cold: bool = False, min_confidence: float | None = None,
+               kind: str | None = None, branch: str | None = None, tags: list[str] | None = None,
+               since: float | str | None = None, until: float | str | None = None, author: str | None = None,
+               source: str | None = None, status: str | None = None) -> RecallResult:
+        """Memories and Markdown blocks relevant to `query`, as cards; the filters (core/filters.py) keep only
+        memories of those types, kind, branch (or branch-independent), tags (all of them), last written between
+        `since` and `until` (epoch seconds, an ISO date or a time ago like 7d), author, source and status."""
 
     def hydrate(self, ctx: Ctx, item_id: str, mode: str = "default") -> Hydrated:
         """One recall hit in full with its bounded surroundings (`mode` default | related)."""
@@ -93,13 +99,26 @@ class Service(Protocol):
         """Out of recall, kept in history (a team record: on the server, for everyone)."""
 
     def forget(self, ctx: Ctx, memory_id: str, reason: str | None = None) -> Forgotten:
-        """Delete for good; a tombstone keeps it from coming back through imports."""
+        """Delete; a tombstone keeps it from coming back through imports, and keeps it for `restore` until the
+        forget retention (`forget_retention_days`, default 30) has passed."""
+
+    def update(self, ctx: Ctx, memory_id: str, text: str | None = None, *, type: str | None = None,
+               kind: str | None = None, importance: float | None = None, tags: list[str] | None = None,
+               reason: str | None = None, source: str = "user", on_conflict: str | None = None) -> UpdateResult:
+        """Edit a memory in place: the new version is re-embedded and re-checked (secrets, poisoning, the same
+        text elsewhere, conflicts); the previous version is kept (`history`)."""
+
+    def history(self, ctx: Ctx, memory_id: str) -> MemoryHistory:
+        """Every version of a memory, oldest first, with who wrote it, when and why."""
 
     def list_memories(self, ctx: Ctx, *, scope: str = "hybrid", branch: str | None = None, type: str | None = None,
                       kind: str | None = None, include_deprecated: bool = False, include_cold: bool = False,
                       status: str | None = "active", all_branches: bool = False, limit: int = 200,
-                      offset: int = 0) -> MemoryList:
-        """The memories this workspace sees, filtered, newest first."""
+                      offset: int = 0, tags: list[str] | None = None, since: float | str | None = None,
+                      until: float | str | None = None, author: str | None = None, source: str | None = None,
+                      search: str | None = None) -> MemoryList:
+        """The memories this workspace sees, filtered (the fields of `recall`, and `search`: every word in the
+        text, kind or tags), newest first."""
 
     def stats(self, ctx: Ctx) -> Stats:
         """Counts by scope, type, tier, branch and status; the index, the store and the tiers."""
@@ -156,7 +175,7 @@ class Service(Protocol):
         """Merge near-duplicates, summarize long notes, re-tier."""
 
     def restore(self, ctx: Ctx, memory_id: str) -> MemoryChange:
-        """A cold memory back to warm, with the importance it had."""
+        """A cold memory back to warm, with the importance it had; a forgotten one back from its tombstone."""
 
     def anchor(self, ctx: Ctx, memory_id: str, anchor: Anchor) -> MemoryChange:
         """Attach a memory to a place in the code."""
@@ -253,8 +272,10 @@ def call_arguments(method: str, args: tuple[Any, ...] = (), kwargs: dict[str, An
 __all__ = [
     "LOCAL_ONLY", "SERVICE_METHODS", "ActivationResult", "Anchor", "AnchorCheck", "BranchDelete", "BranchMergeReport",
     "CodeSymbol", "CompactReport", "Ctx", "DecayReport", "DoctorResult", "Forgotten", "Health", "Hydrated",
-    "IndexDocsResult", "Memory", "MemoryChange", "MemoryList", "MergedBranches", "Progress", "RecallResult",
+    "IndexDocsResult", "Memory", "MemoryChange", "MemoryHistory", "MemoryList", "MergedBranches", "Progress",
+    "RecallResult",
     "RecentContext", "RememberResult", "ReviewList", "ReviewResolution", "Service", "SkillList", "SkillsCheck",
-    "SnapshotExport", "SnapshotMergeReport", "Stats", "TeamStatus", "accepted", "call_arguments", "parameters",
+    "SnapshotExport", "SnapshotMergeReport", "Stats", "TeamStatus", "UpdateResult", "accepted", "call_arguments",
+    "parameters",
     "records", "results", "signature",
 ]

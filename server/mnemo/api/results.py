@@ -58,6 +58,38 @@ class Forgotten(TypedDict):
     status: str
     id: str
     tombstone: bool
+    restorable: NotRequired[bool]  # `restore` brings it back until the forget retention has passed
+
+
+class UpdateResult(TypedDict):
+    """An edit (`update`): status updated | unchanged | conflict | pending | kept_existing."""
+
+    status: str
+    memory: Memory
+    message: str
+    conflicts: list[Conflict]
+    version: int  # the number of the memory's current version
+    same_as: NotRequired[SameClaim]
+
+
+class MemoryVersion(TypedDict):
+    version: int
+    text: str
+    type: str
+    kind: str
+    importance: float
+    tags: list[str]
+    content_hash: str
+    written_at: float
+    written_by: str
+    why: str  # `created` for the first version, else the edit's reason (`edited` without one)
+    replaced_at: NotRequired[float]  # earlier versions: when the next one replaced it
+    current: NotRequired[bool]
+
+
+class MemoryHistory(TypedDict):
+    id: str
+    versions: list[MemoryVersion]  # oldest first, the current one last
 
 
 class RecallResult(TypedDict):
@@ -107,6 +139,7 @@ class Stats(TypedDict):
     tombstones: int
     docs: dict[str, int]  # blocks, files
     review_open: int
+    tags: dict[str, int]  # tag -> how many memories of this project (and global) carry it
     index: dict[str, Any]  # ready, indexed_seq, store_seq, rebuilds, last_error
     model_id: str | None
     store: dict[str, Any]  # home, db_bytes

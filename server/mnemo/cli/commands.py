@@ -9,6 +9,7 @@ from typing import Any
 
 from mnemo.cli import quickstart
 from mnemo.cli.context import make_context
+from mnemo.cli.edit_cmd import add_filter_args, filter_kwargs
 from mnemo.cli.output import (
     console,
     emit_json,
@@ -52,6 +53,7 @@ def _register_read_write(sub: argparse._SubParsersAction, common) -> None:
     p.add_argument("--cold", action="store_true", help="search the cold tier (archive) too")
     p.add_argument("--min-confidence", type=float, default=None, metavar="C",
                    help="hide hits below this confidence, 0..1 (default 0.15 or MNEMO_MIN_CONFIDENCE; 0 shows all)")
+    add_filter_args(p, listing=False)
     common(p)
     p.set_defaults(func=cmd_recall)
 
@@ -75,7 +77,7 @@ def _register_changes(sub: argparse._SubParsersAction, common) -> None:
     common(p)
     p.set_defaults(func=cmd_deprecate)
 
-    p = sub.add_parser("forget", help="delete a memory explicitly (leaves a tombstone)")
+    p = sub.add_parser("forget", help="delete a memory (its tombstone keeps it for `mnemo restore ID` for a while)")
     p.add_argument("memory_id")
     p.add_argument("--reason", default=None)
     common(p)
@@ -91,6 +93,7 @@ def _register_changes(sub: argparse._SubParsersAction, common) -> None:
     p.add_argument("--cold", action="store_true", help="include the cold tier")
     p.add_argument("--status", default="active", help=f"one of {', '.join(STATUSES)} (default active)")
     p.add_argument("--limit", type=int, default=50)
+    add_filter_args(p, listing=True)
     common(p)
     p.set_defaults(func=cmd_list)
 
@@ -141,7 +144,8 @@ def cmd_remember(args, service) -> int:
 
 def cmd_recall(args, service) -> int:
     res = service.recall(_ctx(args), args.query, scope=args.scope, limit=args.limit, types=args.types,
-                         include_docs=not args.no_docs, include_cold=args.cold, min_confidence=args.min_confidence)
+                         include_docs=not args.no_docs, include_cold=args.cold, min_confidence=args.min_confidence,
+                         **filter_kwargs(args, listing=False))
     if args.json:
         emit_json(res)
         return 0
@@ -197,13 +201,18 @@ def cmd_deprecate(args, service) -> int:
 
 
 def cmd_forget(args, service) -> int:
-    return _print_status(args, service.forget(_ctx(args), args.memory_id, args.reason))
+    res = service.forget(_ctx(args), args.memory_id, args.reason)
+    _print_status(args, res)
+    if not args.json and res.get("restorable"):
+        say((f"undo with `mnemo restore {res['id']}` (until the forget retention passes)", "dim"))
+    return 0
 
 
 def cmd_list(args, service) -> int:
     res = service.list_memories(_ctx(args), scope=args.scope, type=args.type, kind=args.kind, branch=args.branch,
                                 all_branches=args.all_branches, include_deprecated=args.deprecated,
-                                include_cold=args.cold, status=args.status, limit=args.limit)
+                                include_cold=args.cold, status=args.status, limit=args.limit,
+                                **filter_kwargs(args, listing=True))
     if args.json:
         emit_json(res)
         return 0

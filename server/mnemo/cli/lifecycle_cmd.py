@@ -87,7 +87,7 @@ def _register_lifecycle(sub: argparse._SubParsersAction, common) -> None:
     common(p)
     p.set_defaults(func=cmd_review)
 
-    p = sub.add_parser("restore", help="bring an archived (cold) memory back into recall")
+    p = sub.add_parser("restore", help="bring an archived (cold) or a forgotten memory back into recall")
     p.add_argument("memory_id")
     common(p)
     p.set_defaults(func=cmd_restore)

@@ -92,6 +92,9 @@ KEYS: dict[str, Key] = {k.name: k for k in (
         "cosine above which `compact` merges two memories", minimum=0, maximum=1),
     Key("verbose_chars", "MNEMO_VERBOSE_CHARS", int, 1500,
         "memories longer than this get a summary on compaction", minimum=100, maximum=1_000_000),
+    Key("forget_retention_days", "MNEMO_FORGET_RETENTION_DAYS", float, 30.0,
+        "days a forgotten memory can be brought back with `mnemo restore ID`; after that its text and history are "
+        "purged (the tombstone stays; 0: purged at once)", minimum=0, maximum=36500),
     Key("starter_skills", "MNEMO_STARTER_SKILLS", bool, True, "offer Mnemo's starter skills in every project"),
     Key("team_timeout", "MNEMO_TEAM_TIMEOUT", float, 1.5, "seconds to wait for the team server to connect",
         minimum=0.1, maximum=120),

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from mnemo.core import safety
 from mnemo.core.errors import InvalidInput, NotFound
+from mnemo.core.filters import Filter, matches
 from mnemo.core.models import Context, Memory, check_read_scope, check_status, check_type
 from mnemo.core.search import memory_visible
 from mnemo.core.team.ops import deprecate_team, promote_to_team
@@ -67,20 +68,22 @@ def deprecate(engine: Engine, ctx: Context, mem_id: str, reason: str | None = No
 
 
 def forget(engine: Engine, ctx: Context, mem_id: str, reason: str | None = None) -> dict[str, Any]:
-    """Deleted for good, with a tombstone (a snapshot merge never brings it back)."""
+    """Deleted, with a tombstone (a snapshot merge never brings it back) that keeps the memory for `restore` until
+    the forget retention (`forget_retention_days`) has passed."""
     m = get(engine, ctx, mem_id)
     with engine.store.write() as c:
         engine.store.forget_memory(c, m, reason, time.time())
+        engine.store.keep_forgotten(c, m)
     engine.changed()
-    return {"status": "forgotten", "id": m.id, "tombstone": True}
+    return {"status": "forgotten", "id": m.id, "tombstone": True, "restorable": True}
 
 
 def list_memories(engine: Engine, ctx: Context, *, scope: str = "hybrid", branch: str | None = None,
                   type: str | None = None, kind: str | None = None, include_deprecated: bool = False,
                   include_cold: bool = False, status: str | None = "active", all_branches: bool = False,
-                  limit: int = 200, offset: int = 0) -> dict[str, Any]:
+                  limit: int = 200, offset: int = 0, filters: Filter | None = None) -> dict[str, Any]:
     """The memories of the scope, newest first; `branch`: written there or branch-independent; `status` None:
-    any."""
+    any; `filters` (core/filters.py): tags, times, author, source, words."""
     check_read_scope(scope)
     if type is not None:
         check_type(type)
@@ -89,9 +92,10 @@ def list_memories(engine: Engine, ctx: Context, *, scope: str = "hybrid", branch
     scopes = {"hybrid": ("project", "global"), "project": ("project",), "global": ("global",),
               "team": ("team",)}[scope]
     rows = engine.store.listed(ctx.project_id, scopes, type=type, kind=kind, status=status, branch=branch)
+    filters = filters or Filter()
     out = [m.to_dict() for m in rows
            if memory_visible(m, ctx, include_cold=include_cold, include_deprecated=include_deprecated,
-                             any_status=True, all_branches=all_branches or bool(branch))]
+                             any_status=True, all_branches=all_branches or bool(branch)) and matches(m, filters)]
     return {"total": len(out), "memories": out[offset: offset + limit]}
 
 
@@ -107,6 +111,7 @@ def stats(engine: Engine, ctx: Context) -> dict[str, Any]:
         "project": {"id": ctx.project_id, "name": ctx.project_name, "branch": ctx.branch,
                     "default_branch": ctx.default_branch, "root": ctx.root},
         **engine.store.memory_counts(ctx.project_id),
+        "tags": engine.store.tag_counts(ctx.project_id),
         "index": index_info,
         "model_id": loaded.model_id if loaded is not None else None,
         "store": {"home": str(engine.home), "db_bytes": db.stat().st_size if db.exists() else 0},

@@ -3,12 +3,14 @@ visibility rule, team hits, fused by RRF, scope ranking, result cards (core/card
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from typing import TYPE_CHECKING, Any
 
 from mnemo.core.cards import block_card, memory_card
 from mnemo.core.errors import InvalidInput, NotFound
+from mnemo.core.filters import Filter, matches
 from mnemo.core.models import SCOPE_PRIORITY, Context, check_read_scope, check_type
 from mnemo.core.policy import MAX_TEXT_CHARS, check_min_confidence
 from mnemo.core.search import Candidate, Light, dense_search, hidden_by_overrides, memory_visible, scope_parts
@@ -33,8 +35,9 @@ HYDRATE_RELATED_NOTES = {"default": 3, "related": 8}
 
 def recall(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", limit: int = 5,
            types: list[str] | None = None, include_docs: bool = True, include_cold: bool = False,
-           min_confidence: float | None = None, qvec=None) -> dict[str, Any]:
-    """The cards that answer `query` in `ctx` (the most relevant first), with the warnings of this recall."""
+           min_confidence: float | None = None, qvec=None, filters: Filter | None = None) -> dict[str, Any]:
+    """The cards that answer `query` in `ctx` (the most relevant first), with the warnings of this recall;
+    `filters` (core/filters.py, checked by `make_filter`) keep only the memories that match."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("the query is empty", hint="ask in words, e.g. `mnemo recall \"how do we retry POSTs?\"`")
     if len(query) > MAX_TEXT_CHARS:
@@ -47,22 +50,24 @@ def recall(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", l
     if not 1 <= limit <= 100:
         raise InvalidInput(f"limit {limit} is out of range", hint="use 1..100")
     return ranked(engine, ctx, query, scope=scope, limit=limit, types=types, include_docs=include_docs,
-                  include_cold=include_cold, min_confidence=min_confidence, qvec=qvec)
+                  include_cold=include_cold, min_confidence=min_confidence, qvec=qvec, filters=filters)
 
 
 def ranked(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", limit: int = 5,
            types: list[str] | None = None, include_docs: bool = True, include_cold: bool = False,
-           min_confidence: float | None = None, qvec=None) -> dict[str, Any]:
+           min_confidence: float | None = None, qvec=None, filters: Filter | None = None) -> dict[str, Any]:
     """`recall` without the checks of its arguments (hydration asks with a stored note's text and vector)."""
     t0 = time.perf_counter()
     min_confidence = check_min_confidence(min_confidence)
     parts = scope_parts(ctx, scope)
-    pool = max(50, limit * 10)
+    filters = dataclasses.replace(filters or Filter(), types=tuple(types or ()))
+    # a filter drops candidates after the search: a larger pool keeps `limit` hits within reach
+    pool = max(50, limit * 10) if filters.is_empty() else max(200, limit * 40)
     warnings: list[str] = []
     if qvec is None:
         qvec = engine.embed_query(query)
     cands = _candidates(engine, parts, query, qvec, pool, warnings)
-    visible = _visible(engine, ctx, cands, types=types, include_docs=include_docs, include_cold=include_cold)
+    visible = _visible(engine, ctx, cands, filters, include_docs=include_docs, include_cold=include_cold)
     # Cosines for keyword-only hits: they place those hits in the dense ranking too (RRF below), and give them
     # a confidence.
     missing = [i for i, c in visible.items() if c.cosine is None]
@@ -70,7 +75,8 @@ def ranked(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", l
         visible[item_id].cosine = cos
     if scope in ("hybrid", "team"):  # team hits from the Chroma server (cosine only: BM25 is local)
         for c in team_candidates(engine, ctx, qvec, pool, warnings, scope):
-            if (not types or c.memory.type in types) and memory_visible(c.memory, ctx, include_cold=include_cold):
+            if matches(c.memory, filters) and memory_visible(c.memory, ctx, include_cold=include_cold,
+                                                             any_status=bool(filters.status)):
                 visible.setdefault(c.item_id, c)
         drop_restated(engine, ctx, visible)  # a team note restating a local one: the local one stands
     _keep_most_specific(visible, ctx)
@@ -105,28 +111,36 @@ def _candidates(engine: Engine, parts: list[str], query: str, qvec, pool: int,
     return cands
 
 
-def _visible(engine: Engine, ctx: Context, cands: dict[str, Candidate], *, types: list[str] | None,
+def _visible(engine: Engine, ctx: Context, cands: dict[str, Candidate], filters: Filter, *,
              include_docs: bool, include_cold: bool) -> dict[str, Candidate]:
-    """The candidates `ctx` may see. Filtered on a few columns only; full `Memory` objects are built for the
-    returned cards alone."""
+    """The candidates `ctx` may see that pass `filters`. Filtered on a few columns only (full `Memory` objects
+    only when the filter reads more: kind, tags, author, source); full ones are built for the returned cards."""
     store = engine.store
     memories = {i: Light(r) for i, r in store.visibility_rows([i for i in cands if not i.startswith("blk-")]).items()}
     blocks = store.get_blocks([i for i in cands if i.startswith("blk-")] if include_docs else [])
     visible: dict[str, Candidate] = {}
+    if filters.needs_full_rows():
+        memories = store.get_memories(list(memories))
     for item_id, c in cands.items():
         if item_id in memories:
             m = memories[item_id]
-            if not memory_visible(m, ctx, include_cold=include_cold) or (types and m.type not in types):
+            if not memory_visible(m, ctx, include_cold=include_cold, any_status=bool(filters.status),
+                                  all_branches=bool(filters.branch)) or not matches(m, filters):
                 continue
             c.memory, c.scope = m, m.scope
             visible[item_id] = c
         elif item_id in blocks:
             b = blocks[item_id]
-            if b["project_id"] != ctx.project_id or types:
+            if b["project_id"] != ctx.project_id or filters.by_memory_fields() or not _in_time(b, filters):
                 continue
             c.block, c.scope = b, "project"
             visible[item_id] = c
     return visible
+
+
+def _in_time(block: Any, filters: Filter) -> bool:
+    at = block["updated_at"]
+    return (filters.since is None or at >= filters.since) and (filters.until is None or at <= filters.until)
 
 
 def _keep_most_specific(visible: dict[str, Candidate], ctx: Context) -> None:

@@ -18,7 +18,7 @@ SERVER_NAME = "mnemo"
 TEXT_DOCUMENT_SYNC_KIND = 2  # TextDocumentSyncKind.Incremental
 
 CODE_ACTION_KINDS = ["refactor.mnemo.remember", "refactor.mnemo.anchor", "refactor.mnemo.promote",
-                     "refactor.mnemo.deprecate", "source.mnemo.showInjection"]
+                     "refactor.mnemo.deprecate", "source.mnemo.showInjection", "refactor.mnemo.edit"]
 
 # Standard LSP methods create_server() gives a handler, with their registration options as LSP JSON (None: none).
 LSP_METHODS: dict[str, dict[str, object] | None] = {
@@ -42,7 +42,7 @@ COMMANDS: tuple[str, ...] = (
     "mnemo.forget", "mnemo.restore", "mnemo.openMemory", "mnemo.showInjection", "mnemo.indexDocs",
     "mnemo.checkAnchors", "mnemo.snapshotExport", "mnemo.snapshotDiff", "mnemo.snapshotMerge", "mnemo.branchDiff",
     "mnemo.branchMerge", "mnemo.branchDelete", "mnemo.runDecay", "mnemo.compact", "mnemo.resolveReview",
-    "mnemo.reconnect",
+    "mnemo.reconnect", "mnemo.editMemory",
 )
 
 # Methods pygls' LanguageServerProtocol always handles itself (its `builtin_features`).

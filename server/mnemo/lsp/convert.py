@@ -6,9 +6,11 @@ as instructions (SPEC §2).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -236,11 +238,23 @@ def skills_line(activations: list[Mapping[str, Any]], misses: list[Mapping[str, 
     return out
 
 
+def edit_link(card: Mapping[str, Any]) -> str:
+    """A command link that opens the client's Edit of a local memory (`mnemo.editMemory {id}`; only for a client
+    that declared it runs that link: `capabilities.experimental.mnemoCommandLinks`)."""
+    mid = card.get("item_id")
+    if card.get("source_kind") != "note" or not isinstance(mid, str) or not re.fullmatch(r"mem-[0-9a-f]+", mid):
+        return ""
+    args = urllib.parse.quote(json.dumps([{"id": mid}], separators=(",", ":")))
+    return f" · [Edit](command:mnemo.editMemory?{args} \"Edit this memory\")"
+
+
 def hover_markdown(cards: list[Mapping[str, Any]], anchored_ids: set[str], activations: list[Mapping[str, Any]],
-                   symbol: str | None, misses: list[Mapping[str, Any]] | None = None) -> str:
+                   symbol: str | None, misses: list[Mapping[str, Any]] | None = None,
+                   command_links: bool = False) -> str:
     head = "**Mnemo**" + (f" · {code(symbol)}" if symbol else "")
     parts = [head]
-    parts.extend(card_markdown(c, c.get("item_id") in anchored_ids) for c in cards)
+    parts.extend(card_markdown(c, c.get("item_id") in anchored_ids) + (edit_link(c) if command_links else "")
+                 for c in cards)
     sl = skills_line(activations, misses)
     if sl:
         parts.append(sl)

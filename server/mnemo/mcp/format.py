@@ -202,6 +202,7 @@ def format_stats(stats: dict[str, Any], team: dict[str, Any] | None) -> str:
            f"by type: {stats.get('by_type') or {}} · by tier: {stats.get('by_tier') or {}}",
            f"docs: {docs.get('blocks', 0)} Markdown blocks from {docs.get('files', 0)} files",
            f"review open: {stats.get('review_open', 0)} · deprecated: {stats.get('deprecated', 0)}",
+           "tags: " + (", ".join(f"{t} ({n})" for t, n in (stats.get("tags") or {}).items()) or "none"),
            f"index: {'ready' if idx.get('ready') else 'warming up'} (seq {idx.get('indexed_seq')}/"
            f"{idx.get('store_seq')}) · model {stats.get('model_id')}"]
     if team is not None:

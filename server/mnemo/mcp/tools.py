@@ -9,6 +9,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
+from mnemo.mcp.edit_tools import add_edit_tools
 from mnemo.mcp.format import (
     format_activation,
     format_hydrate,
@@ -29,6 +30,7 @@ def add_tools(server: MCPServer, backend, workspace) -> None:
     _skill_tools(server, backend, workspace)
     _curation_tools(server, backend, workspace)
     _overview_tools(server, backend, workspace)
+    add_edit_tools(server, backend, workspace, READ, WRITE)
 
 
 def _memory_tools(server: MCPServer, backend, workspace) -> None:
@@ -67,6 +69,20 @@ def _memory_tools(server: MCPServer, backend, workspace) -> None:
         min_confidence: Annotated[float | None, Field(
             ge=0, le=1, description="hide hits below this confidence (default 0.15, the store's "
                                     "MNEMO_MIN_CONFIDENCE; 0 shows every hit)")] = None,
+        types: Annotated[list[Literal["project", "reference", "user", "feedback"]] | None,
+                         Field(description="only memories of these types")] = None,
+        kind: Annotated[str | None, Field(description="only this kind (decision, lesson, ...)")] = None,
+        branch: Annotated[str | None, Field(description="only memories of this branch (or branch-free)")] = None,
+        tags: Annotated[list[str] | None, Field(description="only memories carrying every one of these tags")
+                        ] = None,
+        since: Annotated[str | None, Field(description="last written at or after: 2026-11-30, 7d, 12h, ...")
+                         ] = None,
+        until: Annotated[str | None, Field(description="last written at or before (same forms)")] = None,
+        author: Annotated[str | None, Field(description="only memories written by this user")] = None,
+        source: Annotated[Literal["agent", "user", "import", "docs"] | None,
+                          Field(description="only memories from this source")] = None,
+        status: Annotated[Literal["active", "pending", "rejected"] | None,
+                          Field(description="only this status (default: active)")] = None,
     ) -> str:
         """Search this repository's memory (earlier decisions, lessons, conventions, hand-offs) and its indexed
         Markdown docs, by meaning and keywords. Call it at the start of a task, before changing unfamiliar code,
@@ -74,7 +90,8 @@ def _memory_tools(server: MCPServer, backend, workspace) -> None:
         project, branch, source, updated, confidence, trust); `hydrate` an id for more."""
         ctx = await workspace.context(mcp_ctx)
         res = await backend.call("recall", ctx, query, limit=limit, scope=scope, include_docs=include_docs,
-                                 min_confidence=min_confidence)
+                                 min_confidence=min_confidence, types=types, kind=kind, branch=branch, tags=tags,
+                                 since=since, until=until, author=author, source=source, status=status)
         return format_recall(res)
 
     @server.tool(annotations=READ)

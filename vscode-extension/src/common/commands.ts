@@ -41,6 +41,7 @@ export class CommandHandlers implements CommandContext {
       r(Commands.promote, (arg) => memories.promote(this, arg)),
       r(Commands.deprecate, (arg) => memories.deprecate(this, arg)),
       r(Commands.forget, (arg) => memories.forget(this, arg)),
+      r(Commands.editMemory, (arg) => memories.editMemory(this, arg)),
       r(Commands.openMemory, (arg) => show.openMemory(this, arg)),
       r(Commands.copyMemory, (arg) => show.copyMemory(arg)),
       r(Commands.showInjection, (arg) => show.showInjection(this, arg)),

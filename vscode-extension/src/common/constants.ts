@@ -15,6 +15,7 @@ export const Commands = {
   promote: "mnemo.promote",
   deprecate: "mnemo.deprecate",
   forget: "mnemo.forget",
+  editMemory: "mnemo.editMemory",
   openMemory: "mnemo.openMemory",
   copyMemory: "mnemo.copyMemory",
   showInjection: "mnemo.showInjection",
@@ -42,6 +43,8 @@ export const ServerCommands = {
   promote: "mnemo.promote",
   deprecate: "mnemo.deprecate",
   forget: "mnemo.forget",
+  restore: "mnemo.restore",
+  editMemory: "mnemo.editMemory",
   openMemory: "mnemo.openMemory",
   showInjection: "mnemo.showInjection",
   indexDocs: "mnemo.indexDocs",
@@ -63,6 +66,10 @@ export const ServerCommands = {
 export const EXTENSION_HANDLED_SERVER_COMMANDS: ReadonlySet<string> = new Set(
   Object.values(ServerCommands).filter((id) => (Object.values(Commands) as string[]).includes(id)),
 );
+
+/** Server commands a hover may link to (`command:` links; the client declares them in
+ * `capabilities.experimental.mnemoCommandLinks`, and trusts only these in hover Markdown). */
+export const HOVER_COMMAND_LINKS: readonly string[] = ["mnemo.editMemory"];
 
 /** Custom requests, client -> server. */
 export const Requests = {

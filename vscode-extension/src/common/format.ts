@@ -194,3 +194,8 @@ export function describeReport(report: Record<string, unknown>, max = 6): string
   }
   return parts.slice(0, max).join(" · ");
 }
+
+/** The tags typed in the Edit box: "a, b ,c" -> ["a", "b", "c"] (blanks and repeats dropped, order kept). */
+export function parseTags(text: string): string[] {
+  return [...new Set(text.split(",").map((t) => t.trim()).filter((t) => t.length > 0))];
+}

@@ -285,6 +285,33 @@ export interface WriteResult {
   message?: string;
 }
 
+/**
+ * `mnemo.editMemory`: the edited memory; status updated | unchanged | conflict | pending | kept_existing.
+ * @owner UpdateResult
+ */
+export interface UpdateResult {
+  status?: string;
+  memory?: Memory;
+  message?: string;
+  version?: number;
+}
+
+/**
+ * `mnemo.forget`: `restorable` false when the forget retention is 0 days (no Undo).
+ * @owner Forgotten
+ */
+export interface ForgetResult {
+  status?: string;
+  id?: string;
+  restorable?: boolean;
+}
+
+/** `mnemo/getMemory` (the language server's wrapper of the owner's memory). */
+export interface GetMemoryResult {
+  memory?: Memory;
+  hydrated?: unknown;
+}
+
 /** `data` of a failed request (JSON-RPC error -32803). */
 export interface ErrorData {
   type?: string;
@@ -332,6 +359,13 @@ export interface ListMemoriesParams {
   includeCold?: boolean;
   limit?: number;
   offset?: number;
+  /** filters (docs/protocol.md): every tag, last written since/until (epoch seconds, 2026-11-30, 7d), ... */
+  tags?: string[];
+  since?: string | number;
+  until?: string | number;
+  author?: string;
+  source?: string;
+  search?: string;
   uri?: string;
 }
 
@@ -456,6 +490,40 @@ export interface DeprecateParams {
 export interface ForgetParams {
   id: string;
   reason?: string;
+  uri?: string;
+}
+
+/**
+ * @call mnemo.editMemory update id=memory_id
+ * @lsp uri
+ */
+export interface EditMemoryParams {
+  id: string;
+  text?: string;
+  tags?: string[];
+  type?: string;
+  kind?: string;
+  importance?: number;
+  reason?: string;
+  uri?: string;
+}
+
+/**
+ * @call mnemo.restore restore id=memory_id
+ * @lsp uri
+ */
+export interface RestoreParams {
+  id: string;
+  uri?: string;
+}
+
+/**
+ * @call mnemo/getMemory get_memory id=memory_id
+ * @lsp uri hydrate
+ */
+export interface GetMemoryParams {
+  id: string;
+  hydrate?: boolean;
   uri?: string;
 }
 

@@ -10,10 +10,11 @@ import type { ExecuteCommandRegistrationOptions, RegistrationData } from "vscode
 import {
   ExecuteCommandRequest, LanguageClient, ResponseError, RevealOutputChannelOn, State,
 } from "vscode-languageclient/node";
-import type { LanguageClientOptions, ServerOptions } from "vscode-languageclient/node";
+import type { ClientCapabilities, LanguageClientOptions, ServerOptions, StaticFeature } from "vscode-languageclient/node";
 
 import {
-  CONFIG_SECTION, ContextKeys, EXTENSION_HANDLED_SERVER_COMMANDS, Notifications, SERVER_ID, SERVER_NAME,
+  CONFIG_SECTION, ContextKeys, EXTENSION_HANDLED_SERVER_COMMANDS, HOVER_COMMAND_LINKS, Notifications, SERVER_ID,
+  SERVER_NAME,
 } from "./constants";
 import { createLogger, logger } from "./logger";
 import type { ErrorData, MemoriesChanged, StateChanged } from "./protocol";
@@ -256,9 +257,12 @@ export class MnemoServer implements vscode.Disposable {
       // The server reads its settings from initializationOptions (nested `mnemo.*` values), then pulls
       // `workspace/configuration` on every didChangeConfiguration.
       initializationOptions: JSON.parse(JSON.stringify(vscode.workspace.getConfiguration(CONFIG_SECTION))) as object,
+      // a hover's Edit link runs `mnemo.editMemory`; no other command link in hover Markdown is trusted
+      markdown: { isTrusted: { enabledCommands: HOVER_COMMAND_LINKS }, supportHtml: false },
     };
     const client = new LanguageClient(SERVER_ID, SERVER_NAME, serverOptions, clientOptions);
     this.keepServerCommandsForTheExtension(client);
+    client.registerFeature(commandLinksFeature);
     this.clientDisposables.push(
       client.onNotification(Notifications.stateChanged, (params: StateChanged) => {
         this.lastState = params;
@@ -417,3 +421,21 @@ export function toRequestError(error: unknown): MnemoRequestError {
   }
   return new MnemoRequestError(error instanceof Error ? error.message : String(error), undefined, undefined);
 }
+
+/**
+ * Tells the server which command links this client runs in a hover (`capabilities.experimental.mnemoCommandLinks`):
+ * it adds an Edit link to each memory only for such a client.
+ */
+const commandLinksFeature: StaticFeature = {
+  fillClientCapabilities(capabilities: ClientCapabilities): void {
+    const experimental = (capabilities.experimental ?? {}) as Record<string, unknown>;
+    capabilities.experimental = { ...experimental, mnemoCommandLinks: [...HOVER_COMMAND_LINKS] };
+  },
+  initialize(): void {
+    // nothing to set up: the capability is all
+  },
+  getState: () => ({ kind: "static" }),
+  clear(): void {
+    // nothing to clear
+  },
+};

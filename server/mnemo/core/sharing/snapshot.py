@@ -63,6 +63,7 @@ def export_snapshot(engine: Engine, ctx: Context, path: str, scopes: list[str] |
         mems = store.for_export(ctx.project_id, _check_selection(scopes, branches), branches or [])
         vec_rows = store.vector_rows([m.id for m in mems])
         decayed = store.decayed_at([m.id for m in mems])
+        history = store.versions_of([m.id for m in mems])  # snapshots carry the earlier versions of edits
     if len(mems) > max_records():
         raise SnapshotError(f"{len(mems):,} memories exceed the snapshot limit of {max_records():,}",
                             hint="export fewer scopes/branches, or raise MNEMO_SNAPSHOT_MAX_RECORDS")
@@ -73,7 +74,8 @@ def export_snapshot(engine: Engine, ctx: Context, path: str, scopes: list[str] |
             withheld.append({"id": m.id, "secrets": kinds})
             mems.remove(m)
     lines = [canonical({"record": rec, "sha256": sha256(canonical(rec))}) + b"\n"
-             for rec in (memory_record(m, vec_rows.get(m.id), decayed.get(m.id)) for m in mems)]
+             for rec in (memory_record(m, vec_rows.get(m.id), decayed.get(m.id), history.get(m.id))
+                         for m in mems)]
     body = b"".join(lines)
     manifest = _manifest(engine, ctx, mems, vec_rows, scopes, branches, len(lines), body)
     head = {"format": MAGIC, "version": FORMAT_VERSION, "manifest": manifest,
@@ -291,9 +293,13 @@ def merge_snapshot(engine: Engine, ctx: Context, path: str, strategy: str = "new
     store = engine.store
     summary = _summary(actions, strategy, snap)
     summary["vectors_replaced"] = mismatched  # stored vectors that did not match their text (re-embedded)
+    histories = {r["id"]: r.get("history") or [] for r in snap.records}
     with store.write() as c:
         for n, a in enumerate(writes, start=1):
             _apply(c, engine, ctx, snap, a, vecs[a.mem.id])
+            if a.op in ("insert", "replace"):  # the earlier versions come along (a version held here stays)
+                for v in histories.get(a.mem.id, []):
+                    store.add_version(c, {**v, "memory_id": a.mem.id})
             if progress and n % 200 == 0:
                 progress({"done": n, "total": len(writes)})
         if writes:

@@ -80,9 +80,20 @@ def secret_kinds(text: str) -> list[str]:
     return sorted({f.kind for f in find_secrets(text)})
 
 
-def memory_record(m: Memory, vec_row: Any | None, decayed_at: float | None) -> dict[str, Any]:
+HISTORY_FIELDS = ("version", "text", "type", "kind", "importance", "tags", "written_at", "written_by", "why",
+                  "replaced_at")
+MAX_HISTORY = 1000
+
+
+def memory_record(m: Memory, vec_row: Any | None, decayed_at: float | None,
+                  history: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One memory as a snapshot record, with its earlier versions (`history`: `store.versions` rows; a version
+    that holds what looks like a secret is left out, like a memory)."""
     rec = m.to_dict()
     rec["record_type"] = "memory"
+    kept = [{k: v[k] for k in HISTORY_FIELDS} for v in history or [] if not secret_kinds(v["text"])]
+    if kept:
+        rec["history"] = kept[-MAX_HISTORY:]
     if decayed_at is not None:
         rec["decayed_at"] = decayed_at
     if vec_row is not None:
@@ -179,6 +190,8 @@ def _check_record(rec: Any, n: int) -> dict[str, Any]:
     _check_numbers(rec, need)
     _check_states(rec, need)
     _check_metadata(rec, need)
+    if "history" in rec:
+        rec = dict(rec, history=_check_history(rec["history"], need))
     need("content_hash", isinstance(rec.get("content_hash"), str) and rec["content_hash"] == content_hash(text),
          "does not match the text")
     if cleaned != text:  # invisible characters smuggled in: strip and flag, as on any write
@@ -239,6 +252,32 @@ def _check_metadata(rec: dict[str, Any], need) -> None:
         p = a["path"].replace("\\", "/")
         need("anchors", not p.startswith("/") and not re.match(r"^[A-Za-z]:", p) and ".." not in p.split("/")
              and "\x00" not in p and len(p) <= 1024, f"path {p[:60]!r} points outside the project")
+
+
+def _check_history(history: Any, need) -> list[dict[str, Any]]:
+    """The earlier versions of a record: each checked like the memory's own fields, its text cleaned."""
+    need("history", isinstance(history, list) and len(history) <= MAX_HISTORY, f"must be a list (at most "
+         f"{MAX_HISTORY})")
+    out = []
+    for v in history:
+        need("history", isinstance(v, dict) and set(HISTORY_FIELDS) <= set(v), "entries need " +
+             ", ".join(HISTORY_FIELDS))
+        need("history", isinstance(v["version"], int) and not isinstance(v["version"], bool)
+             and 1 <= v["version"] <= 10**6, "versions must be positive integers")
+        need("history", isinstance(v["text"], str) and 0 < len(v["text"]) <= MAX_TEXT_CHARS
+             and bool(clean_text(v["text"])[0]), f"texts must be 1..{MAX_TEXT_CHARS} chars")
+        need("history", v["type"] in MEMORY_TYPES and isinstance(v["kind"], str) and 0 < len(v["kind"]) <= 64,
+             "entries need a known type and a short kind")
+        need("history", _is_num(v["importance"]) and 0 <= v["importance"] <= 1, "importance must be in 0..1")
+        need("history", isinstance(v["tags"], list) and len(v["tags"]) <= 64
+             and all(isinstance(t, str) and len(t) <= 128 for t in v["tags"]), "tags must be short strings")
+        need("history", all(_is_num(v[k]) and 0 <= v[k] < 10**11 for k in ("written_at", "replaced_at")),
+             "times must be epoch seconds")
+        need("history", all(isinstance(v[k], str) and len(v[k]) <= 2000 for k in ("written_by", "why")),
+             "written_by and why must be short strings")
+        text = clean_text(v["text"])[0]
+        out.append({**{k: v[k] for k in HISTORY_FIELDS}, "text": text, "content_hash": content_hash(text)})
+    return out
 
 
 def _check_vector(rec: dict[str, Any], n: int):

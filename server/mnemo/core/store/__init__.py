@@ -17,6 +17,7 @@ One module per table family, put together in `Store`:
     rebuild.py     reading a backup and writing a rebuilt store (repair)
     salvage.py     reading a damaged file page by page (repair)
     skill_vectors.py  the skill embedding cache (a file of its own)
+    versions.py    `memory_versions` (earlier versions of edited memories) and forgotten memories kept for restore
 
 Nothing outside this package runs SQL (tests/unit/test_architecture.py checks it).
 """
@@ -34,9 +35,11 @@ from mnemo.core.store.outbox import Outbox
 from mnemo.core.store.review import ReviewTable
 from mnemo.core.store.schema import JSON_COLUMNS, MEMORY_COLUMNS, SCHEMA, SCHEMA_VERSION
 from mnemo.core.store.vectors import VectorTable
+from mnemo.core.store.versions import VersionTable
 
 
-class Store(Database, ChangeLog, MemoryTable, BlockTable, VectorTable, FullText, ReviewTable, DecayState, Outbox):
+class Store(Database, ChangeLog, MemoryTable, BlockTable, VectorTable, FullText, ReviewTable, DecayState, Outbox,
+            VersionTable):
     """Thread-safe access to the SQLite truth: thread-local connections, one writer at a time."""
 
 

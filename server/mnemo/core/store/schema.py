@@ -75,7 +75,26 @@ CREATE TABLE IF NOT EXISTS tombstones (
     project_id TEXT NOT NULL,
     scope TEXT NOT NULL,
     forgotten_at REAL NOT NULL,
-    reason TEXT
+    reason TEXT,
+    memory TEXT
+);
+-- the earlier versions of edited memories (`mnemo history`): one row per replaced version, with who wrote it,
+-- when and why; deleted with the memory's tombstone text once the forget retention has passed
+CREATE TABLE IF NOT EXISTS memory_versions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    memory_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    type TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    importance REAL NOT NULL,
+    tags TEXT NOT NULL DEFAULT '[]',
+    content_hash TEXT NOT NULL,
+    written_at REAL NOT NULL,
+    written_by TEXT NOT NULL,
+    why TEXT NOT NULL,
+    replaced_at REAL NOT NULL,
+    UNIQUE(memory_id, version)
 );
 CREATE TABLE IF NOT EXISTS changes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -133,6 +152,9 @@ def migrate(conn: sqlite3.Connection) -> None:
     """What a store written by an older version lacks (run after `SCHEMA`, inside a write)."""
     if "base_importance" not in {r[1] for r in conn.execute("PRAGMA table_info(decay_state)")}:
         conn.execute("ALTER TABLE decay_state ADD COLUMN base_importance REAL")
+    # the forgotten memory itself (JSON), so `mnemo restore` can bring it back until the retention has passed
+    if "memory" not in {r[1] for r in conn.execute("PRAGMA table_info(tombstones)")}:
+        conn.execute("ALTER TABLE tombstones ADD COLUMN memory TEXT")
 
 
 def statements() -> list[tuple[str, str, str]]:

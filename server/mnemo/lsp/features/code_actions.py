@@ -1,5 +1,5 @@
 """`textDocument/codeAction`: remember the selection (anchored to its symbol), anchor a relevant memory here,
-promote, deprecate, and "show what would be injected for this file". Honours `context.only`.
+edit, promote, deprecate, and "show what would be injected for this file". Honours `context.only`.
 
 Every action carries a command (executed by `mnemo.lsp.features.commands`), so the editor applies nothing itself.
 """
@@ -19,7 +19,7 @@ from mnemo.lsp.feature import LanguageFeature
 log = logging.getLogger("mnemo.lsp.code_actions")
 
 # declared in capabilities.py (the `initialize` answer lists them)
-KIND_REMEMBER, KIND_ANCHOR, KIND_PROMOTE, KIND_DEPRECATE, KIND_INJECTION = CODE_ACTION_KINDS
+KIND_REMEMBER, KIND_ANCHOR, KIND_PROMOTE, KIND_DEPRECATE, KIND_INJECTION, KIND_EDIT = CODE_ACTION_KINDS
 
 
 def _wanted(kind: str, only: list[str] | None) -> bool:
@@ -53,7 +53,7 @@ class CodeActionsFeature(LanguageFeature):
         if selection:
             add(KIND_REMEMBER, f"Mnemo: Remember selection{where}", "mnemo.rememberSelection",
                 {"uri": uri, "range": convert.plain(rng)})
-        wants_memories = any(_wanted(k, only) for k in (KIND_ANCHOR, KIND_PROMOTE, KIND_DEPRECATE))
+        wants_memories = any(_wanted(k, only) for k in (KIND_ANCHOR, KIND_PROMOTE, KIND_DEPRECATE, KIND_EDIT))
         if wants_memories and self.server.ready and code is not None and (sym or code.word):
             for card, anchored_here in await self._relevant(uri, code, rng.start.line):
                 mid = card["item_id"]
@@ -64,6 +64,8 @@ class CodeActionsFeature(LanguageFeature):
                 if card.get("scope") == "project":
                     add(KIND_PROMOTE, f"Mnemo: Promote \"{label}\" to global", "mnemo.promote",
                         {"id": mid, "to": "global"})
+                if mid.startswith("mem-"):  # a local memory (a team record is edited on the team server)
+                    add(KIND_EDIT, f"Mnemo: Edit \"{label}\"", "mnemo.editMemory", {"id": mid})
                 add(KIND_DEPRECATE, f"Mnemo: Deprecate \"{label}\"", "mnemo.deprecate", {"id": mid})
         add(KIND_INJECTION, "Mnemo: Show what would be injected for this file", "mnemo.showInjection",
             {"uri": uri})

@@ -66,6 +66,7 @@ class CommandsFeature(LanguageFeature):
             "mnemo.compact": self.compact,
             "mnemo.resolveReview": self.resolve_review,
             "mnemo.reconnect": self.reconnect,
+            "mnemo.editMemory": self.edit_memory,
         }
 
     async def owner_ready(self) -> None:
@@ -206,6 +207,18 @@ class CommandsFeature(LanguageFeature):
     async def restore(self, p: dict) -> Any:
         mid = want(p, "id", str, "mnemo.restore", required=True)
         return self._changed("restore", await self.server.service("restore", await self._ctx(p), mid))
+
+    async def edit_memory(self, p: dict) -> Any:
+        """`{id, text?, type?, kind?, importance?, tags?, reason?}`: the service's `update` (a client with a UI,
+        like the VS Code extension, asks for the new text first; without any field it is refused)."""
+        m = "mnemo.editMemory"
+        mid = want(p, "id", str, m, required=True)
+        importance = want(p, "importance", (int, float), m)
+        res = await self.server.service(
+            "update", await self._ctx(p), mid, want(p, "text", str, m), type=want(p, "type", str, m),
+            kind=want(p, "kind", str, m), importance=None if importance is None else float(importance),
+            tags=want(p, "tags", list, m), reason=want(p, "reason", str, m))
+        return self._changed("update", res, [mid])
 
     # -- display ---------------------------------------------------------------------------------------------
     async def open_memory(self, p: dict) -> Any:

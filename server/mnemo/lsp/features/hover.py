@@ -62,9 +62,16 @@ class HoverFeature(LanguageFeature):
             return None
         skills = answer.get("skills") or {}
         md = convert.hover_markdown(cards, anchored_ids, skills.get("activations", []),
-                                    symbol.qualname if symbol else code.word, skills.get("dropped", []))
+                                    symbol.qualname if symbol else code.word, skills.get("dropped", []),
+                                    command_links=self._edit_links())
         return t.Hover(contents=t.MarkupContent(kind=t.MarkupKind.Markdown, value=md),
                        range=self.server.documents.word_range(snap, params.position, code.word))
+
+    def _edit_links(self) -> bool:
+        """Whether the client runs `mnemo.editMemory` links in a hover: it says so in
+        `capabilities.experimental.mnemoCommandLinks` (the VS Code extension does); others get no link."""
+        exp = self.server.client_capabilities.experimental
+        return isinstance(exp, dict) and "mnemo.editMemory" in (exp.get("mnemoCommandLinks") or [])
 
     def _unavailable_hover(self, uri: str) -> t.Hover | None:
         owner = self.server.owner

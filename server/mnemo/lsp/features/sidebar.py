@@ -59,6 +59,22 @@ async def injection_preview(server: Server, p: dict) -> dict[str, Any]:
             "markdown": convert.injection_markdown(rel, activations, cards, skill_tokens, memory_tokens, withheld)}
 
 
+def filter_params(p: dict, method: str, names: tuple[str, ...]) -> dict[str, Any]:
+    """The filter fields of a request (core/filters.py checks their values): `tags` a list of words, `since` /
+    `until` a time (epoch seconds or text like `2026-11-30` or `7d`), the others a word."""
+    out: dict[str, Any] = {}
+    for name in names:
+        if p.get(name) is None:
+            continue
+        if name == "tags":
+            out[name] = want(p, name, list, method)
+        elif name in ("since", "until"):
+            out[name] = want(p, name, (str, int, float), method)
+        else:
+            out[name] = want(p, name, str, method)
+    return out
+
+
 class SidebarFeature(LanguageFeature):
     def requests(self):
         return {
@@ -106,6 +122,7 @@ class SidebarFeature(LanguageFeature):
                 kw[name] = value
         if "status" in p:
             kw["status"] = want(p, "status", str, m)
+        kw.update(filter_params(p, m, ("tags", "since", "until", "author", "source", "search")))
         if not 0 < kw["limit"] <= 5000 or kw["offset"] < 0:
             raise InvalidInput(f"{m}: limit must be 1..5000 and offset >= 0")
         res = await self.server.service("list_memories", ctx, **kw)
@@ -128,6 +145,9 @@ class SidebarFeature(LanguageFeature):
                               "include_docs": bool(want(p, "includeDocs", bool, m, True))}
         if p.get("types") is not None:
             kw["types"] = want(p, "types", list, m)
+        if p.get("minConfidence") is not None:
+            kw["min_confidence"] = float(want(p, "minConfidence", (int, float), m))
+        kw.update(filter_params(p, m, ("kind", "branch", "status", "tags", "since", "until", "author", "source")))
         return await self.server.service("recall", await self._ctx(p), query, **kw)
 
     async def active_skills(self, p: dict) -> dict[str, Any]:

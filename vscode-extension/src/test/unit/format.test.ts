@@ -2,7 +2,8 @@ import { describe, test } from "node:test";
 import * as assert from "node:assert/strict";
 
 import {
-  branchDiffMarkdown, describeReport, describeStatus, describeWrite, snapshotDiffSides, summarizeSnapshotDiff,
+  branchDiffMarkdown, describeReport, describeStatus, describeWrite, parseTags, snapshotDiffSides,
+  summarizeSnapshotDiff,
 } from "../../common/format";
 
 describe("describeStatus", () => {
@@ -80,5 +81,12 @@ describe("describeReport", () => {
     assert.equal(describeReport({}), "");
     assert.equal(describeReport({ now: 1796038288.18, half_life_hours: 168, tombstone_threshold: 0.05, scanned: 4 }),
                  "scanned 4");
+  });
+});
+
+describe("parseTags", () => {
+  test("comma-separated, trimmed, blanks and repeats dropped, order kept", () => {
+    assert.deepEqual(parseTags(" payments, http ,, payments,retries "), ["payments", "http", "retries"]);
+    assert.deepEqual(parseTags(""), []);
   });
 });
