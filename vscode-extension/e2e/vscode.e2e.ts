@@ -43,7 +43,8 @@ const SEEDED = "Payments API needs idempotency keys on every POST";
 const CONFLICT_OLD = "Indentation in this repository: four spaces, never tabs";
 const CONFLICT_NEW = "Indentation in this repository: tabs, never four spaces";
 const REMEMBERED = "PaymentsClient.post must send an Idempotency-Key header derived from the body";
-const EDITED = "PaymentsClient.post sends an Idempotency-Key header derived from the request body";
+// under 80 characters: the Memories view cuts a longer label
+const EDITED = "PaymentsClient.post sends an Idempotency-Key header made from the request body";
 const IMPORTED = "Checkout retries use exponential backoff starting at 200 ms";
 const BRANCH_NOTE = "Retry a payments POST at most 3 times, only on 5xx";
 
