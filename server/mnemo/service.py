@@ -296,6 +296,12 @@ class LocalService:
 
         return lifecycle.anchor(self.engine, _ctx(ctx), memory_id, anchor)
 
+    def unanchor(self, ctx: dict, memory_id: str, path: str | None = None,
+                 symbol: str | None = None) -> api.MemoryChange:
+        from mnemo.core import lifecycle
+
+        return lifecycle.unanchor(self.engine, _ctx(ctx), memory_id, path, symbol)
+
     def check_anchors(self, ctx: dict, path: str, symbols: list[dict[str, Any]] | None) -> api.AnchorCheck:
         from mnemo.core import lifecycle
 

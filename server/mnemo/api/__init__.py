@@ -161,6 +161,10 @@ class Service(Protocol):
     def anchor(self, ctx: Ctx, memory_id: str, anchor: Anchor) -> MemoryChange:
         """Attach a memory to a place in the code."""
 
+    def unanchor(self, ctx: Ctx, memory_id: str, path: str | None = None,
+                 symbol: str | None = None) -> MemoryChange:
+        """Detach a memory from code: every anchor, those into `path`, or the one on `symbol` in `path`."""
+
     def check_anchors(self, ctx: Ctx, path: str, symbols: list[CodeSymbol] | None) -> AnchorCheck:
         """Compare the anchors in file `path` with its current symbols; changed ones go to Review."""
 

@@ -338,8 +338,7 @@ class AnchorCheck(TypedDict):
 
 
 class AnchoredCard(Card, total=False):
-    anchor: Anchor
-    stale: bool
+    anchor: Anchor  # (and `stale`, from Card: always present on a note)
 
 
 class HoverContext(TypedDict):
