@@ -93,7 +93,7 @@ def unanchor(engine: Engine, ctx: Context, memory_id: str, path: str | None = No
 
     gone = [a for a in m.anchors if matches(a)]
     if not gone:
-        where = "any anchor" if rel is None else f"an anchor in {rel}" + (f" on {symbol}" if symbol else "")
+        where = "anchor" if rel is None else f"an anchor in {rel}" + (f" on {symbol}" if symbol else "")
         have = ", ".join(f"{a.get('path')}" + (f"#{a['symbol']}" if a.get("symbol") else "") for a in m.anchors)
         raise InvalidInput(f"memory {m.id} has no {where}",
                            hint=f"its anchors: {have}" if have else "it is not anchored to code")
