@@ -254,6 +254,16 @@ class LocalService:
 
         return sharing.merge_snapshot(self.engine, _ctx(ctx), path, strategy, progress=progress)
 
+    def markdown_export(self, ctx: dict, path: str, scopes: list[str] | None = None) -> api.MarkdownExport:
+        from mnemo.core.sharing.markdown import export_markdown
+
+        return export_markdown(self.engine, _ctx(ctx), path, scopes)
+
+    def markdown_import(self, ctx: dict, path: str, dry_run: bool = False) -> api.MarkdownImport:
+        from mnemo.core.sharing.markdown import import_markdown
+
+        return import_markdown(self.engine, _ctx(ctx), path, bool(dry_run))
+
     def branch_diff(self, ctx: dict, source: str) -> api.BranchMergeReport:
         from mnemo.core import sharing
 

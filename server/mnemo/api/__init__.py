@@ -36,6 +36,8 @@ from mnemo.api.results import (
     HoverContext,
     Hydrated,
     IndexDocsResult,
+    MarkdownExport,
+    MarkdownImport,
     MemoryCards,
     MemoryChange,
     MemoryList,
@@ -135,6 +137,13 @@ class Service(Protocol):
     def snapshot_merge(self, ctx: Ctx, path: str, strategy: str = "newer_wins", *,
                        progress: Progress | None = None) -> SnapshotMergeReport:
         """Merge a snapshot file (imported memories are untrusted until accepted in Review)."""
+
+    def markdown_export(self, ctx: Ctx, path: str, scopes: list[str] | None = None) -> MarkdownExport:
+        """Write the memories as Markdown into directory `path`: one file per scope and type (project, global)."""
+
+    def markdown_import(self, ctx: Ctx, path: str, dry_run: bool = False) -> MarkdownImport:
+        """Read exported Markdown back (a directory or one file): changes become edits, missing ids are restored,
+        entries without an id become memories, memories in no file are reported (never deleted)."""
 
     def branch_diff(self, ctx: Ctx, source: str) -> BranchMergeReport:
         """What merging branch `source`'s memories into the context's branch would do; writes nothing."""
@@ -257,7 +266,8 @@ def call_arguments(method: str, args: tuple[Any, ...] = (), kwargs: dict[str, An
 __all__ = [
     "LOCAL_ONLY", "SERVICE_METHODS", "ActivationResult", "Anchor", "AnchorCheck", "BranchDelete", "BranchMergeReport",
     "CodeSymbol", "CompactReport", "Ctx", "DecayReport", "DoctorResult", "Forgotten", "Health", "Hydrated",
-    "IndexDocsResult", "Memory", "MemoryChange", "MemoryList", "MergedBranches", "Progress", "RecallResult",
+    "IndexDocsResult", "MarkdownExport", "MarkdownImport", "Memory", "MemoryChange", "MemoryList", "MergedBranches",
+    "Progress", "RecallResult",
     "RecentContext", "RememberResult", "ReviewList", "ReviewResolution", "Service", "SkillList", "SkillsCheck",
     "SnapshotExport", "SnapshotMergeReport", "Stats", "TeamStatus", "accepted", "call_arguments", "parameters",
     "records", "results", "signature",
