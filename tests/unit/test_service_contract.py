@@ -209,6 +209,9 @@ def test_every_result_has_its_declared_shape(engine, git_repo, tmp_path, monkeyp
     assert check("unanchor", s.unanchor(ctx, extra, "app.py"))["memory"]["anchors"] == []
     assert {i["kind"] for i in check("review_list", s.review_list(ctx))["items"]} >= {"conflict", "pending",
                                                                                       "stale_anchor", "skill_held"}
+    md = check("markdown_export", s.markdown_export(ctx, str(tmp_path / "md")))
+    assert md["memories"] >= 1 and md["files"]
+    assert check("markdown_import", s.markdown_import(ctx, str(tmp_path / "md"), dry_run=True))["unchanged"] >= 1
     snap = str(tmp_path / "snap.mnemo")
     check("snapshot_export", s.snapshot_export(ctx, snap))
     check("snapshot_diff", s.snapshot_diff(ctx, snap))
