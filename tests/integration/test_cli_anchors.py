@@ -59,6 +59,8 @@ def test_anchor_and_unanchor(cli, git_repo, home):
         svc.close()
     r = cli("recall", "charge idempotent retries")
     assert [c["stale"] for c in r["cards"] if c["item_id"] == mid] == [True]
+    assert "STALE: code changed since this was written" in cli("recall", "charge idempotent", json_out=False).stdout
+    assert "[stale: code changed]" in cli("list", json_out=False).stdout
     assert "stale" in cli("review", "--json", json_out=False).stdout
 
     left = cli("unanchor", mid, "--file", "pay.py", "--symbol", "refund")["memory"]["anchors"]
