@@ -195,5 +195,12 @@ def test_forgotten_ids_stay_out_and_bad_files_are_refused_before_any_write(eng, 
     (tmp_path / "other.md").write_text("# Notes\n\n## x\n\ny\n")
     with pytest.raises(InvalidInput, match="not a Mnemo memories file"):
         import_markdown(eng, CTX, str(tmp_path / "other.md"))
+    f.write_text(good)
+    (tmp_path / "md" / "README.md").write_text("# What this folder is\n\n## notes\n\nexported memories\n")
+    res = import_markdown(eng, CTX, str(tmp_path / "md"), dry_run=True)
+    assert res["ignored"] == ["README.md"] and res["files"] == ["project-project.md"]
+    (tmp_path / "md" / "project-project.md").unlink()
+    with pytest.raises(InvalidInput, match="no Mnemo memories files"):
+        import_markdown(eng, CTX, str(tmp_path / "md"))
     with pytest.raises(InvalidInput, match="does not exist"):
         import_markdown(eng, CTX, str(tmp_path / "nowhere"))

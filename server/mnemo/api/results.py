@@ -279,6 +279,7 @@ class MarkdownImport(TypedDict):
     in no file: reported, never deleted."""
 
     files: list[str]
+    ignored: list[str]  # other .md files of the directory (not Mnemo memories files), left alone
     dry_run: bool
     unchanged: int
     edited: list[MarkdownEdit]

@@ -222,6 +222,12 @@ def _entry(lines: list[str], first: int, name: str) -> dict[str, Any]:
     return entry
 
 
+def is_memories_file(text: str, name: str) -> bool:
+    """Does this read as a file `render_file` wrote (its first heading, or its name)?"""
+    head = text.replace("\r\n", "\n").split("\n## ", 1)[0]
+    return any(_H1.match(ln) for ln in head.split("\n")) or split_name(name) is not None
+
+
 def parse_file(text: str, name: str) -> tuple[str, str, list[dict[str, Any]]]:
     """(scope, type, entries) of a memories file; scope and type from its first heading, else from its name."""
     lines = text.replace("\r\n", "\n").split("\n")

@@ -96,7 +96,11 @@ def read_files(path: str) -> list[tuple[str, str, str, list[dict[str, Any]]]]:
                            hint="import the files of one export (one per scope and type)")
     out, seen = [], {}
     for f in files:
-        scope, type_, entries = memory_md.parse_file(f.read_text(encoding="utf-8"), f.name)
+        text = f.read_text(encoding="utf-8")
+        if p.is_dir() and not memory_md.is_memories_file(text, f.name):
+            out.append((f.name, "", "", None))  # another Markdown file in the folder (a README): left alone
+            continue
+        scope, type_, entries = memory_md.parse_file(text, f.name)
         if scope not in MD_SCOPES or type_ not in MEMORY_TYPES:
             raise InvalidInput(f"{f.name}: scope {scope!r}, type {type_!r}; nothing was imported",
                                hint=f"scopes: {', '.join(MD_SCOPES)}; types: {', '.join(MEMORY_TYPES)}")
@@ -107,6 +111,9 @@ def read_files(path: str) -> list[tuple[str, str, str, list[dict[str, Any]]]]:
             if "id" in e:
                 seen[e["id"]] = f"{f.name}:{e['line']}"
         out.append((f.name, scope, type_, entries))
+    if all(entries is None for _, _, _, entries in out):
+        raise InvalidInput(f"no Mnemo memories files in {path}",
+                           hint="export some with `mnemo export --format md DIR`")
     return out
 
 
@@ -202,7 +209,8 @@ def _restore(engine: Engine, ctx: Context, mems: list[Memory], report: dict[str,
 
 def import_markdown(engine: Engine, ctx: Context, path: str, dry_run: bool = False) -> dict[str, Any]:
     """Read exported (and perhaps edited) Markdown back; see the module's docstring. `dry_run`: plan only."""
-    files = read_files(path)
+    read = read_files(path)
+    files = [f for f in read if f[3] is not None]
     plan = plan_import(engine, ctx, files)
     names = {f"{n}:{e['line']}": n for n, _, _, entries in files for e in entries}
     # every entry is checked before anything is written
@@ -210,7 +218,8 @@ def import_markdown(engine: Engine, ctx: Context, path: str, dry_run: bool = Fal
     for where, _mid, _changes, type_, e in plan["edit"]:
         _drafted(ctx, where, names[where], "project", type_, e)
     report: dict[str, Any] = {
-        "files": [n for n, _, _, _ in files], "dry_run": bool(dry_run), "unchanged": len(plan["unchanged"]),
+        "files": [n for n, _, _, _ in files], "ignored": [n for n, _, _, e in read if e is None],
+        "dry_run": bool(dry_run), "unchanged": len(plan["unchanged"]),
         "edited": [{"id": mid, "where": w, "fields": sorted(ch)} for w, mid, ch, _, _ in plan["edit"]],
         "restored": [] if not dry_run else [e["id"] for _, _, _, e in plan["restore"]],
         "created": [] if not dry_run else [{"where": w} for w, _, _, _ in plan["new"]],
