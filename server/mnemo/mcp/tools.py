@@ -5,6 +5,7 @@ annotations); the docstrings are what the agent reads."""
 import os
 from typing import Annotated, Literal
 
+import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
@@ -180,8 +181,8 @@ def _anchor_tool(server: MCPServer, backend, workspace) -> None:
         ctx = await workspace.context(mcp_ctx)
         root = ctx.get("root")
         path = file if os.path.isabs(file) or not root else os.path.join(root, file)
-        try:
-            a = code_anchor(root, path, symbol, line)
+        try:  # (a parse of a large file must not hold up the other requests)
+            a = await anyio.to_thread.run_sync(lambda: code_anchor(root, path, symbol, line))
         except MnemoError as exc:
             raise ToolError(exc.message + (f". What to do: {exc.hint}" if exc.hint else "")) from exc
         res = await backend.call("anchor", ctx, memory_id, a)
