@@ -70,9 +70,9 @@ def new_engine(d: str, name: str) -> Engine:
     return Engine(Path(d) / name, embedder=EMB, lock=False, start_indexer=False)
 
 
-def put(engine: Engine, specs: list[dict]) -> list[Memory]:
+def put(engine: Engine, specs: list[dict], start: int = 0) -> list[Memory]:
     mems = []
-    for i, s in enumerate(specs):
+    for i, s in enumerate(specs, start=start):
         text, _ = safety.clean_text(s["text"])
         mems.append(Memory(id=f"mem-{i:020d}", text=text, type=s["type"], kind=s["kind"], scope=s["scope"],
                            project_id=CTX.project_id, project_name=CTX.project_name, branch=s["branch"],
@@ -195,6 +195,14 @@ def test_forgotten_ids_stay_out_and_bad_files_are_refused_before_any_write(eng, 
     (tmp_path / "other.md").write_text("# Notes\n\n## x\n\ny\n")
     with pytest.raises(InvalidInput, match="not a Mnemo memories file"):
         import_markdown(eng, CTX, str(tmp_path / "other.md"))
+    m2 = put(eng, [{"text": "use yarn", "type": "project", "scope": "project", "kind": "fact", "tags": [],
+                    "importance": 0.5, "branch": "main", "anchors": [], "created_at": T0}], start=7)[0]
+    export_markdown(eng, CTX, str(tmp_path / "md"))
+    good = f.read_text()
+    f.write_text(good.replace("branch: main", "branch: other").replace("use yarn", "use yarn 4"))
+    res = import_markdown(eng, CTX, str(tmp_path / "md"))
+    assert res["edited"] == [] and "a branch is not changed by an import" in res["skipped"][-1]["reason"]
+    assert eng.store.get_memory(m2.id).text == "use yarn"
     f.write_text(good)
     (tmp_path / "md" / "README.md").write_text("# What this folder is\n\n## notes\n\nexported memories\n")
     res = import_markdown(eng, CTX, str(tmp_path / "md"), dry_run=True)

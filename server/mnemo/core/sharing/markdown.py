@@ -149,6 +149,9 @@ def plan_import(engine: Engine, ctx: Context, files) -> dict[str, list]:
             elif m.scope != scope:
                 plan["skipped"].append({"id": m.id, "where": where,
                                         "reason": f"it is in the {m.scope} scope here (move it with promote)"})
+            elif e.get("branch") != m.branch:
+                plan["skipped"].append({"id": m.id, "where": where, "reason": f"it is on branch {m.branch or '(all)'} "
+                                        "here; a branch is not changed by an import (`mnemo branch merge`)"})
             else:
                 changes = _changes(ctx, e, m, type_)
                 if changes:
