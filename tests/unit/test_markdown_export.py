@@ -185,6 +185,9 @@ def test_forgotten_ids_stay_out_and_bad_files_are_refused_before_any_write(eng, 
     f.write_text(good + "\n## new\n\nfresh note\n\n## broken\n`id: mem-x · colour: red`\n\ntext\n")
     with pytest.raises(InvalidInput, match=r"project-project.md:\d+: unknown field 'colour'"):
         import_markdown(eng, CTX, str(tmp_path / "md"))
+    f.write_text(good + "\n## broken\nid: mem-x · kind: fact\n\ntext\n")
+    with pytest.raises(InvalidInput, match=r"project-project.md:\d+: a metadata line must be one code span"):
+        import_markdown(eng, CTX, str(tmp_path / "md"))
     f.write_text(good + "\n## leaks\n\naws key AKIAIOSFODNN7EXAMPLE secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n")
     with pytest.raises(Exception, match=r"project-project.md:\d+"):
         import_markdown(eng, CTX, str(tmp_path / "md"))

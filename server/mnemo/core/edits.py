@@ -17,7 +17,7 @@ from mnemo.core import safety
 from mnemo.core.errors import InvalidInput
 from mnemo.core.lifecycle.anchors import reanchor, refresh_stale_flag, rel_path
 from mnemo.core.memories import get
-from mnemo.core.models import Context, check_type
+from mnemo.core.models import BRANCH_INDEPENDENT_TYPES, Context, check_type
 from mnemo.core.text import content_hash
 from mnemo.core.write import check_fields, check_meta, validate_text
 
@@ -39,6 +39,8 @@ def _checked(ctx: Context, m, text, kind, tags, anchors, importance, type_) -> d
                        importance if importance is not None else m.importance)
     if type_ is not None and check_type(type_) != m.type:
         fields["type"] = type_
+        if type_ in BRANCH_INDEPENDENT_TYPES and m.branch is not None:
+            fields["branch"] = None  # about the person now: it holds on every branch
     if kind is not None and kind.strip() != m.kind:
         fields["kind"] = kind.strip()
     if tags is not None:

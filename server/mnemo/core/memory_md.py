@@ -205,6 +205,9 @@ def _entry(lines: list[str], first: int, name: str) -> dict[str, Any]:
     where = f"{name}:{first + 1}"
     i = 1
     entry: dict[str, Any] = {"line": first + 1}
+    if i < len(lines) and not _META.match(lines[i]) and re.match(r"^\s*`?\s*id:", lines[i]):
+        raise _bad(f"{name}:{first + 2}", "a metadata line must be one code span (`id: … · kind: …`)",
+                   "put back the backticks around the line, or remove the line to make the entry a new memory")
     if i < len(lines) and _META.match(lines[i]):
         entry.update(parse_meta(lines[i], f"{name}:{first + 2}"))
         i += 1
