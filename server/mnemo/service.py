@@ -287,6 +287,16 @@ class LocalService:
 
         return sharing.merge_snapshot(self.engine, _ctx(ctx), path, strategy, progress=progress)
 
+    def markdown_export(self, ctx: dict, path: str, scopes: list[str] | None = None) -> api.MarkdownExport:
+        from mnemo.core.sharing.markdown import export_markdown
+
+        return export_markdown(self.engine, _ctx(ctx), path, scopes)
+
+    def markdown_import(self, ctx: dict, path: str, dry_run: bool = False) -> api.MarkdownImport:
+        from mnemo.core.sharing.markdown import import_markdown
+
+        return import_markdown(self.engine, _ctx(ctx), path, bool(dry_run))
+
     def branch_diff(self, ctx: dict, source: str) -> api.BranchMergeReport:
         from mnemo.core import sharing
 
@@ -330,6 +340,12 @@ class LocalService:
         from mnemo.core import lifecycle
 
         return lifecycle.anchor(self.engine, _ctx(ctx), memory_id, anchor)
+
+    def unanchor(self, ctx: dict, memory_id: str, path: str | None = None,
+                 symbol: str | None = None) -> api.MemoryChange:
+        from mnemo.core import lifecycle
+
+        return lifecycle.unanchor(self.engine, _ctx(ctx), memory_id, path, symbol)
 
     def check_anchors(self, ctx: dict, path: str, symbols: list[dict[str, Any]] | None) -> api.AnchorCheck:
         from mnemo.core import lifecycle

@@ -4,6 +4,8 @@ its own project (a fresh git repo with a unique origin) and its own language ser
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import pytest_asyncio
 from lsp_helpers import (
@@ -270,11 +272,16 @@ async def test_stale_anchor_review_and_resolve(lsp):
     item = queue["items"][0]
     assert item["item_id"] == mem["id"] and item["payload"]["reason"] == "changed"
     assert "update" in item["resolutions"]
+    stale = await hover(lsp, uri, KEY_LINE, KEY_COL)  # the hover says so, with the date the note was written
+    day = time.strftime("%Y-%m-%d", time.gmtime(mem["updated_at"]))
+    assert stale is not None and f"code changed since this was written** ({day})" in stale and mem["id"] in stale
     checked = await command(lsp, "mnemo.checkAnchors", {"uri": uri})
     assert checked["path"] == "src/client.py" and checked["checked"] == 1
     done = await command(lsp, "mnemo.resolveReview", {"id": item["id"], "resolution": "update"})
     assert done["resolution"] == "update"
     assert (await request(lsp, "mnemo/reviewQueue", {"kind": "stale_anchor"}))["total"] == 0
+    fresh = await hover(lsp, uri, KEY_LINE, KEY_COL)
+    assert fresh is not None and mem["id"] in fresh and "code changed" not in fresh
 
 
 @pytest.mark.asyncio

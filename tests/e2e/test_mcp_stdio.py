@@ -20,10 +20,11 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
 from conftest import git
+from mnemo.core.identity import detect_context
 from mnemo.daemon.client import DaemonService
 
 TOOLS = {"remember", "recall", "hydrate", "activate_skills", "promote", "deprecate", "stats", "recent_context",
-         "context", "update", "list_memories"}
+         "context", "update", "list_memories", "anchor"}
 MEM_ID = re.compile(r"\b(mem-[0-9a-f]{20})\b")
 
 DOCKER_RULES = """---
@@ -154,6 +155,37 @@ def test_agent_round_trip_over_stdio(workspace, server_env):
             deprecated = await call(s, "deprecate", memory_id=mem_id, reason="moved to the gateway")
             assert "deprecated" in deprecated
             assert mem_id not in await call(s, "recall", query="idempotency keys POST")
+
+    anyio.run(scenario)
+
+
+def test_agent_anchors_a_lesson_to_the_function_it_fixed(workspace, server_env):
+    """The `anchor` tool: the lesson is tied to the function (with the hash of its code, read from the file); a
+    change to the function marks the memory stale in recall; a symbol that is not there is refused with names."""
+    (workspace / "billing.py").write_text("class Invoice:\n    def total(self, lines):\n        return sum(lines)\n")
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-q", "-m", "billing")
+
+    async def scenario():
+        async with mcp_session(workspace, server_env) as s:
+            text = await call(s, "remember", text="Invoice.total must round each line before summing",
+                              kind="lesson")
+            mem_id = MEM_ID.search(text).group(1)
+            assert "anchored to billing.py › Invoice.total" in await call(s, "anchor", memory_id=mem_id,
+                                                                        file="billing.py", symbol="total")
+            missing = await call_error(s, "anchor", memory_id=mem_id, file="billing.py", symbol="subtotal")
+            assert "no symbol 'subtotal'" in missing and "Invoice.total" in missing
+            assert "line 40" in await call_error(s, "anchor", memory_id=mem_id, file="billing.py", line=40)
+            ctx = detect_context(workspace).to_dict()
+            svc = DaemonService(Path(server_env["MNEMO_HOME"]), autostart=False)
+            try:
+                [a] = svc.get_memory(ctx, mem_id)["anchors"]
+                assert a["path"] == "billing.py" and a["symbol"] == "Invoice.total" and len(a["hash"]) == 64
+                assert "STALE" not in await call(s, "recall", query="Invoice total rounding")
+                svc.check_anchors(ctx, "billing.py", [{"name": "Invoice.total", "hash": "0" * 64}])
+            finally:
+                svc.close()
+            assert "STALE: the anchored code changed" in await call(s, "recall", query="Invoice total rounding")
 
     anyio.run(scenario)
 

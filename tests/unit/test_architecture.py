@@ -34,7 +34,7 @@ LAYERS: dict[str, int] = {
     "mnemo.core.memories": 24, "mnemo.core.docs": 24, "mnemo.core.recent": 24, "mnemo.core.anchored": 24,
     "mnemo.core.history": 24,
     "mnemo.core.corrections": 24, "mnemo.core.handoff": 24,
-    "mnemo.core.lifecycle.*": 25,
+    "mnemo.core.lifecycle.*": 25, "mnemo.core.edits": 25,
     "mnemo.core.sharing.*": 26, "mnemo.core.context": 26,
     "mnemo.core.review": 27,
     "mnemo.core.doctor": 28, "mnemo.core.repair": 28,
@@ -47,6 +47,7 @@ LAYERS: dict[str, int] = {
     # floor 0
     "mnemo": 0, "mnemo.settings": 0, "mnemo.core": 0, "mnemo.core.team": 0,
     "mnemo.core.errors": 0, "mnemo.core.env": 0, "mnemo.core.text": 0, "mnemo.core.markdown": 0,
+    "mnemo.core.memory_md": 0,
     "mnemo.core.models": 1, "mnemo.core.relation": 1, "mnemo.core.relation_words": 1, "mnemo.core.identity": 2,
     "mnemo.core.filters": 2,
     "mnemo.core.config": 3,

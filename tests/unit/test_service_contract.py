@@ -203,8 +203,15 @@ def test_every_result_has_its_declared_shape(engine, git_repo, tmp_path, monkeyp
     hover = check("hover_context", s.hover_context(ctx, "app.py", 0, "f", "idempotency keys", min_confidence=0))
     assert [c["item_id"] for c in hover["anchored"]] == [mid] and hover["anchored"][0]["stale"] is True
     assert check("memory_cards", s.memory_cards(ctx, [mid, "mem-nope"]))["missing"] == ["mem-nope"]
+    assert [c["stale"] for c in s.recall(ctx, "idempotency keys POST", min_confidence=0)["cards"]
+            if c["item_id"] == mid] == [True]
+    extra = s.remember(ctx, "retry the webhook twice", anchors=[{"path": "app.py"}])["memory"]["id"]
+    assert check("unanchor", s.unanchor(ctx, extra, "app.py"))["memory"]["anchors"] == []
     assert {i["kind"] for i in check("review_list", s.review_list(ctx))["items"]} >= {"conflict", "pending",
                                                                                       "stale_anchor", "skill_held"}
+    md = check("markdown_export", s.markdown_export(ctx, str(tmp_path / "md")))
+    assert md["memories"] >= 1 and md["files"]
+    assert check("markdown_import", s.markdown_import(ctx, str(tmp_path / "md"), dry_run=True))["unchanged"] >= 1
     snap = str(tmp_path / "snap.mnemo")
     check("snapshot_export", s.snapshot_export(ctx, snap))
     check("snapshot_diff", s.snapshot_diff(ctx, snap))

@@ -36,6 +36,8 @@ from mnemo.api.results import (
     HoverContext,
     Hydrated,
     IndexDocsResult,
+    MarkdownExport,
+    MarkdownImport,
     MemoryCards,
     MemoryChange,
     MemoryHistory,
@@ -155,6 +157,13 @@ class Service(Protocol):
                        progress: Progress | None = None) -> SnapshotMergeReport:
         """Merge a snapshot file (imported memories are untrusted until accepted in Review)."""
 
+    def markdown_export(self, ctx: Ctx, path: str, scopes: list[str] | None = None) -> MarkdownExport:
+        """Write the memories as Markdown into directory `path`: one file per scope and type (project, global)."""
+
+    def markdown_import(self, ctx: Ctx, path: str, dry_run: bool = False) -> MarkdownImport:
+        """Read exported Markdown back (a directory or one file): changes become edits, missing ids are restored,
+        entries without an id become memories, memories in no file are reported (never deleted)."""
+
     def branch_diff(self, ctx: Ctx, source: str) -> BranchMergeReport:
         """What merging branch `source`'s memories into the context's branch would do; writes nothing."""
 
@@ -179,6 +188,10 @@ class Service(Protocol):
 
     def anchor(self, ctx: Ctx, memory_id: str, anchor: Anchor) -> MemoryChange:
         """Attach a memory to a place in the code."""
+
+    def unanchor(self, ctx: Ctx, memory_id: str, path: str | None = None,
+                 symbol: str | None = None) -> MemoryChange:
+        """Detach a memory from code: every anchor, those into `path`, or the one on `symbol` in `path`."""
 
     def check_anchors(self, ctx: Ctx, path: str, symbols: list[CodeSymbol] | None) -> AnchorCheck:
         """Compare the anchors in file `path` with its current symbols; changed ones go to Review."""
@@ -272,8 +285,8 @@ def call_arguments(method: str, args: tuple[Any, ...] = (), kwargs: dict[str, An
 __all__ = [
     "LOCAL_ONLY", "SERVICE_METHODS", "ActivationResult", "Anchor", "AnchorCheck", "BranchDelete", "BranchMergeReport",
     "CodeSymbol", "CompactReport", "Ctx", "DecayReport", "DoctorResult", "Forgotten", "Health", "Hydrated",
-    "IndexDocsResult", "Memory", "MemoryChange", "MemoryHistory", "MemoryList", "MergedBranches", "Progress",
-    "RecallResult",
+    "IndexDocsResult", "MarkdownExport", "MarkdownImport", "Memory", "MemoryChange", "MemoryHistory", "MemoryList",
+    "MergedBranches", "Progress", "RecallResult",
     "RecentContext", "RememberResult", "ReviewList", "ReviewResolution", "Service", "SkillList", "SkillsCheck",
     "SnapshotExport", "SnapshotMergeReport", "Stats", "TeamStatus", "UpdateResult", "accepted", "call_arguments",
     "parameters",

@@ -110,6 +110,7 @@ class Card(TypedDict):
     tier: NotRequired[str]
     flags: NotRequired[list[str]]
     anchors: NotRequired[list[Anchor]]
+    stale: NotRequired[bool]  # notes: the anchored code changed since this was written (a stale_anchor item)
 
 
 class Conflict(TypedDict):

@@ -267,6 +267,63 @@ class SnapshotExport(TypedDict):
     withheld_secrets: list[dict[str, Any]]
 
 
+class MarkdownFile(TypedDict):
+    name: str  # <scope>-<type>.md
+    scope: str
+    type: str
+    memories: int
+
+
+class MarkdownExport(TypedDict):
+    """markdown_export: the files written into `path` (core/memory_md.py is the format)."""
+
+    path: str
+    files: list[MarkdownFile]
+    memories: int
+    scopes: list[str]
+
+
+class MarkdownEdit(TypedDict, total=False):
+    id: str
+    where: str  # file:line
+    fields: list[str]
+    status: str  # after the import: edited, or conflict / pending / kept_existing (the edit went through update)
+    message: str  # why an edit was not applied as written
+
+
+class MarkdownNew(TypedDict, total=False):
+    where: str
+    id: str
+    status: str  # remember's status (created, confirmed, pending, conflict ...)
+
+
+class MarkdownSkip(TypedDict, total=False):
+    id: str
+    where: str
+    reason: str
+
+
+class MarkdownRemoved(TypedDict):
+    id: str
+    title: str
+    file: str
+
+
+class MarkdownImport(TypedDict):
+    """markdown_import: what reading the files back did (or, `dry_run`, would do); `removed` memories are here and
+    in no file: reported, never deleted."""
+
+    files: list[str]
+    ignored: list[str]  # other .md files of the directory (not Mnemo memories files), left alone
+    dry_run: bool
+    unchanged: int
+    edited: list[MarkdownEdit]
+    restored: list[str]
+    created: list[MarkdownNew]
+    skipped: list[MarkdownSkip]
+    removed: list[MarkdownRemoved]
+
+
 class SnapshotMergeReport(TypedDict):
     """snapshot_diff (`dry_run` true, nothing written) and snapshot_merge."""
 
@@ -371,8 +428,7 @@ class AnchorCheck(TypedDict):
 
 
 class AnchoredCard(Card, total=False):
-    anchor: Anchor
-    stale: bool
+    anchor: Anchor  # (and `stale`, from Card: always present on a note)
 
 
 class HoverContext(TypedDict):

@@ -23,11 +23,13 @@ def _common(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     # imported here, not at the top: `mnemo lsp` (below) answers the editor's `initialize` without loading them
     from mnemo.cli import (
+        anchor_cmd,
         commands,
         config_cmd,
         edit_cmd,
         hooks_cmd,
         lifecycle_cmd,
+        markdown_cmd,
         mcp_cmd,
         server_cmd,
         skills_cmd,
@@ -37,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mnemo", description="Memory and skills for AI coding agents.")
     parser.add_argument("--version", action="version", version=f"mnemo {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (commands, edit_cmd, skills_cmd, lifecycle_cmd, team_cmd, server_cmd, mcp_cmd, config_cmd, hooks_cmd):
+    for module in (commands, anchor_cmd, edit_cmd, skills_cmd, lifecycle_cmd, markdown_cmd, team_cmd, server_cmd,
+                   mcp_cmd, config_cmd, hooks_cmd):
         module.register(sub, _common)
     return parser
 

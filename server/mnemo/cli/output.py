@@ -122,6 +122,8 @@ def _card_meta(card: dict[str, Any]) -> list[str]:
             meta.append(f"promoted from {card['promoted_from'].get('project_name')}")
         if card.get("trust") == "untrusted":
             meta.append("UNTRUSTED")
+        if card.get("stale"):
+            meta.append("STALE: code changed since this was written")
     if card.get("source_path"):
         lines = card.get("lines")
         meta.append(card["source_path"] + (f":{lines[0]}" if lines else ""))
@@ -165,6 +167,8 @@ def _marks(m: dict[str, Any]) -> str:
         marks.append(f"[{m.get('status')}]")
     if m.get("confirmations", 1) > 1:
         marks.append(f"(confirmed {m['confirmations']}x)")
+    if "stale_anchor" in (m.get("flags") or []):
+        marks.append("[stale: code changed]")
     return " ".join(marks)
 
 

@@ -69,6 +69,7 @@ def memory_card(m: Memory, score: float, conf: float) -> dict[str, Any]:
         "tier": m.tier,
         "flags": m.flags,
         "anchors": m.anchors,
+        "stale": "stale_anchor" in m.flags,  # the anchored code changed since this was written (in Review)
     }
 
 

@@ -39,7 +39,8 @@ REVIEW_HELP = {
     "override": "accept: the specific memory keeps hiding the general one here; keep_both: show both; "
                 "keep_existing: deprecate the specific one so the general one shows again",
     "pending": "accept: the memory lands; reject: it stays out of recall (kept in history)",
-    "stale_anchor": "update: re-anchor to the current code (or drop a vanished anchor); deprecate; dismiss",
+    "stale_anchor": "update: re-anchor to the current code (or drop a vanished anchor); deprecate; dismiss; or "
+                    "edit the note (an edit of its text moves the anchor to the current code and closes the item)",
     "branch_merge": "merge: copy the branch's memories into the default branch; dismiss",
     "snapshot_merge": "accept: acknowledge the import",
     "skill_held": "accept: the skill file may activate (until it changes); reject: it stays held, never injected",

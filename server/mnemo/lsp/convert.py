@@ -178,6 +178,17 @@ def first_line(text: str, limit: int = 90) -> str:
     return line if len(line) <= limit else line[:limit].rsplit(" ", 1)[0] + " …"
 
 
+def stale_line(card: Mapping[str, Any]) -> str:
+    """The warning of a memory whose anchored code changed since it was written (its `stale_anchor` item waits in
+    Review), with the date it was written."""
+    if not card.get("stale"):
+        return ""
+    ts = card.get("updated_at")
+    day = time.strftime("%Y-%m-%d", time.gmtime(float(ts))) if isinstance(ts, int | float) and ts > 0 else None
+    return ("**⚠ code changed since this was written**" + (f" ({day})" if day else "")
+            + " · update the anchor, edit the note or deprecate it in Review\n\n")
+
+
 def card_markdown(card: Mapping[str, Any], anchored_here: bool = False, now: float | None = None) -> str:
     """One compact card: the memory as a quote, then scope · branch · type/kind · age, then provenance."""
     if card.get("source_kind") == "markdown":
@@ -218,6 +229,7 @@ def card_markdown(card: Mapping[str, Any], anchored_here: bool = False, now: flo
     text = card.get("compressed_summary") or card.get("title") or ""
     warning = flag_warning(card)
     head = f"**⚠ {md_escape(warning)}**\n\n" if warning else ""
+    head += stale_line(card)
     return head + quote(text) + "\n\n" + " · ".join(x for x in meta if x) + "  \n" + " · ".join(prov)
 
 

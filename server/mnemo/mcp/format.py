@@ -69,6 +69,8 @@ def format_card(i: int, card: dict[str, Any]) -> str:
             prov.append("imported")
         if (card.get("confirmations") or 1) > 1:
             prov.append(f"confirmed {card['confirmations']}x")
+        if card.get("stale"):
+            prov.append("STALE: the anchored code changed since this was written; check it against the code")
     trust = card.get("trust") or "trusted"
     prov.append("trust " + ("UNTRUSTED: treat with suspicion" if trust == "untrusted" else trust))
     body = card.get("compressed_summary") or card.get("title") or ""

@@ -2,8 +2,10 @@
 and format the answer for a model (`mnemo.mcp.format`). Their signatures are the tools' schemas (the SDK reads the
 annotations); the docstrings are what the agent reads."""
 
+import os
 from typing import Annotated, Literal
 
+import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
@@ -173,6 +175,38 @@ def _curation_tools(server: MCPServer, backend, workspace) -> None:
         when a recalled note contradicts the current code or a newer decision."""
         ctx = await workspace.context(mcp_ctx)
         return format_status(await backend.call("deprecate", ctx, memory_id, reason), "deprecate")
+
+    _anchor_tool(server, backend, workspace)
+
+
+def _anchor_tool(server: MCPServer, backend, workspace) -> None:
+    @server.tool(annotations=WRITE)
+    async def anchor(
+        memory_id: Annotated[str, Field(description="the memory id (mem-...), e.g. from remember's answer")],
+        file: Annotated[str, Field(description="repository-relative path of the code the memory is about")],
+        mcp_ctx: Context,
+        symbol: Annotated[str | None, Field(description="a function, class or method in the file "
+                                                        "(Class.method); omit to anchor to the whole file")] = None,
+        line: Annotated[int | None, Field(ge=1, description="instead of symbol: a 1-based line; the symbol around "
+                                                            "it is used")] = None,
+    ) -> str:
+        """Tie a memory to the code it is about, e.g. after fixing a function, anchor the lesson to that function.
+        Editors then show it when someone works on that code, and flag it as stale when the code changes."""
+        from mnemo.cli.anchor_cmd import code_anchor  # lazy: tree-sitter loads only when an anchor is made
+        from mnemo.core.errors import MnemoError
+
+        ctx = await workspace.context(mcp_ctx)
+        root = ctx.get("root")
+        path = file if os.path.isabs(file) or not root else os.path.join(root, file)
+        try:  # (a parse of a large file must not hold up the other requests)
+            a = await anyio.to_thread.run_sync(lambda: code_anchor(root, path, symbol, line))
+        except MnemoError as exc:
+            raise ToolError(exc.message + (f". What to do: {exc.hint}" if exc.hint else "")) from exc
+        res = await backend.call("anchor", ctx, memory_id, a)
+        placed = res.get("memory", {}).get("anchors", [])
+        where = next((x for x in placed if x.get("symbol") == a.get("symbol")), {"path": file})
+        target = where.get("path", file) + (f" › {where['symbol']}" if where.get("symbol") else "")
+        return format_status({**res, "message": f"anchored to {target}"}, "anchor")
 
 
 def _overview_tools(server: MCPServer, backend, workspace) -> None:

@@ -7,11 +7,11 @@ index follows. The checks on write (dedup, conflicts, overrides) are core/write.
 review queue is core/review.py.
 """
 
-from mnemo.core.lifecycle.anchors import anchor, check_anchor, check_anchors, rel_path
+from mnemo.core.lifecycle.anchors import anchor, check_anchor, check_anchors, rel_path, unanchor
 from mnemo.core.lifecycle.compaction import compact, summarize_verbose
 from mnemo.core.lifecycle.decay import decay, hot_memories, restore, retier, tier_counts, tier_index
 from mnemo.core.policy import Settings, check_decay_time, parse_now, settings
 
 __all__ = ["Settings", "anchor", "check_anchor", "check_anchors", "check_decay_time", "compact", "decay",
            "hot_memories", "parse_now", "rel_path", "restore", "retier", "settings", "summarize_verbose",
-           "tier_counts", "tier_index"]
+           "tier_counts", "tier_index", "unanchor"]

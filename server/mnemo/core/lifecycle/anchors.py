@@ -79,6 +79,36 @@ def anchor(engine: Engine, ctx: Context, memory_id: str, anchor_: dict[str, Any]
     return {"status": "anchored", "memory": store.get_memory(m.id).to_dict()}
 
 
+def unanchor(engine: Engine, ctx: Context, memory_id: str, path: str | None = None,
+             symbol: str | None = None) -> dict[str, Any]:
+    """Detach a memory from code: every anchor when `path` is None, else the anchors into `path` (only the one on
+    `symbol` when given). Their open `stale_anchor` items close as `unanchored`. Refused when nothing matches."""
+    m = get(engine, ctx, memory_id)
+    if symbol is not None and path is None:
+        raise InvalidInput("unanchor: a symbol needs its file", hint="pass the file too: --file F --symbol S")
+    rel = rel_path(ctx, path) if path is not None else None
+
+    def matches(a: dict[str, Any]) -> bool:
+        return rel is None or (a.get("path") == rel and (symbol is None or a.get("symbol") == symbol))
+
+    gone = [a for a in m.anchors if matches(a)]
+    if not gone:
+        where = "anchor" if rel is None else f"an anchor in {rel}" + (f" on {symbol}" if symbol else "")
+        have = ", ".join(f"{a.get('path')}" + (f"#{a['symbol']}" if a.get("symbol") else "") for a in m.anchors)
+        raise InvalidInput(f"memory {m.id} has no {where}",
+                           hint=f"its anchors: {have}" if have else "it is not anchored to code")
+    keys = {anchor_key(a) for a in gone}
+    store = engine.store
+    with store.write() as c:
+        store.update_memory(c, m.id, anchors=[a for a in m.anchors if not matches(a)], updated_at=time.time())
+        store.resolve_reviews(c, [rid for key, rid in _stale_items(store, m.id).items() if key in keys],
+                              "unanchored")
+        refresh_stale_flag(c, store, m.id)
+    engine.changed()
+    return {"status": "unanchored", "memory": store.get_memory(m.id).to_dict(),
+            "message": f"removed {len(gone)} anchor{'s' if len(gone) != 1 else ''}"}
+
+
 def reanchor(anchors: list[dict], payload: dict) -> list[dict]:
     """The anchors after a `stale_anchor` item is answered `update`: moved to the current code, or dropped when
     it vanished."""

@@ -5,7 +5,7 @@ import type { Memory, ReviewItem } from "../../common/protocol";
 import type { GroupNode, MemoryNode, TreeNode } from "../../views/model";
 import {
   ANY_BRANCH, age, buildMemoryTree, buildReviewTree, buildSkillsTree, escapeMarkdown, firstLine, flagWarning,
-  memoryDescription, memoryIcon, memoryTooltip,
+  memoryDescription, memoryIcon, memoryTooltip, staleWarning,
 } from "../../views/model";
 
 const NOW = 1_800_000_000;
@@ -131,6 +131,18 @@ describe("memory labels and tooltips", () => {
     assert.equal(flagWarning(mem({ id: "ok", flags: ["secret_redacted", "stale_anchor"] })), undefined);
     assert.match(flagWarning(mem({ id: "h", flags: ["hidden_text"] })) ?? "", /hid text in invisible characters/);
     assert.doesNotMatch(memoryDescription(mem({ id: "ok" }), NOW), /flagged/);
+  });
+
+  test("a memory whose anchored code changed is marked: icon, description, the warning with its date first", () => {
+    const written = Date.UTC(2026, 10, 3, 12) / 1000;
+    const stale = mem({ id: "s", flags: ["stale_anchor"], updated_at: written,
+                        anchors: [{ path: "src/pay.py", symbol: "charge" }] });
+    assert.deepEqual(memoryIcon(stale), { id: "debug-disconnect", color: "charts.orange" });
+    assert.match(memoryDescription(stale, NOW), /⚓ charge · ⚠ code changed/);
+    assert.ok(memoryTooltip(stale, NOW).startsWith("**⚠ code changed since this was written (2026-11-03): " +
+                                                   "update the anchor, edit the note or deprecate it in Review**"));
+    assert.equal(staleWarning(mem({ id: "ok", anchors: [{ path: "src/pay.py", symbol: "charge" }] })), undefined);
+    assert.doesNotMatch(memoryDescription(mem({ id: "ok" }), NOW), /code changed/);
   });
 });
 

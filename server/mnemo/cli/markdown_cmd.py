@@ -1,0 +1,86 @@
+"""`mnemo export --format md [--scope S] DIR` and `mnemo import DIR|FILE.md [--dry-run]`: the memories as Markdown
+a person reads and edits (format: core/memory_md.py; operations: core/sharing/markdown.py).
+
+`run_markdown_import` is the whole import command as a function, so a command that dispatches on the path (a
+`.jsonl` bulk import elsewhere) can call it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from mnemo.cli.context import make_context
+from mnemo.cli.output import emit_json, say
+
+FORMATS = ("md",)
+
+
+def register(sub: argparse._SubParsersAction, common) -> None:
+    p = sub.add_parser("export", help="write the memories as Markdown files to read and edit (one per scope/type)")
+    p.add_argument("dir", metavar="DIR", help="directory to write <scope>-<type>.md files into (created if missing)")
+    p.add_argument("--format", default="md", choices=FORMATS, help="md: readable Markdown (a full-fidelity "
+                   "portable file is `mnemo snapshot export`)")
+    p.add_argument("--scope", action="append", dest="scopes", choices=("project", "global"), default=None,
+                   help="project and/or global (repeatable; default both)")
+    common(p)
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("import", help="read exported Markdown back: edits, restored and new memories; memories "
+                                      "missing from the files are reported, never deleted")
+    p.add_argument("path", metavar="DIR|FILE.md", help="a directory of exported .md files, or one of them")
+    p.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
+    common(p)
+    p.set_defaults(func=cmd_import)
+
+
+def _abs(path: str) -> str:
+    return os.path.abspath(os.path.expanduser(path))  # the owner runs elsewhere: send an absolute path
+
+
+def cmd_export(args, service) -> int:
+    res = service.markdown_export(make_context(args), _abs(args.dir), args.scopes)
+    if args.json:
+        emit_json(res)
+        return 0
+    say(("exported", "green"), f" {res['memories']} memories to ", (res["path"], "bold"))
+    for f in res["files"]:
+        say(f"  {f['name']}: {f['memories']}")
+    return 0
+
+
+def _print_import(res: dict[str, Any]) -> None:
+    verb = "would" if res["dry_run"] else "did"
+    say((f"import ({'dry run' if res['dry_run'] else 'done'})", "green"), f": {len(res['files'])} file(s) · "
+        f"{len(res['edited'])} edited · {len(res['restored'])} restored · {len(res['created'])} new · "
+        f"{res['unchanged']} unchanged · {len(res['skipped'])} skipped · {len(res['removed'])} removed from files")
+    for e in res["edited"]:
+        status = e.get("status", "edited")
+        say(f"  edit {e['id']} ({', '.join(e['fields'])}) at {e['where']}" +
+            ("" if status in ("edited", "unchanged") else f" [{status}: {e.get('message', '')}]"))
+    for c in res["created"]:
+        say(f"  new  {c.get('id') or '(new)'} at {c['where']}" + (f" [{c['status']}]" if c.get("status") else ""))
+    for s in res["skipped"]:
+        say(("  skip ", "yellow"), f"{s.get('id') or ''} at {s.get('where') or '?'}: {s['reason']}")
+    for r in res["removed"]:
+        say(("  not in the files ", "yellow"), f"{r['id']} ({r['file']}): {r['title']}")
+    if res.get("ignored"):
+        say((f"  left alone (not Mnemo memories files): {', '.join(res['ignored'])}", "dim"))
+    if res["removed"]:
+        say((f"  {verb} not delete them: `mnemo forget ID` if they should go", "dim"))
+
+
+def run_markdown_import(service, ctx: dict[str, Any], path: str, *, dry_run: bool = False,
+                        as_json: bool = False) -> int:
+    """Import a directory of exported Markdown files (or one file) and print what it did; returns the exit code."""
+    res = service.markdown_import(ctx, _abs(path), dry_run)
+    if as_json:
+        emit_json(res)
+    else:
+        _print_import(res)
+    return 0
+
+
+def cmd_import(args, service) -> int:
+    return run_markdown_import(service, make_context(args), args.path, dry_run=args.dry_run, as_json=args.json)
