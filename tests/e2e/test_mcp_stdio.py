@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 from conftest import git
 from mnemo.daemon.client import DaemonService
 
-TOOLS = {"remember", "recall", "hydrate", "activate_skills", "promote", "deprecate", "stats", "recent_context",
+TOOLS = {"remember", "remember_batch", "recall", "hydrate", "activate_skills", "promote", "deprecate", "stats", "recent_context",
          "context"}
 MEM_ID = re.compile(r"\b(mem-[0-9a-f]{20})\b")
 
