@@ -171,9 +171,11 @@ def _diff(a: Sequence[str], b: Sequence[str]) -> list[tuple[str, int, int, int, 
     return [(op, i1 + lo, i2 + lo, j1 + lo, j2 + lo) for op, i1, i2, j1, j2 in sm.get_opcodes() if op != "equal"]
 
 
-def _names(text: str, vocab: frozenset[str]) -> set[str]:
+@functools.lru_cache(maxsize=8192)
+def _names(text: str, vocab: frozenset[str]) -> frozenset[str]:
     """Normalized words written like names: capitalized inside a sentence (Jenkins, WeasyPrint), mixed with digits
-    or inner capitals (k8s, gRPC), or not an everyday word of the embedder's vocabulary (zerolog, imgix)."""
+    or inner capitals (k8s, gRPC), or not an everyday word of the embedder's vocabulary (zerolog, imgix). Cached:
+    a note is compared with up to ten neighbours (frozen, so the cached set cannot be changed by a caller)."""
     out = set()
     for m in re.finditer(r"(?<![\w.-])([A-Za-z][\w-]*)", text):
         w = m.group(1)
@@ -184,7 +186,7 @@ def _names(text: str, vocab: frozenset[str]) -> set[str]:
                                    for p in low.split("-"))  # zerolog, date-fns
         if (inner and w[0].isupper()) or re.search(r"\d", w) or re.search(r"[a-z][A-Z]", w) or rare:
             out.add(_norm_word(low))
-    return out
+    return frozenset(out)
 
 
 def _split_clauses(text: str) -> str:
