@@ -45,7 +45,7 @@ PHRASES.update({"no later than": "within", "no more than": "at most", "not more 
                 "leave out": "exclude", "leaves out": "excludes", "left out": "excluded", "half an hour": "30 minutes", "half a minute": "30 seconds", "quarter of an hour": "15 minutes",
                 "a quarter hour": "15 minutes", "half a day": "12 hours", "half a year": "6 months"})
 _PHRASES_LONGEST_FIRST = sorted(PHRASES.items(), key=lambda kv: -len(kv[0]))
-# compiled once: there are more phrases than `re`'s cache holds, so compiling per call re-parsed them every note
+# compiled once: built per call, they kept falling out of `re`'s cache and were re-parsed for every note
 _PHRASE_RES = [(re.compile(rf"(?<![\w-]){re.escape(phrase)}(?![\w-])"), rep) for phrase, rep in _PHRASES_LONGEST_FIRST]
 SYNONYMS = {"db": "database", "repo": "repository", "env": "environment", "config": "configuration",
             "deps": "dependency", "pr": "pull_request", "prs": "pull_request", "js": "javascript",
