@@ -1,6 +1,6 @@
 """SIGKILL the owner while it lands `remember_batch` calls (what `mnemo import` sends).
 
-A batch is committed chunk by chunk (up to 256 notes per transaction): a kill loses at most the open chunk, whole,
+A batch is committed chunk by chunk (up to 64 notes per transaction): a kill loses at most the open chunk, whole,
 and the client's retry on a fresh owner recognises the notes already committed by their content hash
 (confirmations), so at the end every note of every acknowledged batch is stored exactly once, `integrity_check` is
 ok after every kill, and the index replays to the store's count. Hash embedder: the kill timing, not the model,
@@ -21,7 +21,7 @@ from test_crash_remember import CTX, final_index_check, note
 from mnemo.core.errors import DaemonError
 from mnemo.daemon.client import DaemonService
 
-BATCHES, PER_BATCH = 4, 600  # 600 notes: three chunks, so kills land between commits too
+BATCHES, PER_BATCH = 4, 600  # 600 notes: ten chunks, so kills land between commits too
 
 
 def kill(pid: int | None) -> None:
