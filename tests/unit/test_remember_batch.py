@@ -126,3 +126,27 @@ def test_skipping_undecided_embeddings_keeps_every_decision(real_embedder):
         [d.reasons for d in lazy if d.relation != "distinct"]
     skipped = sum(not relation.needs_embedding(relation.features(o, n, c, vocab), c) for o, n, c in pairs)
     assert skipped > 0 and len({d.relation for d in full}) >= 2
+
+
+def test_run_jsonl_import_maps_every_line(real_engine, ctx, tmp_path, monkeypatch):
+    """`run_jsonl_import` on its own (the unified `import` command calls it): results by line number across several
+    `remember_batch` calls, progress up to the total, and an import that cannot go on says where it stopped."""
+    from mnemo.cli.import_cmd import run_jsonl_import
+    from mnemo.service import LocalService
+
+    f = tmp_path / "notes.jsonl"
+    f.write_text('{"text": "payments API requires idempotency keys"}\n\n{"text": "HTTP client retries 3 times"}\n'
+                 '{"text": 3}\n{"text": "payments API requires idempotency keys", "tags": ["api"]}\n'
+                 '{"text": "CI caches pip wheels", "importance": "high"}\n{"text": "deploys need the VPN"}\n')
+    svc = LocalService(real_engine)
+    seen = []
+    rep = run_jsonl_import(svc, ctx.to_dict(), f, batch=2, progress=seen.append)
+    assert rep["lines"] == 6 and rep["stopped"] is None
+    assert [(i["line"], i["status"]) for i in rep["items"]] == [(1, "created"), (3, "created"), (5, "confirmed"),
+                                                               (7, "created")]
+    assert [(e["line"], e["message"]) for e in rep["errors"]] == [
+        (4, "no `text` string"), (6, "`importance` must be a number between 0 and 1")]
+    assert seen[-1] == {"done": 6, "total": 6} and [p["done"] for p in seen] == sorted(p["done"] for p in seen)
+    monkeypatch.setattr(write, "MAX_BATCH_ITEMS", 1)  # the owner refuses a call: the import stops, saying where
+    rep = run_jsonl_import(svc, ctx.to_dict(), f, batch=2)
+    assert rep["stopped"]["line"] == 1 and "nothing was stored" in rep["stopped"]["message"]
