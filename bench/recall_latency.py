@@ -5,6 +5,8 @@ vectors are cached under ~/.cache/mnemo/bench so reruns skip the embedding), the
 and measured through `DaemonService` over its Unix socket:
   - recall p50/p95 over 200 queries (query embedding included, limit 5, hybrid scope, docs included),
   - remember throughput over 200 sequential remembers (embedding, dedup/conflict checks and the commit included),
+  - bulk import throughput: 2,000 new notes through `remember_batch` in calls of 500 (what `mnemo import` sends,
+    every check on), and as its limit the embedding alone of the same texts, in the same run,
   - cold start: a fresh owner process spawned by a client until the first semantic answer (at the first size).
 
     python bench/recall_latency.py --sizes 1000,10000,100000 --json
@@ -90,7 +92,7 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
 
 
-def measure(home: Path, ctx, n_queries: int, n_writes: int, cold: bool) -> dict:
+def measure(home: Path, ctx, n_queries: int, n_writes: int, cold: bool, n_bulk: int = 0) -> dict:
     from mnemo.daemon.client import DaemonService
 
     out: dict = {}
@@ -126,8 +128,33 @@ def measure(home: Path, ctx, n_queries: int, n_writes: int, cold: bool) -> dict:
     for text in texts:
         svc.remember(ctx.to_dict(), text, on_conflict="keep_both")
     out["remember_per_s"] = round(n_writes / (time.perf_counter() - t), 1)
+    if n_bulk:
+        out.update(measure_bulk(svc, ctx, n_bulk))
     svc.shutdown()
     return out
+
+
+def measure_bulk(svc, ctx, n: int, batch: int = 500) -> dict:
+    """The bulk path through the owner: `remember_batch` calls of `batch` new notes (what `mnemo import` sends),
+    every check on; and, as the limit, the embedding alone of the same texts in this process (the same model)."""
+    from mnemo.core.embeddings import get_embedder
+
+    texts = [f"bulk {i} {uuid.uuid4().hex[:6]}: {t}" for i, t in enumerate(synth_notes(n, seed=77))]
+    counts: dict = {}
+    t = time.perf_counter()
+    for start in range(0, n, batch):
+        res = svc.remember_batch(ctx.to_dict(), [{"text": x} for x in texts[start:start + batch]], source="import",
+                                 on_conflict="keep_both")
+        for k, v in res["counts"].items():
+            counts[k] = counts.get(k, 0) + v
+    bulk_s = time.perf_counter() - t
+    emb = get_embedder()
+    t = time.perf_counter()
+    for start in range(0, n, batch):
+        emb.embed(texts[start:start + batch])
+    embed_s = time.perf_counter() - t
+    return {"bulk_import_per_s": round(n / bulk_s, 1), "bulk_counts": counts,
+            "embed_only_per_s": round(n / embed_s, 1)}
 
 
 def main() -> int:
@@ -135,6 +162,7 @@ def main() -> int:
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--writes", type=int, default=200)
+    ap.add_argument("--bulk", type=int, default=2000, help="notes sent through remember_batch per size (0: none)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     from mnemo.core.embeddings import get_embedder
@@ -148,12 +176,14 @@ def main() -> int:
         t = time.perf_counter()
         fill_store(home, n, embedder, ctx)
         fill_s = time.perf_counter() - t
-        r = measure(home, ctx, args.queries, args.writes, cold=(i == 0))
+        r = measure(home, ctx, args.queries, args.writes, cold=(i == 0), n_bulk=args.bulk)
         r["fill_s"] = round(fill_s, 1)
         results[str(n)] = r
         print(f"{n}: {r}", file=sys.stderr)
     summary = {k: {"recall_p50_ms": v["recall_p50_ms"], "recall_p95_ms": v["recall_p95_ms"],
-                   "remember_per_s": v["remember_per_s"]} for k, v in results.items()}
+                   "remember_per_s": v["remember_per_s"],
+                   **{k2: v[k2] for k2 in ("bulk_import_per_s", "embed_only_per_s") if k2 in v}}
+               for k, v in results.items()}
     first = results[next(iter(results))]
     if "cold_start_ms" in first:
         summary["cold_start_ms"] = first["cold_start_ms"]

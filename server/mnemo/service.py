@@ -91,6 +91,17 @@ class LocalService:
                         source=source, anchors=anchors, trust=trust, status=status, provenance=provenance,
                         on_conflict=on_conflict)
 
+    def remember_batch(self, ctx: dict, items: list[dict], *, source: str = "user", status: str | None = None,
+                       on_conflict: str | None = None, progress: Progress | None = None) -> api.RememberBatchResult:
+        c = _ctx(ctx)
+        policy = write_policy(c)
+        if status is None:
+            status = "pending" if source == "agent" and policy == "confirm" else "active"
+        from mnemo.core.write import remember_batch
+
+        return remember_batch(self.engine, c, items, source=source, status=status, on_conflict=on_conflict,
+                              progress=progress)
+
     def recall(self, ctx: dict, query: str, *, scope: str = "hybrid", limit: int = 5, types: list[str] | None = None,
                include_docs: bool = True, include_cold: bool = False, min_confidence: float | None = None,
                kind: str | None = None, branch: str | None = None, tags: list[str] | None = None,

@@ -23,8 +23,8 @@ from conftest import git
 from mnemo.core.identity import detect_context
 from mnemo.daemon.client import DaemonService
 
-TOOLS = {"remember", "recall", "hydrate", "activate_skills", "promote", "deprecate", "stats", "recent_context",
-         "context", "update", "list_memories", "anchor"}
+TOOLS = {"remember", "remember_batch", "recall", "hydrate", "activate_skills", "promote", "deprecate", "stats",
+         "recent_context", "context", "update", "list_memories", "anchor"}
 MEM_ID = re.compile(r"\b(mem-[0-9a-f]{20})\b")
 
 DOCKER_RULES = """---

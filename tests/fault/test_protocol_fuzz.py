@@ -209,7 +209,7 @@ def test_mcp_survives_malformed_lines(mcp):
     assert mcp.alive()
 
 
-TOOLS = ["remember", "recall", "hydrate", "activate_skills", "promote", "deprecate", "stats", "recent_context",
+TOOLS = ["remember", "remember_batch", "recall", "hydrate", "activate_skills", "promote", "deprecate", "stats", "recent_context",
          "context", "no_such_tool"]
 mcp_message = st.one_of(
     st.fixed_dictionaries({"jsonrpc": st.just("2.0"), "id": st.integers(1000, 10**6), "method": st.just("tools/call"),

@@ -20,7 +20,7 @@ from functools import cache
 from typing import Any, Protocol
 
 from mnemo.api import records, results
-from mnemo.api.records import Anchor, CodeSymbol, Ctx, Memory
+from mnemo.api.records import Anchor, BatchNote, CodeSymbol, Ctx, Memory
 from mnemo.api.results import (
     ActivationResult,
     AnchorCheck,
@@ -45,6 +45,7 @@ from mnemo.api.results import (
     MergedBranches,
     RecallResult,
     RecentContext,
+    RememberBatchResult,
     RememberResult,
     ReviewList,
     ReviewResolution,
@@ -78,6 +79,11 @@ class Service(Protocol):
                  provenance: dict[str, Any] | None = None, on_conflict: str | None = None) -> RememberResult:
         """Store a memory in the project scope (checks, dedup, conflicts). `status` None: active, or pending when
         an agent writes under the `confirm` write policy."""
+
+    def remember_batch(self, ctx: Ctx, items: list[BatchNote], *, source: str = "user", status: str | None = None,
+                       on_conflict: str | None = None, progress: Progress | None = None) -> RememberBatchResult:
+        """Many `remember`s at once (at most MNEMO_MAX_BATCH_ITEMS): every check of each, the same decisions as
+        one after the other; embedded together and committed in chunks. A refused note is an `error` item."""
 
     def recall(self, ctx: Ctx, query: str, *, scope: str = "hybrid", limit: int = 5, types: list[str] | None = None,
                include_docs: bool = True, include_cold: bool = False, min_confidence: float | None = None,
@@ -283,12 +289,11 @@ def call_arguments(method: str, args: tuple[Any, ...] = (), kwargs: dict[str, An
 
 
 __all__ = [
-    "LOCAL_ONLY", "SERVICE_METHODS", "ActivationResult", "Anchor", "AnchorCheck", "BranchDelete", "BranchMergeReport",
-    "CodeSymbol", "CompactReport", "Ctx", "DecayReport", "DoctorResult", "Forgotten", "Health", "Hydrated",
-    "IndexDocsResult", "MarkdownExport", "MarkdownImport", "Memory", "MemoryChange", "MemoryHistory", "MemoryList",
-    "MergedBranches", "Progress", "RecallResult",
-    "RecentContext", "RememberResult", "ReviewList", "ReviewResolution", "Service", "SkillList", "SkillsCheck",
-    "SnapshotExport", "SnapshotMergeReport", "Stats", "TeamStatus", "UpdateResult", "accepted", "call_arguments",
-    "parameters",
+    "LOCAL_ONLY", "SERVICE_METHODS", "ActivationResult", "Anchor", "AnchorCheck", "BatchNote", "BranchDelete",
+    "BranchMergeReport", "CodeSymbol", "CompactReport", "Ctx", "DecayReport", "DoctorResult", "Forgotten", "Health",
+    "Hydrated", "IndexDocsResult", "MarkdownExport", "MarkdownImport", "Memory", "MemoryChange", "MemoryHistory",
+    "MemoryList", "MergedBranches", "Progress", "RecallResult", "RecentContext", "RememberBatchResult",
+    "RememberResult", "ReviewList", "ReviewResolution", "Service", "SkillList", "SkillsCheck", "SnapshotExport",
+    "SnapshotMergeReport", "Stats", "TeamStatus", "UpdateResult", "accepted", "call_arguments", "parameters",
     "records", "results", "signature",
 ]

@@ -43,6 +43,24 @@ class RememberResult(TypedDict):
     same_as: NotRequired[SameClaim]
 
 
+class BatchItem(TypedDict):
+    """What became of one note of a batch, at its `index` in the input."""
+
+    index: int
+    status: str  # created | confirmed | conflict | pending | kept_existing | error (refused: nothing stored)
+    message: str
+    id: NotRequired[str]  # the memory stored or confirmed
+    conflicts: NotRequired[list[str]]  # ids of the memories it conflicts with or overrides
+    same_as: NotRequired[str]  # the id of the memory stating the same claim
+    hint: NotRequired[str | None]  # what to do about a refused note
+
+
+class RememberBatchResult(TypedDict):
+    total: int
+    counts: dict[str, int]  # items by status
+    items: list[BatchItem]  # one per input note, in order
+
+
 class MemoryChange(TypedDict):
     """promote, deprecate, restore, anchor. A team record deprecated on the server has `id` and no `memory`."""
 

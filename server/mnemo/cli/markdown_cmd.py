@@ -1,4 +1,5 @@
-"""`mnemo export --format md [--scope S] DIR` and `mnemo import DIR|FILE.md [--dry-run]`: the memories as Markdown
+"""`mnemo export --format md [--scope S] DIR`, and the Markdown half of `mnemo import` (cli/import_cmd.py dispatches a
+directory or a .md file here): the memories as Markdown
 a person reads and edits (format: core/memory_md.py; operations: core/sharing/markdown.py).
 
 `run_markdown_import` is the whole import command as a function, so a command that dispatches on the path (a
@@ -26,13 +27,6 @@ def register(sub: argparse._SubParsersAction, common) -> None:
                    help="project and/or global (repeatable; default both)")
     common(p)
     p.set_defaults(func=cmd_export)
-
-    p = sub.add_parser("import", help="read exported Markdown back: edits, restored and new memories; memories "
-                                      "missing from the files are reported, never deleted")
-    p.add_argument("path", metavar="DIR|FILE.md", help="a directory of exported .md files, or one of them")
-    p.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
-    common(p)
-    p.set_defaults(func=cmd_import)
 
 
 def _abs(path: str) -> str:
@@ -82,5 +76,3 @@ def run_markdown_import(service, ctx: dict[str, Any], path: str, *, dry_run: boo
     return 0
 
 
-def cmd_import(args, service) -> int:
-    return run_markdown_import(service, make_context(args), args.path, dry_run=args.dry_run, as_json=args.json)

@@ -25,6 +25,9 @@ from mnemo.core.team.client import TeamClient
 from mnemo.core.team.settings import load_settings, retry_interval
 
 log = logging.getLogger("mnemo.engine")
+# How long the indexer waits after a commit wakes it before replaying: one chroma upsert (and one state file write)
+# per burst of writes instead of one per write, which competed with the writes themselves for the CPU.
+REPLAY_DELAY = 0.05
 
 
 class OwnerLock:
@@ -212,8 +215,9 @@ class Engine:
             if self.index is not None:
                 self._index_failed(exc, grow=False)
         while not self._stop.is_set():
-            self._wake.wait(timeout=1.0)
-            self._wake.clear()
+            if self._wake.wait(timeout=1.0):  # a commit: let the writes of a burst (an import, remembers in a row)
+                self._stop.wait(REPLAY_DELAY)  # land first and replay them in one go; meanwhile recall and the
+            self._wake.clear()  # checks on write scan the unreplayed tail exactly, so nothing is missed
             if self.store.damage:  # nothing is read or written until `mnemo doctor --repair`
                 continue
             try:

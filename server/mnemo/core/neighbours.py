@@ -63,7 +63,7 @@ def relate(engine: Engine, ctx: Context, mem: Memory, vec, threshold: float | No
     if not cands:
         return []
     decisions = relation.decide_many([(m.text, mem.text, sim) for m, sim in cands], engine.embed,
-                                     relation.vocabulary_of(engine.embedder))
+                                     relation.vocabulary_of(engine.embedder), scores=False)
     found: list[Found] = []
     mine = specificity(mem, ctx)
     for (m, sim), d in zip(cands, decisions, strict=True):

@@ -19,6 +19,11 @@ MAX_TEXT_CHARS = int(os.environ.get("MNEMO_MAX_TEXT_CHARS", "20000"))
 # Anchors + provenance + tags of one memory, as JSON (a memory's metadata is small; a huge one is an attack or a bug).
 MAX_META_BYTES = int(os.environ.get("MNEMO_MAX_META_BYTES", str(64 * 1024)))
 MAX_ANCHORS = int(os.environ.get("MNEMO_MAX_ANCHORS", "64"))
+# Notes in one `remember_batch` call (`mnemo import` sends 500 per call); the owner lands them BATCH_CHUNK at a time:
+# one embedding call and one transaction each (the embedder batches by 32 anyway, and a chunk holds the write lock,
+# so other writers wait less with small chunks).
+MAX_BATCH_ITEMS = int(os.environ.get("MNEMO_MAX_BATCH_ITEMS", "1000"))
+BATCH_CHUNK = 64
 
 ON_CONFLICT = ("review", "supersede", "keep_both", "keep_existing")
 

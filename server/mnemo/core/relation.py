@@ -33,6 +33,7 @@ decision threshold); the held-out test split is reported in docs/reliability.md.
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 import os
 import re
@@ -170,9 +171,11 @@ def _diff(a: Sequence[str], b: Sequence[str]) -> list[tuple[str, int, int, int, 
     return [(op, i1 + lo, i2 + lo, j1 + lo, j2 + lo) for op, i1, i2, j1, j2 in sm.get_opcodes() if op != "equal"]
 
 
-def _names(text: str, vocab: frozenset[str]) -> set[str]:
+@functools.lru_cache(maxsize=8192)
+def _names(text: str, vocab: frozenset[str]) -> frozenset[str]:
     """Normalized words written like names: capitalized inside a sentence (Jenkins, WeasyPrint), mixed with digits
-    or inner capitals (k8s, gRPC), or not an everyday word of the embedder's vocabulary (zerolog, imgix)."""
+    or inner capitals (k8s, gRPC), or not an everyday word of the embedder's vocabulary (zerolog, imgix). Cached:
+    a note is compared with up to ten neighbours (frozen, so the cached set cannot be changed by a caller)."""
     out = set()
     for m in re.finditer(r"(?<![\w.-])([A-Za-z][\w-]*)", text):
         w = m.group(1)
@@ -183,7 +186,7 @@ def _names(text: str, vocab: frozenset[str]) -> set[str]:
                                    for p in low.split("-"))  # zerolog, date-fns
         if (inner and w[0].isupper()) or re.search(r"\d", w) or re.search(r"[a-z][A-Z]", w) or rare:
             out.add(_norm_word(low))
-    return out
+    return frozenset(out)
 
 
 def _split_clauses(text: str) -> str:
@@ -290,8 +293,15 @@ def _listed_signals(f: Features, ta: Sequence[Token], tb: Sequence[Token], ca: S
         f.kinds.add("listed")
 
 
+@functools.lru_cache(maxsize=8192)
+def clause_tokens(text: str) -> tuple[Token, ...]:
+    """The tokens of a note with its clause breaks, cached: a new note is compared with up to ten neighbours, and
+    the same neighbours come back for the next notes of an import (tokens are frozen, so sharing them is safe)."""
+    return tuple(tokens(_split_clauses(text)))
+
+
 def features(old: str, new: str, cosine: float, vocab: frozenset[str] = frozenset()) -> Features:
-    ta, tb = tokens(_split_clauses(old)), tokens(_split_clauses(new))
+    ta, tb = clause_tokens(old), clause_tokens(new)
     ca, cb = _content(ta), _content(tb)
     sa, sb = {t.norm for t in ca}, {t.norm for t in cb}
     f = Features(cosine)
@@ -403,7 +413,7 @@ def _reordered(ta: Sequence[Token], tb: Sequence[Token]) -> str | None:
 
 def masked(text: str, explained: set[str]) -> str:
     """The note without the tokens a signal explains (and without negations): what the rest of it says."""
-    toks = tokens(_split_clauses(text))
+    toks = clause_tokens(text)
     keep = [t.raw.strip("`") for t in toks
             if t.norm not in explained and t.norm not in NEGATIONS and t.norm not in CHANGE_MARKERS and t.raw != ","]
     return " ".join(keep) or "-"
@@ -519,12 +529,12 @@ def _same_or_other(f: Features, cosine: float, t: Thresholds) -> Decision:
 
 
 def embedded_cosines(pairs: Sequence[tuple[str, str, float]], feats: Sequence[Features], embed: Embed,
-                     t: Thresholds = DEFAULT) -> tuple[dict[int, float], dict[int, float]]:
+                     t: Thresholds = DEFAULT, only: set[int] | None = None) -> tuple[dict[int, float], dict[int, float]]:
     """The masked cosines (pairs with a signal) and the slot cosines (pairs with one replaced slot and no signal)
-    of the pairs at or above the cosine gate, from one call to `embed`."""
-    todo = [(i, "mask") for i, f in enumerate(feats) if f.signals and pairs[i][2] >= t.signal_min_cosine]
-    todo += [(i, "slot") for i, f in enumerate(feats)
-             if f.slot and not f.signals and pairs[i][2] >= t.signal_min_cosine]
+    of the pairs at or above the cosine gate (with `only`: of those pairs only), from one call to `embed`."""
+    gate = [i for i in range(len(pairs)) if pairs[i][2] >= t.signal_min_cosine and (only is None or i in only)]
+    todo = [(i, "mask") for i in gate if feats[i].signals]
+    todo += [(i, "slot") for i in gate if feats[i].slot and not feats[i].signals]
     texts: list[str] = []
     for i, what in todo:
         texts += ([masked(pairs[i][0], feats[i].explained), masked(pairs[i][1], feats[i].explained)]
@@ -536,11 +546,24 @@ def embedded_cosines(pairs: Sequence[tuple[str, str, float]], feats: Sequence[Fe
     return out
 
 
+def needs_embedding(f: Features, cosine: float, t: Thresholds = DEFAULT, model: Model = MODEL) -> bool:
+    """Whether the pair's decision depends on its masked or slot cosine: the model's probability is monotone in
+    that one input, so when it falls on the same side of the threshold at both ends of the cosine's range (-1, 1)
+    the decision is known without embedding anything."""
+    if cosine < t.signal_min_cosine or not (f.signals or f.slot):
+        return False
+    ends = [conflict_probability(vector(f, c, c), model) >= model.threshold for c in (-1.001, 1.001)]
+    return ends[0] != ends[1]
+
+
 def decide_many(pairs: Sequence[tuple[str, str, float]], embed: Embed, vocab: frozenset[str] = frozenset(),
-                t: Thresholds = DEFAULT) -> list[Decision]:
-    """`decide` for several (old, new, cosine) pairs, with one call to `embed` for all masked notes and slots."""
+                t: Thresholds = DEFAULT, *, scores: bool = True) -> list[Decision]:
+    """`decide` for several (old, new, cosine) pairs, with one call to `embed` for all masked notes and slots.
+    `scores=False` (the write path): embed only the pairs whose decision depends on it (`needs_embedding`); the
+    relation, `refines` and a conflict's reasons are the same, a distinct pair's score may then be left out."""
     feats = [features(old, new, cos, vocab) for old, new, cos in pairs]
-    masked_cos, slot_cos = embedded_cosines(pairs, feats, embed, t)
+    only = None if scores else {i for i, f in enumerate(feats) if needs_embedding(f, pairs[i][2], t)}
+    masked_cos, slot_cos = embedded_cosines(pairs, feats, embed, t, only)
     return [classify(f, pair[2], masked_cos.get(i), t, slot_cos.get(i))
             for i, (pair, f) in enumerate(zip(pairs, feats, strict=True))]
 
@@ -570,4 +593,4 @@ def vocabulary_of(embedder) -> frozenset[str]:
 
 __all__ = ["DEFAULT", "FEATURES", "MODEL", "Decision", "Features", "Model", "Thresholds", "classify",
            "conflict_probability", "decide", "decide_many", "embedded_cosines", "features", "has_cue", "masked",
-           "same_claim", "tokens", "vector", "vocabulary_of"]
+           "needs_embedding", "same_claim", "tokens", "vector", "vocabulary_of"]

@@ -45,6 +45,8 @@ PHRASES.update({"no later than": "within", "no more than": "at most", "not more 
                 "leave out": "exclude", "leaves out": "excludes", "left out": "excluded", "half an hour": "30 minutes", "half a minute": "30 seconds", "quarter of an hour": "15 minutes",
                 "a quarter hour": "15 minutes", "half a day": "12 hours", "half a year": "6 months"})
 _PHRASES_LONGEST_FIRST = sorted(PHRASES.items(), key=lambda kv: -len(kv[0]))
+# compiled once: built per call, they kept falling out of `re`'s cache and were re-parsed for every note
+_PHRASE_RES = [(re.compile(rf"(?<![\w-]){re.escape(phrase)}(?![\w-])"), rep) for phrase, rep in _PHRASES_LONGEST_FIRST]
 SYNONYMS = {"db": "database", "repo": "repository", "env": "environment", "config": "configuration",
             "deps": "dependency", "pr": "pull_request", "prs": "pull_request", "js": "javascript",
             "ts": "typescript", "py": "python", "k8s": "kubernetes", "msg": "message", "auth": "authentication",
@@ -153,8 +155,8 @@ def tokens(text: str) -> list[Token]:
     t = re.sub(r"(\w)n['’]t\b", r"\1 not", text)  # don't -> do not, isn't -> is not
     t = re.sub(r"\bcan ?not\b", "can not", t, flags=re.I)
     low = t.lower()
-    for phrase, rep in _PHRASES_LONGEST_FIRST:
-        low = re.sub(rf"(?<![\w-]){re.escape(phrase)}(?![\w-])", rep, low)
+    for pattern, rep in _PHRASE_RES:
+        low = pattern.sub(rep, low)
     low = re.sub(r"\b((?:prefer|favou?r|choose|pick)\b[^,;]*?)\bover\b", r"\1instead", low)
     low = re.sub(r"\bnon-(?=[a-z])", "not ", low)  # "a non-root user" says "not root"
     low = _CLOCK_RE.sub(_clock, low)  # "3 am" / "3:00 pm" -> "3:00" / "15:00"

@@ -258,13 +258,16 @@ def _ds_scan(line: str) -> list[tuple[str, str]]:
     global _ds_settings
     try:
         from detect_secrets.core.scan import scan_line
-        from detect_secrets.settings import transient_settings
+        from detect_secrets.settings import cache_bust, configure_settings_from_baseline
     except ImportError:  # optional: our own patterns still run
         return []
-    if _ds_settings is None:
-        _ds_settings = {"plugins_used": [{"name": n} for n in _DS_PLUGINS]}
     out = []
-    with _ds_lock, transient_settings(_ds_settings):  # detect-secrets keeps its settings in module globals
+    with _ds_lock:  # detect-secrets keeps its settings in module globals
+        if _ds_settings is None:  # configured once per process (nothing else here uses detect-secrets): setting
+            # them per line (`transient_settings`) cleared its caches and recompiled its patterns every time
+            _ds_settings = {"plugins_used": [{"name": n} for n in _DS_PLUGINS]}
+            cache_bust()
+            configure_settings_from_baseline(_ds_settings)
         try:
             for s in scan_line(line):
                 if s.secret_value:

@@ -13,7 +13,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from mnemo.core import safety
-from mnemo.core.errors import InvalidInput
+from mnemo.core.errors import InvalidInput, MnemoError
 from mnemo.core.models import (
     BRANCH_INDEPENDENT_TYPES,
     SOURCES,
@@ -23,7 +23,14 @@ from mnemo.core.models import (
     check_write_scope,
 )
 from mnemo.core.neighbours import Found, relate
-from mnemo.core.policy import MAX_ANCHORS, MAX_META_BYTES, MAX_TEXT_CHARS, check_on_conflict
+from mnemo.core.policy import (
+    BATCH_CHUNK,
+    MAX_ANCHORS,
+    MAX_BATCH_ITEMS,
+    MAX_META_BYTES,
+    MAX_TEXT_CHARS,
+    check_on_conflict,
+)
 from mnemo.core.search import memory_visible
 from mnemo.core.text import content_hash
 
@@ -136,11 +143,20 @@ def remember(engine: Engine, ctx: Context, text: str, *, type: str = "project", 
     on_conflict = check_on_conflict(on_conflict if on_conflict is not None else ctx.on_conflict)
     mem, suspicious = draft(ctx, text, type=type, kind=kind, scope=scope, tags=tags, importance=importance,
                             source=source, anchors=anchors, trust=trust, status=status, provenance=provenance)
+    res = land(engine, ctx, mem, suspicious, on_conflict, vec)
+    engine.changed()
+    return res
+
+
+def land(engine: Engine, ctx: Context, mem: Memory, suspicious: list[str], on_conflict: str,
+         vec=None) -> dict[str, Any]:
+    """The checks against the store and the write of a drafted memory (`draft`): the same text in the same place
+    confirms; otherwise the related memories on every level decide. `vec`: the memory's embedding when the caller
+    has it (an import embeds its notes together); the caller calls `engine.changed()` after its commit."""
     existing = find_duplicate(engine, ctx, mem.content_hash, mem.branch)
     if existing is not None:  # the same fact again in the same place is a confirmation, not a copy
         with engine.store.write() as c:
             confirm(c, engine.store, existing.id, mem.importance, mem.created_at)
-        engine.changed()
         m = engine.store.get_memory(existing.id)
         return {"status": "confirmed", "memory": m.to_dict(), "message": f"already known: confirmed {m.confirmations}x",
                 "conflicts": []}
@@ -151,19 +167,17 @@ def remember(engine: Engine, ctx: Context, text: str, *, type: str = "project", 
     found = [f for f in related if f.relation != "duplicate"]
     same = [f for f in related if f.relation == "duplicate" and not (f.refines and mem.status == "pending")]
     if same and not found:
-        res = write_same_claim(engine, ctx, mem, vec, same[0])
-    elif found or mem.status == "pending":
+        return write_same_claim(engine, ctx, mem, vec, same[0])
+    if found or mem.status == "pending":
         res = write_new(engine, ctx, mem, vec, found, on_conflict)
         if suspicious:
             res["message"] += (f" (untrusted: it reads like instructions to the agent or hides text: "
                                f"{', '.join(suspicious)}; a person accepts or rejects it in Review)")
-    else:
-        with engine.store.write() as c:
-            engine.store.insert_memory(c, mem, vec, engine.model_id)
-        res = {"status": "created" if mem.status == "active" else mem.status, "memory": mem.to_dict(),
-               "message": "remembered" if mem.status == "active" else "waiting in Review", "conflicts": []}
-    engine.changed()
-    return res
+        return res
+    with engine.store.write() as c:
+        engine.store.insert_memory(c, mem, vec, engine.model_id)
+    return {"status": "created" if mem.status == "active" else mem.status, "memory": mem.to_dict(),
+            "message": "remembered" if mem.status == "active" else "waiting in Review", "conflicts": []}
 
 
 # -- the three ways a new memory lands -------------------------------------------------------------------------
@@ -276,3 +290,82 @@ def write_new(engine: Engine, ctx: Context, mem: Memory, vec, found: list[Found]
     res_for = {"review": "review", "supersede": "supersede", "keep_both": "keep_both"}[on_conflict]
     return {"status": res_status, "memory": store.get_memory(mem.id).to_dict(), "message": "; ".join(parts),
             "conflicts": [f.to_dict(res_for if f.relation == "conflict" else "override") for f in found]}
+
+
+# -- many at once ------------------------------------------------------------------------------------------------
+BATCH_FIELDS = ("text", "type", "kind", "scope", "tags", "importance", "anchors", "provenance")
+
+
+def _draft_item(ctx: Context, item: Any, source: str, status: str) -> tuple[Memory, list[str]]:
+    """One batch item's memory, every check of `draft`; an item that is not an object of known fields is refused."""
+    if not isinstance(item, dict) or "text" not in item:
+        raise InvalidInput("each item must be an object with a `text`",
+                           hint='e.g. {"text": "payments API requires idempotency keys", "kind": "decision"}')
+    unknown = sorted(set(item) - set(BATCH_FIELDS))
+    if unknown:
+        raise InvalidInput(f"unknown field(s) {', '.join(map(repr, unknown))}",
+                           hint=f"an item takes: {', '.join(BATCH_FIELDS)}")
+    fields = {k: v for k, v in item.items() if v is not None}
+    return draft(ctx, fields.pop("text"), source=source, status=status, **fields)
+
+
+def _batch_item(index: int, res: dict[str, Any]) -> dict[str, Any]:
+    out = {"index": index, "status": res["status"], "id": res["memory"]["id"], "message": res["message"],
+           "conflicts": [c["id"] for c in res["conflicts"]]}
+    if "same_as" in res:
+        out["same_as"] = res["same_as"]["id"]
+    return out
+
+
+def _error_item(index: int, exc: MnemoError) -> dict[str, Any]:
+    return {"index": index, "status": "error", "message": exc.message, "hint": exc.hint}
+
+
+def remember_batch(engine: Engine, ctx: Context, items: list[Any], *, source: str = "user", status: str = "active",
+                   on_conflict: str | None = None, progress=None) -> dict[str, Any]:
+    """`remember` for many notes, each with every check of a single one and the same decisions as the same notes
+    remembered one after the other (an item sees the items before it): the drafts of a chunk are embedded in one
+    call and land in one transaction (a savepoint per item, so a refused item leaves no trace). Acknowledged
+    chunk by chunk: a chunk is durable once committed. Returns `{"total", "counts", "items"}`, one item per input
+    in order (status `error` with a message and a hint for a refused one)."""
+    on_conflict = check_on_conflict(on_conflict if on_conflict is not None else ctx.on_conflict)
+    if not isinstance(items, list):
+        raise InvalidInput("items must be a list of objects", hint='e.g. [{"text": "..."}, {"text": "..."}]')
+    if len(items) > MAX_BATCH_ITEMS:
+        raise InvalidInput(f"{len(items):,} items in one batch; the limit is {MAX_BATCH_ITEMS:,}; nothing was stored",
+                           hint="send them in several batches (`mnemo import` does), or raise MNEMO_MAX_BATCH_ITEMS")
+    out: list[dict[str, Any]] = []
+    for start in range(0, len(items), BATCH_CHUNK):
+        out += _land_chunk(engine, ctx, items[start:start + BATCH_CHUNK], start, source, status, on_conflict)
+        engine.changed()
+        if progress is not None:
+            progress({"done": len(out), "total": len(items)})
+    counts: dict[str, int] = {}
+    for it in out:
+        counts[it["status"]] = counts.get(it["status"], 0) + 1
+    return {"total": len(items), "counts": counts, "items": out}
+
+
+def _land_chunk(engine: Engine, ctx: Context, chunk: list[Any], start: int, source: str, status: str,
+                on_conflict: str) -> list[dict[str, Any]]:
+    drafts: list[Any] = []
+    for item in chunk:
+        try:
+            drafts.append(_draft_item(ctx, item, source, status))
+        except MnemoError as exc:
+            drafts.append(exc)
+    texts = [d[0].text for d in drafts if not isinstance(d, MnemoError)]
+    vecs = iter(engine.embed(texts) if texts else [])
+    out = []
+    with engine.store.write() as c:
+        for i, d in enumerate(drafts):
+            if isinstance(d, MnemoError):
+                out.append(_error_item(start + i, d))
+                continue
+            vec = next(vecs)
+            try:
+                with engine.store.savepoint(c):
+                    out.append(_batch_item(start + i, land(engine, ctx, d[0], d[1], on_conflict, vec)))
+            except InvalidInput as exc:
+                out.append(_error_item(start + i, exc))
+    return out

@@ -236,5 +236,26 @@ def format_status(res: dict[str, Any], verb: str) -> str:
     return line + "\n"
 
 
-__all__ = ["RECALL_PREAMBLE", "format_activation", "format_card", "format_hydrate", "format_recall", "format_recent",
+def _one_line(text: str) -> str:
+    from mnemo.core.text import strip_controls
+
+    return " ".join(strip_controls(str(text)).split())
+
+
+def format_batch(res: dict[str, Any]) -> str:
+    """What became of each note of a `remember_batch`, by its number (1-based), then the counts."""
+    out = []
+    for it in res.get("items") or []:
+        head = f"{it['index'] + 1}. {it['status']}"
+        if it.get("id"):
+            head += f" {it['id']}"
+        out.append(f"{head} · {_one_line(it.get('message') or '')}")
+        if it.get("hint"):
+            out.append(f"   hint: {_one_line(it['hint'])}")
+    counts = ", ".join(f"{v} {k}" for k, v in sorted((res.get("counts") or {}).items()))
+    out.append(f"{res.get('total', 0)} notes: {counts or 'none'}")
+    return "\n".join(out) + "\n"
+
+
+__all__ = ["RECALL_PREAMBLE", "format_activation", "format_batch", "format_card", "format_hydrate", "format_recall", "format_recent",
            "format_stats", "format_status", "quote", "warning_line"]

@@ -9,11 +9,12 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from mnemo.mcp.edit_tools import add_edit_tools
 from mnemo.mcp.format import (
     format_activation,
+    format_batch,
     format_hydrate,
     format_recall,
     format_recent,
@@ -23,6 +24,17 @@ from mnemo.mcp.format import (
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+
+class BatchNoteIn(BaseModel):
+    """One note of `remember_batch` (the arguments of `remember`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: Annotated[str, Field(description="one short, self-contained fact, decision, lesson or hand-off")]
+    kind: Annotated[str, Field(description="decision | lesson | pattern | handoff | fact (free-form)")] = "fact"
+    type: Literal["project", "reference", "user", "feedback"] = "project"
+    tags: list[str] | None = None
+    importance: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
 
 
 def add_tools(server: MCPServer, backend, workspace) -> None:
@@ -59,6 +71,21 @@ def _memory_tools(server: MCPServer, backend, workspace) -> None:
         res = await backend.call("remember", ctx, text, kind=kind, type=type, tags=tags or [],
                                  importance=importance, source="agent", anchors=anchors)
         return format_status(res, "remember")
+
+    @server.tool(annotations=WRITE)
+    async def remember_batch(
+        notes: Annotated[list[BatchNoteIn], Field(min_length=1, max_length=1000, description=(
+            "The notes to store (at most 1000), each one short, self-contained fact with optional kind, type, "
+            "tags and importance, as for `remember`."))],
+        mcp_ctx: Context,
+    ) -> str:
+        """Store many memories in one call (an import, or what a long session learned): each note gets every check
+        of `remember` (secrets refused, the same claim confirmed, contradictions held in Review), in order, much
+        faster than one call per note. The answer lists what became of each note by its number."""
+        ctx = await workspace.context(mcp_ctx)
+        items = [n.model_dump(exclude_none=True) for n in notes]
+        res = await backend.call("remember_batch", ctx, items, source="agent")
+        return format_batch(res)
 
     @server.tool(annotations=READ)
     async def recall(

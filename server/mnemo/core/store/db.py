@@ -155,6 +155,20 @@ class Database:
             conn.execute(f"RELEASE {name}")
 
     @staticmethod
+    @contextlib.contextmanager
+    def savepoint(conn: sqlite3.Connection, name: str = "item") -> Iterator[None]:
+        """Inside a write: the block is all-or-nothing on its own (a failing item of a batch leaves no trace, the
+        items before and after it stay in the transaction)."""
+        conn.execute(f"SAVEPOINT {name}")
+        try:
+            yield
+        except BaseException:
+            conn.execute(f"ROLLBACK TO {name}")
+            conn.execute(f"RELEASE {name}")
+            raise
+        conn.execute(f"RELEASE {name}")
+
+    @staticmethod
     def _rollback(c: sqlite3.Connection) -> None:
         try:
             if c.in_transaction:
