@@ -94,14 +94,16 @@ class Light:
 @dataclass
 class DenseHits:
     scores: dict[str, float]  # item id -> cosine
-    used_index: bool  # False: the stored vectors were scanned (index warming up, or failed and being rebuilt)
+    used_index: bool  # False: the stored vectors were scanned (no index, no vector file: warming up or rebuilt)
 
 
 def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequence[str] | None = None) -> DenseHits:
     """Cosines of `qvec` in the given partitions: with `ids`, exactly, for those items only; otherwise the top `k`
     of each partition from the ANN index plus every item it has not replayed yet (scanned exactly, so nothing
     acknowledged is ever unfindable). While the index is not ready, or when it fails (it is then marked broken
-    and rebuilt in the background), the stored vectors are scanned exactly. Store errors propagate."""
+    and rebuilt in the background), the persisted vector file answers exactly (core/vector_file.py, plus the
+    changes after it from SQLite); without a usable file, the stored vectors are scanned. Store errors
+    propagate."""
     store = engine.store
     if ids is not None:
         return DenseHits(dict(exact_scores(store, parts, qvec, ids=list(ids))) if ids else {}, False)
@@ -116,11 +118,19 @@ def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequen
             index.mark_broken(exc)
             engine.schedule_index_repair()
         else:
-            tail = {c["item_id"] for c in store.changes_after(seq) if c["op"] == "upsert"}
-            if tail:
-                scores.update(exact_scores(store, parts, qvec, ids=list(tail)))
-            return DenseHits(scores, True)
+            return DenseHits(_with_tail(store, parts, qvec, scores, seq), True)
+    found = engine.vector_file().search(parts, qvec, k)
+    if found is not None:
+        return DenseHits(_with_tail(store, parts, qvec, *found), True)
     return DenseHits(dict(exact_scores(store, parts, qvec)), False)
+
+
+def _with_tail(store: Store, parts: Sequence[str], qvec, scores: dict[str, float], seq: int) -> dict[str, float]:
+    """`scores` plus the exact cosines of the items changed after change `seq` (what an index has not seen)."""
+    tail = {c["item_id"] for c in store.changes_after(seq) if c["op"] == "upsert"}
+    if tail:
+        scores.update(exact_scores(store, parts, qvec, ids=list(tail)))
+    return scores
 
 
 def nearest_memories(engine: Engine, ctx: Context, vec, k: int = 10) -> list[tuple[Memory, float]]:
