@@ -227,6 +227,7 @@ class Engine:
         try:
             self.embedder  # noqa: B018 - load once, off the caller's path
             self._reembed_foreign_vectors()
+            self.vector_file().verify()  # every row against the checksum (the open checked samples)
             self.vector_file().refresh()  # what the first queries read while chroma opens
             self.keywords.build_all()  # loads the saved postings; builds a partition they lack
             self.persist()

@@ -99,8 +99,10 @@ class PartitionIndex:
         docs, tfs = memoryview(docs_b), memoryview(tfs_b)
         at = 0
         for term, ln in zip(terms, lens, strict=True):
-            d = array("i", docs[at * 4:(at + ln) * 4])
-            idx.postings[term] = (d, array("f", tfs[at * 4:(at + ln) * 4]))
+            d, f = array("i"), array("f")
+            d.frombytes(docs[at * 4:(at + ln) * 4])  # array(code, memoryview) would read single bytes
+            f.frombytes(tfs[at * 4:(at + ln) * 4])
+            idx.postings[term] = (d, f)
             at += ln
         if len(docs_b) and (min(array("i", docs_b)) < 0 or max(array("i", docs_b)) >= n):
             raise ValueError("a posting points outside the partition")

@@ -19,6 +19,7 @@ import logging
 import os
 import shutil
 import threading
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -59,9 +60,10 @@ class VectorFile:
             return m
         with self._lock:
             if self._loaded is None:
-                self._loaded, self.last_problem = _open(self.path, self.store, self.model_id)
-                if self.last_problem:
-                    log.info("vector file not used: %s", self.last_problem)
+                self._loaded, problem = _open(self.path, self.store, self.model_id)
+                if problem:
+                    self.last_problem = problem
+                    log.info("vector file not used: %s", problem)
             return self._loaded
 
     def stale(self, any_tail: bool = False) -> bool:
@@ -104,6 +106,7 @@ class VectorFile:
         os.replace(tmp, self.path)
         _fsync_dir(self.dir)
         loaded = _Matrix(self.path, header, ids, np)
+        loaded.verified = True
         with self._lock:
             self._loaded, self.last_problem = loaded, None
         log.info("vector file written: %d rows at change %d", len(ids), header["seq"])
@@ -115,6 +118,7 @@ class VectorFile:
         parts: dict[str, list[int]] = {}
         ids: list[str] = []
         dim = 0
+        crc = 0
         with store.reading():
             seq = store.max_seq()
             ident = store.change_at(seq)
@@ -128,10 +132,11 @@ class VectorFile:
                         if len(r["vec"]) == dim * 4:
                             ids.append(r["item_id"])
                             out.write(r["vec"])
+                            crc = zlib.crc32(r["vec"], crc)
                 parts[part] = [start, len(ids)]
         header = {"format": FORMAT, "model_id": self.model_id, "dim": dim, "count": len(ids), "seq": seq,
                   "change": list(ident) if ident else None, "parts": parts,
-                  "ids_len": len("\n".join(ids).encode())}
+                  "ids_len": len("\n".join(ids).encode()), "crc": crc}
         return header, ids
 
     def refresh(self, any_tail: bool = False) -> bool:
@@ -140,6 +145,26 @@ class VectorFile:
             return False
         self.write()
         return True
+
+    def verify(self) -> bool:
+        """Check every row against the file's checksum (the indexer thread, once after start: the open checks
+        only sample rows); a file that fails is dropped and rewritten. False when it failed."""
+        m = self.matrix()
+        if m is None or m.verified:
+            return True
+        crc = 0
+        step = 4096
+        for a in range(0, m.count, step):
+            crc = zlib.crc32(m.mat[a:a + step].tobytes(), crc)
+        if crc == m.crc:
+            m.verified = True
+            return True
+        log.warning("vector file %s fails its checksum; rewriting it", self.path)
+        with self._lock:
+            if self._loaded is m:
+                self._loaded, self.last_problem = None, "checksum mismatch"
+        self.path.unlink(missing_ok=True)
+        return False
 
     # -- query -----------------------------------------------------------------------------------------------
     def search(self, parts: Sequence[str], qvec, k: int) -> tuple[dict[str, float], int] | None:
@@ -157,6 +182,8 @@ class _Matrix:
         self.count = int(header["count"])
         self.dim = int(header["dim"])
         self.parts = {p: (int(a), int(b)) for p, (a, b) in header["parts"].items()}
+        self.crc = int(header["crc"])
+        self.verified = False
         self.ids = ids
         self._np = np
         if self.count and self.dim:
@@ -210,7 +237,10 @@ def _open(path: Path, store: Store, model_id: str) -> tuple[_Matrix | None, str 
     ids = id_bytes.decode().split("\n") if header["count"] else []
     if len(ids) != header["count"]:
         return None, "id list does not match the row count"
-    m = _Matrix(path, header, ids, np)
+    try:
+        m = _Matrix(path, header, ids, np)
+    except (OSError, ValueError) as exc:  # changed under us
+        return None, f"cannot map: {exc}"
     return (m, None) if _samples_match(m, store) else (None, "sampled rows differ from the store")
 
 
@@ -223,8 +253,9 @@ def _check_header(header: dict, size: int, id_len: int, store: Store, model_id: 
         want = int(header["data_at"]) + int(header["count"]) * int(header["dim"]) * 4
         if id_len != int(header["ids_len"]) or size != want:
             return f"size {size} bytes, the header says {want} (torn or truncated)"
-        seq = int(header["seq"])
-    except (KeyError, TypeError, ValueError) as exc:
+        seq, _ = int(header["seq"]), int(header["crc"])
+        _ = {str(p): (int(a), int(b)) for p, (a, b) in header["parts"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         return f"damaged header: {exc}"
     if seq > store.max_seq():
         return f"reflects change {seq}, the store ends at {store.max_seq()} (a restored store)"
