@@ -91,6 +91,10 @@ class Light:
 
 
 # -- the dense search ------------------------------------------------------------------------------------------
+# Partitions up to this many rows are searched exactly in the vector file even when chroma is ready: a float32
+# product over them costs less than an HNSW query through chroma (docs/benchmarks.md).
+EXACT_ROWS = 30000
+
 @dataclass
 class DenseHits:
     scores: dict[str, float]  # item id -> cosine
@@ -99,16 +103,18 @@ class DenseHits:
 
 def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequence[str] | None = None) -> DenseHits:
     """Cosines of `qvec` in the given partitions: with `ids`, exactly, for those items only; otherwise the top `k`
-    of each partition from the ANN index plus every item it has not replayed yet (scanned exactly, so nothing
-    acknowledged is ever unfindable). While the index is not ready, or when it fails (it is then marked broken
-    and rebuilt in the background), the persisted vector file answers exactly (core/vector_file.py, plus the
-    changes after it from SQLite); without a usable file, the stored vectors are scanned. Store errors
+    of each partition, plus every item changed after what the answering index reflects (scored exactly from
+    SQLite, so nothing acknowledged is ever unfindable). The answering index: the persisted vector file
+    (core/vector_file.py, exact) when its partitions are small enough for an exact product to beat the ANN index
+    (`EXACT_ROWS`) or while the ANN index is not ready; else chroma's ANN index. When chroma fails it is marked
+    broken and rebuilt in the background; without either, the stored vectors are scanned. Store errors
     propagate."""
     store = engine.store
     if ids is not None:
         return DenseHits(dict(exact_scores(store, parts, qvec, ids=list(ids))) if ids else {}, False)
     index = engine.index
-    if index is not None and index.ready:
+    vf = engine.vector_file()
+    if index is not None and index.ready and not vf.small(parts, EXACT_ROWS):
         seq = index.indexed_seq
         scores: dict[str, float] = {}
         try:
@@ -118,18 +124,18 @@ def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequen
             index.mark_broken(exc)
             engine.schedule_index_repair()
         else:
-            return DenseHits(_with_tail(store, parts, qvec, scores, seq), True)
-    found = engine.vector_file().search(parts, qvec, k)
+            return DenseHits(_with_tail(store, parts, qvec, scores, store.changes_after(seq)), True)
+    found = vf.search(parts, qvec, k)
     if found is not None:
         return DenseHits(_with_tail(store, parts, qvec, *found), True)
     return DenseHits(dict(exact_scores(store, parts, qvec)), False)
 
 
-def _with_tail(store: Store, parts: Sequence[str], qvec, scores: dict[str, float], seq: int) -> dict[str, float]:
-    """`scores` plus the exact cosines of the items changed after change `seq` (what an index has not seen)."""
-    tail = {c["item_id"] for c in store.changes_after(seq) if c["op"] == "upsert"}
-    if tail:
-        scores.update(exact_scores(store, parts, qvec, ids=list(tail)))
+def _with_tail(store: Store, parts: Sequence[str], qvec, scores: dict[str, float], tail: list) -> dict[str, float]:
+    """`scores` plus the exact cosines of the items of the change-log rows `tail` (what an index has not seen)."""
+    upserts = {c["item_id"] for c in tail if c["op"] == "upsert"}
+    if upserts:
+        scores.update(exact_scores(store, parts, qvec, ids=list(upserts)))
     return scores
 
 

@@ -167,9 +167,15 @@ class VectorFile:
         return False
 
     # -- query -----------------------------------------------------------------------------------------------
-    def search(self, parts: Sequence[str], qvec, k: int) -> tuple[dict[str, float], int] | None:
-        """Exact top-`k` cosines per partition from the file, without the items changed after it (the caller
-        scores those from SQLite), and the sequence it reflects; None when no usable file or another dimension."""
+    def small(self, parts: Sequence[str], rows: int) -> bool:
+        """True when the file is usable and none of `parts` holds more than `rows` rows in it."""
+        m = self.matrix()
+        return m is not None and all(b - a <= rows for a, b in (m.parts.get(p, (0, 0)) for p in parts))
+
+    def search(self, parts: Sequence[str], qvec, k: int) -> tuple[dict[str, float], list] | None:
+        """Exact top-`k` cosines per partition from the file, without the items changed after it, and those
+        changes (the change-log rows after the file: the caller scores them from SQLite); None when there is no
+        usable file or the query has another dimension."""
         m = self.matrix()
         if m is None:
             return None
@@ -192,12 +198,13 @@ class _Matrix:
         else:
             self.mat = np.zeros((0, max(self.dim, 1)), dtype=np.float32)
 
-    def search(self, parts: Sequence[str], qvec, k: int, store: Store) -> tuple[dict[str, float], int] | None:
+    def search(self, parts: Sequence[str], qvec, k: int, store: Store) -> tuple[dict[str, float], list] | None:
         np = self._np
         q = np.asarray(qvec, dtype=np.float32)
         if self.count and q.shape[0] != self.dim:
             return None
-        changed = {c["item_id"] for c in store.changes_after(self.seq)}
+        tail = store.changes_after(self.seq)
+        changed = {c["item_id"] for c in tail}
         out: dict[str, float] = {}
         for part in parts:
             a, b = self.parts.get(part, (0, 0))
@@ -210,7 +217,7 @@ class _Matrix:
                 item_id = self.ids[a + i]
                 if item_id not in changed:
                     out[item_id] = float(sims[i])
-        return out, self.seq
+        return out, tail
 
 
 def _open(path: Path, store: Store, model_id: str) -> tuple[_Matrix | None, str | None]:
