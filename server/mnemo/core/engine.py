@@ -80,6 +80,7 @@ class Engine:
         self.cache_dir = self.home / "cache"
         self.keywords = KeywordIndex(self.store, self.cache_dir)
         self._vector_file: VectorFile | None = None
+        self._persist_after = 0.0  # monotonic time of the next attempt to write <home>/cache after a failure
         self._access_lock = threading.Lock()
         self._pending_access: dict[str, float] = {}
         self._wake = threading.Event()
@@ -227,10 +228,7 @@ class Engine:
         try:
             self.embedder  # noqa: B018 - load once, off the caller's path
             self._reembed_foreign_vectors()
-            self.vector_file().verify()  # every row against the checksum (the open checked samples)
-            self.vector_file().refresh()  # what the first queries read while chroma opens
-            self.keywords.build_all()  # loads the saved postings; builds a partition they lack
-            self.persist()
+            self._prepare_cache()
             self.index = DenseIndex(self.home / "chroma", self.store, self.model_id)
             self.index.ensure_ready()
         except Exception as exc:  # noqa: BLE001
@@ -252,11 +250,28 @@ class Engine:
                 log.warning("indexer: %s; will rebuild in %.0f s", exc, self._retry[0])
                 if self.index is not None:
                     self._index_failed(exc, grow=True)
-            try:
-                if self._embedder_ready.is_set():
-                    self.persist()
-            except Exception as exc:  # noqa: BLE001 - derived files: the store stays the truth
-                log.warning("could not write %s: %s", self.cache_dir, exc)
+            self._persist_step()
+
+    def _prepare_cache(self) -> None:
+        """At start: check the vector file's every row, write it when missing or stale (the first queries read it
+        while chroma opens), load or build the keyword postings, save them when no usable file holds them."""
+        try:
+            self.vector_file().verify()
+            self.keywords.build_all()  # loads the saved postings first; builds a partition they lack
+            self.persist()
+        except Exception as exc:  # noqa: BLE001 - derived files: queries scan the store meanwhile
+            log.warning("could not prepare %s: %s; next attempt in a minute", self.cache_dir, exc)
+            self._persist_after = time.monotonic() + 60.0
+
+    def _persist_step(self) -> None:
+        """Keep `<home>/cache` in step; after a failure (disk full) wait a minute before the next attempt."""
+        if not self._embedder_ready.is_set() or time.monotonic() < self._persist_after:
+            return
+        try:
+            self.persist()
+        except Exception as exc:  # noqa: BLE001 - derived files: the store stays the truth
+            log.warning("could not write %s: %s; next attempt in a minute", self.cache_dir, exc)
+            self._persist_after = time.monotonic() + 60.0
 
     def _index_step(self) -> None:
         """Replay new changes into the index, or rebuild it when it is broken and its retry time has come."""

@@ -252,13 +252,16 @@ class KeywordIndex:
         self.dir.mkdir(parents=True, exist_ok=True)
         path = self.dir / FILE_NAME
         tmp = path.with_suffix(".tmp")
-        with open(tmp, "wb") as f:
-            f.write(MAGIC + len(header).to_bytes(8, "little") + header)
-            for b in blobs:
-                f.write(b)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(MAGIC + len(header).to_bytes(8, "little") + header)
+                for b in blobs:
+                    f.write(b)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)  # a failed write (disk full) leaves the old file and no temporary one
         self.saved_seq = seq
 
     def load(self) -> str | None:

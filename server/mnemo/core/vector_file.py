@@ -77,11 +77,28 @@ class VectorFile:
 
     # -- write -----------------------------------------------------------------------------------------------
     def write(self) -> None:
-        """Write the file from one consistent read of the store (new file, fsync, rename), then use it."""
+        """Write the file from one consistent read of the store (new file, fsync, rename), then use it. On a
+        failure (disk full) the temporary files are removed and the old file stays."""
         import numpy as np
 
         self.dir.mkdir(parents=True, exist_ok=True)
         rows_tmp = self.path.with_suffix(".rows.tmp")  # the matrix, streamed while reading (no copy in memory)
+        tmp = self.path.with_suffix(".tmp")
+        try:
+            header, ids = self._write_tmp(rows_tmp, tmp)
+            os.replace(tmp, self.path)
+        finally:
+            rows_tmp.unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
+        _fsync_dir(self.dir)
+        loaded = _Matrix(self.path, header, ids, np)
+        loaded.verified = True
+        with self._lock:
+            self._loaded, self.last_problem = loaded, None
+        log.info("vector file written: %d rows at change %d", len(ids), header["seq"])
+
+    def _write_tmp(self, rows_tmp: Path, tmp: Path) -> tuple[dict, list[str]]:
+        """The new file at `tmp`, complete and fsync'd (the rows streamed through `rows_tmp` first)."""
         with open(rows_tmp, "w+b") as rows_f:
             header, ids = self._read_rows(rows_f)
             id_bytes = "\n".join(ids).encode()
@@ -92,7 +109,6 @@ class VectorFile:
                 if data_at == header["data_at"]:
                     break
                 header["data_at"] = data_at
-            tmp = self.path.with_suffix(".tmp")
             with open(tmp, "wb") as f:
                 f.write(MAGIC + len(head).to_bytes(8, "little") + head + id_bytes)
                 if f.tell() > data_at:
@@ -102,14 +118,7 @@ class VectorFile:
                 shutil.copyfileobj(rows_f, f, 1 << 20)
                 f.flush()
                 os.fsync(f.fileno())
-        rows_tmp.unlink(missing_ok=True)
-        os.replace(tmp, self.path)
-        _fsync_dir(self.dir)
-        loaded = _Matrix(self.path, header, ids, np)
-        loaded.verified = True
-        with self._lock:
-            self._loaded, self.last_problem = loaded, None
-        log.info("vector file written: %d rows at change %d", len(ids), header["seq"])
+        return header, ids
 
     def _read_rows(self, out) -> tuple[dict, list[str]]:
         """Stream every vector of the current model, grouped by partition, to `out` from one consistent read;
