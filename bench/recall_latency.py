@@ -184,7 +184,8 @@ def cold_start_indexed(home: Path, ctx, runs: int = 3) -> dict:
 
 def limit_of(texts: list[str], queries: list[str], embedder, k: int = 50) -> dict:
     """The limit of a recall over these vectors, measured in this run: the query embedding p50 (the owner's model)
-    plus an exact top-k search p50 (numpy, float32 product + argpartition) over the same vectors."""
+    plus an exact top-k search p50 (numpy float32 product, the faster of BLAS and einsum, + argpartition) over the
+    same vectors."""
     import numpy as np
 
     mat = np.ascontiguousarray(cached_vectors(texts, embedder, "notes"), dtype=np.float32)
@@ -193,10 +194,13 @@ def limit_of(texts: list[str], queries: list[str], embedder, k: int = 50) -> dic
         t = time.perf_counter()
         qv = embedder.embed([q])[0]
         emb.append((time.perf_counter() - t) * 1000)
-        t = time.perf_counter()
-        sims = mat @ qv
-        np.argpartition(-sims, k - 1)[:k]
-        search.append((time.perf_counter() - t) * 1000)
+        best = float("inf")
+        for product in (lambda: mat @ qv, lambda: np.einsum("ij,j->i", mat, qv)):  # BLAS, or one thread
+            t = time.perf_counter()
+            sims = product()
+            np.argpartition(-sims, k - 1)[:k]
+            best = min(best, (time.perf_counter() - t) * 1000)
+        search.append(best)
     e, s = statistics.median(emb), statistics.median(search)
     return {"embed_p50_ms": round(e, 2), "exact_search_p50_ms": round(s, 2), "limit_ms": round(e + s, 2)}
 

@@ -93,7 +93,7 @@ class Light:
 # -- the dense search ------------------------------------------------------------------------------------------
 # Partitions up to this many rows are searched exactly in the vector file even when chroma is ready: a float32
 # product over them costs less than an HNSW query through chroma (docs/benchmarks.md).
-EXACT_ROWS = 30000
+EXACT_ROWS = 20000
 
 @dataclass
 class DenseHits:

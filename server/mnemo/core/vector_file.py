@@ -219,7 +219,8 @@ class _Matrix:
             a, b = self.parts.get(part, (0, 0))
             if b <= a:
                 continue
-            sims = self.mat[a:b] @ q
+            # einsum's own loop, not BLAS: a threaded gemv is ~20x slower when the cores are busy (docs/benchmarks.md)
+            sims = np.einsum("ij,j->i", self.mat[a:b], q)
             want = min(b - a, k + len(changed))
             top = np.argpartition(-sims, want - 1)[:want] if want < b - a else np.arange(b - a)
             for i in top.tolist():
