@@ -10,8 +10,10 @@ started and its dense index built. Timed, from the client's side of the pipe:
     answers it before pygls is loaded (mnemo/lsp/preinit.py); `--init-reps` more short sessions give its median
     and, with MNEMO_LSP_PREINIT=0, the median without that pre-handshake (pygls answering after its import);
   - first_hover_ms_after_spawn: spawning until the answer to a hover sent right after `initialized` + `didOpen`:
-    it waits for pygls' import and the owner connection, which the pre-handshake does not speed up (its answer is
-    usually empty: the owner link is still starting);
+    it waits for pygls' import and the owner connection, which the pre-handshake does not speed up (a hover asked
+    while the owner link is first made waits for it, so the answer has content);
+  - first_hover_with_content_ms_owner_running / _owner_not_running: the same on a spot that has content when warm,
+    in fresh sessions (median of 3), with the owner already up and with no owner (the server starts it);
   - hover p50/p95 (warm) over `--hovers` identifiers inside the functions of engine.py (recall + anchors + skills:
     one `hover_context` call to the owner unless cached; `owner_calls_in_timed_hovers` counts them);
   - code_lens p95 over `--lenses` `textDocument/codeLens` requests on engine.py (caches warm);
@@ -198,6 +200,8 @@ async def drive(home: Path, hovers: int, lenses: int, init_reps: int) -> dict:
             res = await client.text_document_hover_async(t.HoverParams(
                 text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=line, character=col)))
             shown += res is not None
+            if res is not None and "content_spot" not in out:
+                out["content_spot"] = (line, col)
             return (time.perf_counter() - ts) * 1000
 
         for line, col in spots[:20]:  # warm-up: skills cache, anchor index, parse
@@ -293,6 +297,47 @@ async def drive(home: Path, hovers: int, lenses: int, init_reps: int) -> dict:
         out["initialize_ms_samples"] = samples["1"]
         out["initialize_ms_without_preinit_samples"] = samples["0"]
         out["initialize_answered_after_ms_server_side"] = server_side
+    if "content_spot" in out:
+        out.update(await first_hover_sessions(config, init_params, uri, source, out["content_spot"], home))
+    return out
+
+
+async def first_hover_sessions(config, init_params, uri: str, source: str, spot: tuple[int, int], home: Path,
+                               reps: int = 3) -> dict:
+    """Spawn -> the first hover WITH content (a spot that has content when warm), as an editor does it: spawn,
+    initialize, didOpen, hover; with the owner already running, and with no owner (the language server starts
+    it). The median of `reps` sessions each."""
+    from lsprotocol import types as t
+
+    from mnemo.daemon.client import DaemonService, owner_lock_free
+
+    out: dict = {}
+    for mode in ("owner_running", "owner_not_running"):
+        times, content = [], []
+        for _ in range(reps):
+            if mode == "owner_running":
+                await asyncio.to_thread(DaemonService(home, client_name="bench").connect)
+            else:
+                await asyncio.to_thread(DaemonService(home, autostart=False).shutdown)
+                while not owner_lock_free(home):
+                    await asyncio.sleep(0.05)
+            ts = time.perf_counter()
+            c = await config().start()
+            await c.initialize_session(init_params)
+            c.text_document_did_open(t.DidOpenTextDocumentParams(text_document=t.TextDocumentItem(
+                uri=uri, language_id="python", version=1, text=source)))
+            res = await c.text_document_hover_async(t.HoverParams(
+                text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=spot[0], character=spot[1])))
+            times.append(round((time.perf_counter() - ts) * 1000, 1))
+            content.append(res is not None)
+            try:
+                await asyncio.wait_for(c.shutdown_session(), 10)
+            except Exception:  # noqa: BLE001
+                pass
+            await c.stop()
+        out[f"first_hover_with_content_ms_{mode}"] = statistics.median(times)
+        out[f"first_hover_with_content_samples_{mode}"] = times
+        out[f"first_hover_has_content_{mode}"] = content
     return out
 
 
@@ -336,7 +381,8 @@ def main() -> int:
               "load_avg_1m": round(os.getloadavg()[0], 2)}
     print(json.dumps({"detail": detail}), file=sys.stderr)
     print(json.dumps({k: out[k] for k in ("initialize_ms", "first_hover_ms_after_spawn", "hover_p50_ms", "hover_p95_ms",
-                                          "code_lens_p95_ms", "lsp_rss_mb") if k in out}))
+                                          "code_lens_p95_ms", "lsp_rss_mb", "first_hover_with_content_ms_owner_running",
+                                          "first_hover_with_content_ms_owner_not_running") if k in out}))
     return 0
 
 

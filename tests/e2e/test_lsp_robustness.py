@@ -227,6 +227,27 @@ async def test_degraded_mode_and_recovery(tmp_path):
 
 
 @pytest.mark.asyncio
+async def test_first_hover_waits_for_the_owner_it_starts(home, tmp_path):
+    """A hover sent right after `initialized`, while the language server is still starting the owner, is answered
+    with the memories once the link is up (it used to be answered empty)."""
+    root = make_workspace(tmp_path)
+    client = await start(root, home)
+    try:
+        res = await command(client, "mnemo.remember", {"text": "post sends an idempotency key"})
+        assert res["status"] == "created"
+    finally:
+        await stop(client)
+    stop_owner(home)
+    client = await start(root, home, wait_ready=False)  # no owner: the server starts one
+    try:
+        uri = open_doc(client, root / "src" / "client.py")
+        assert not any(s.get("state") == "ready" for s in client.states)
+        assert "idempotency" in (await hover(client, uri, KEY_LINE, KEY_COL) or "")
+    finally:
+        await stop(client)
+
+
+@pytest.mark.asyncio
 async def test_owner_killed_mid_session_is_restarted(lsp):
     import os
     import signal

@@ -41,7 +41,7 @@ LAYERS: dict[str, int] = {
     # core resources: the store (every table and statement) at the bottom, the engine (their holder) on top
     "mnemo.core.store.*": 10,
     "mnemo.core.embeddings": 11, "mnemo.core.model_files": 11, "mnemo.core.model_export": 11,
-    "mnemo.core.index": 11, "mnemo.core.keyword": 11, "mnemo.core.backup": 11,
+    "mnemo.core.index": 11, "mnemo.core.keyword": 11, "mnemo.core.vector_file": 11, "mnemo.core.backup": 11,
     "mnemo.core.team.client": 11, "mnemo.core.team_server": 11,
     "mnemo.core.engine": 12,
     # floor 0

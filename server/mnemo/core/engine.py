@@ -5,7 +5,9 @@ store calls `changed()`, the commit hook that wakes the indexer.
 
 Exactly one process opens an engine on a store at a time (the owner lock); everything else goes through that
 process (see `mnemo.daemon`). The indexer thread replays the change log into chroma in the background, so a write
-is acknowledged after the SQLite commit only.
+is acknowledged after the SQLite commit only. It also keeps `<home>/cache/` (the vector file of
+core/vector_file.py and the keyword postings of core/keyword.py) in step with the store, so the next owner answers
+its first query without a rebuild.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from mnemo.core.keyword import KeywordIndex
 from mnemo.core.store import Store
 from mnemo.core.team.client import TeamClient
 from mnemo.core.team.settings import load_settings, retry_interval
+from mnemo.core.vector_file import VectorFile
 
 log = logging.getLogger("mnemo.engine")
 # How long the indexer waits after a commit wakes it before replaying: one chroma upsert (and one state file write)
@@ -77,7 +80,10 @@ class Engine:
         if embedder is not None:
             self._embedder_ready.set()
         self.index: DenseIndex | None = None
-        self.keywords = KeywordIndex(self.store)
+        self.cache_dir = self.home / "cache"
+        self.keywords = KeywordIndex(self.store, self.cache_dir)
+        self._vector_file: VectorFile | None = None
+        self._persist_after = 0.0  # monotonic time of the next attempt to write <home>/cache after a failure
         self._access_lock = threading.Lock()
         self._pending_access: dict[str, float] = {}
         self._wake = threading.Event()
@@ -172,6 +178,24 @@ class Engine:
     def model_id(self) -> str:
         return self.embedder.model_id
 
+    # -- the persisted read side (<home>/cache) --------------------------------------------------------------
+    def vector_file(self) -> VectorFile:
+        """The persisted vector matrix of the current model (opened and checked on first use)."""
+        vf = self._vector_file
+        if vf is None or vf.model_id != self.model_id:
+            with self._embedder_lock:
+                vf = self._vector_file
+                if vf is None or vf.model_id != self.model_id:
+                    self._vector_file = vf = VectorFile(self.cache_dir, self.store, self.model_id)
+        return vf
+
+    def persist(self, force: bool = False) -> None:
+        """Rewrite the vector file and the keyword postings when enough changes have gone by (`force`: any)."""
+        wrote = self.vector_file().refresh(any_tail=force)
+        saved = self.keywords.saved_seq
+        if wrote or saved is None or (force and saved != self.store.max_seq()):
+            self.keywords.save()
+
     # -- team server -----------------------------------------------------------------------------------------
     def team(self) -> TeamClient | None:
         """The client of the team server for the current settings (None when none is configured); the first call
@@ -207,9 +231,9 @@ class Engine:
         try:
             self.embedder  # noqa: B018 - load once, off the caller's path
             self._reembed_foreign_vectors()
+            self._prepare_cache()
             self.index = DenseIndex(self.home / "chroma", self.store, self.model_id)
             self.index.ensure_ready()
-            self.keywords.build_all()
         except Exception as exc:  # noqa: BLE001
             log.exception("dense index could not be prepared; recall uses exact scans")
             if self.index is not None:
@@ -230,6 +254,28 @@ class Engine:
                 log.warning("indexer: %s; will rebuild in %.0f s", exc, self._retry[0])
                 if self.index is not None:
                     self._index_failed(exc, grow=True)
+            self._persist_step()
+
+    def _prepare_cache(self) -> None:
+        """At start: check the vector file's every row, write it when missing or stale (the first queries read it
+        while chroma opens), load or build the keyword postings, save them when no usable file holds them."""
+        try:
+            self.vector_file().verify()
+            self.keywords.build_all()  # loads the saved postings first; builds a partition they lack
+            self.persist()
+        except Exception as exc:  # noqa: BLE001 - derived files: queries scan the store meanwhile
+            log.warning("could not prepare %s: %s; next attempt in a minute", self.cache_dir, exc)
+            self._persist_after = time.monotonic() + 60.0
+
+    def _persist_step(self) -> None:
+        """Keep `<home>/cache` in step; after a failure (disk full) wait a minute before the next attempt."""
+        if not self._embedder_ready.is_set() or time.monotonic() < self._persist_after:
+            return
+        try:
+            self.persist()
+        except Exception as exc:  # noqa: BLE001 - derived files: the store stays the truth
+            log.warning("could not write %s: %s; next attempt in a minute", self.cache_dir, exc)
+            self._persist_after = time.monotonic() + 60.0
 
     def _index_step(self) -> None:
         """Replay new changes into the index, or rebuild it when it is broken and its retry time has come."""
@@ -311,6 +357,11 @@ class Engine:
             self.flush_access()
         except Exception:  # noqa: BLE001
             pass
+        try:  # the next owner starts from files that hold every change
+            if self._vector_file is not None and not self.store.damage:
+                self.persist(force=True)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("could not write %s: %s", self.cache_dir, exc)
         if self.index is not None:
             self.index.shutdown()
         self.store.close()

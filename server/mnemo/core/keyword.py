@@ -5,20 +5,30 @@ ranks every match of an OR query, which costs ~50 ms at 100k notes for common wo
 compact arrays and scores a query with a few vectorized adds (~1 ms at 100k). It is derived like the dense index:
 built per partition from SQLite on first use (in the owner's background thread at start), then kept current by
 replaying the change log before each query. Until a partition is built, recall uses FTS5.
+
+The owner persists the postings (`<home>/cache/keywords.bin`, written with the vector file: a new file, fsync'd,
+renamed over the old one) and loads them at start, so a large store's first query ranks exactly like a warm one
+without a rebuild. The file records the change it reflects and that change's identity; a file the store does not
+match (restored, rebuilt, torn) is ignored and rewritten, and the changes after it are replayed as usual.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import threading
 from array import array
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 
 from mnemo.core.store import Store
 from mnemo.core.text import tokenize
 
 K1, B = 1.2, 0.75
+FILE_NAME = "keywords.bin"
+MAGIC = b"MNEMOKW1"
 SYNC_BUILD_LIMIT = 20000  # partitions up to this size are built on first use (~0.3 s)
 
 
@@ -59,6 +69,48 @@ class PartitionIndex:
         self.alive[s] = 0
         self.n_alive -= 1
         self.total_len -= self.doc_len[s]
+
+    def dump(self) -> tuple[dict, list[bytes]]:
+        """The partition as a header and byte sections (see `KeywordIndex.save`)."""
+        terms = list(self.postings)
+        lens = array("i", (len(self.postings[t][0]) for t in terms))
+        docs = b"".join(self.postings[t][0].tobytes() for t in terms)
+        tfs = b"".join(self.postings[t][1].tobytes() for t in terms)
+        sections = ["\n".join(self.ids).encode(), self.doc_len.tobytes(), bytes(self.alive),
+                    "\n".join(terms).encode(), lens.tobytes(), docs, tfs]
+        head = {"n_ids": len(self.ids), "n_terms": len(terms), "total_len": self.total_len, "n_alive": self.n_alive,
+                "sizes": [len(x) for x in sections]}
+        return head, sections
+
+    @classmethod
+    def undump(cls, head: dict, sections: list[bytes]) -> PartitionIndex:
+        """The partition `dump` wrote; ValueError when the sections do not fit together."""
+        ids_b, doc_len, alive, terms_b, lens_b, docs_b, tfs_b = sections
+        idx = cls()
+        n, n_terms = int(head["n_ids"]), int(head["n_terms"])
+        idx.ids = ids_b.decode().split("\n") if n else []
+        idx.doc_len = array("f", doc_len)
+        idx.alive = bytearray(alive)
+        terms = terms_b.decode().split("\n") if n_terms else []
+        lens = array("i", lens_b)
+        if not (len(idx.ids) == len(idx.doc_len) == len(idx.alive) == n and len(terms) == len(lens) == n_terms
+                and sum(lens) * 4 == len(docs_b) == len(tfs_b)):
+            raise ValueError("keyword sections do not fit together")
+        docs, tfs = memoryview(docs_b), memoryview(tfs_b)
+        at = 0
+        for term, ln in zip(terms, lens, strict=True):
+            d, f = array("i"), array("f")
+            d.frombytes(docs[at * 4:(at + ln) * 4])  # array(code, memoryview) would read single bytes
+            f.frombytes(tfs[at * 4:(at + ln) * 4])
+            idx.postings[term] = (d, f)
+            at += ln
+        if len(docs_b) and (min(array("i", docs_b)) < 0 or max(array("i", docs_b)) >= n):
+            raise ValueError("a posting points outside the partition")
+        idx.slot = {item_id: s for s, item_id in enumerate(idx.ids) if idx.alive[s]}
+        idx.total_len, idx.n_alive = float(head["total_len"]), int(head["n_alive"])
+        if idx.n_alive != len(idx.slot):
+            raise ValueError("keyword alive count does not match")
+        return idx
 
     def dead_fraction(self) -> float:
         return 1 - self.n_alive / len(self.ids) if self.ids else 0.0
@@ -102,12 +154,22 @@ class PartitionIndex:
 class KeywordIndex:
     """All partitions of a store; thread-safe; replays the store's change log to stay current."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, directory: Path | None = None):
         self.store = store
         self._parts: dict[str, PartitionIndex] = {}
         self._where: dict[str, str] = {}  # item id -> partition
         self._seq = 0
         self._lock = threading.RLock()
+        self.dir = Path(directory) if directory is not None else None
+        self._load_pending = self.dir is not None
+        self.saved_seq: int | None = None  # the change the file in `dir` reflects (None: no usable file)
+        self.last_problem: str | None = None
+
+    def _ensure_loaded(self) -> None:
+        """Load the saved postings once, before anything is built (under the lock)."""
+        if self._load_pending:
+            self._load_pending = False
+            self.last_problem = self.load()
 
     def ready(self, part: str) -> bool:
         return part in self._parts
@@ -115,6 +177,7 @@ class KeywordIndex:
     def build(self, part: str) -> None:
         """(Re)build one partition from SQLite."""
         with self._lock:
+            self._ensure_loaded()
             self._seq_catch_up_all_built()
             seq = self.store.max_seq()
             idx = PartitionIndex()
@@ -131,6 +194,8 @@ class KeywordIndex:
                 self._seq = seq
 
     def build_all(self) -> None:
+        with self._lock:
+            self._ensure_loaded()
         for part in self.store.parts():
             if part not in self._parts:
                 self.build(part)
@@ -168,9 +233,64 @@ class KeywordIndex:
                 if idx.dead_fraction() > 0.33 and len(idx.ids) > 1000:
                     self.build(part)
 
+    # -- persistence -----------------------------------------------------------------------------------------
+    def save(self) -> None:
+        """Write every built partition, caught up to the store's current change (new file, fsync, rename)."""
+        if self.dir is None:
+            return
+        with self._lock:
+            self._ensure_loaded()
+            self.catch_up()
+            seq = self._seq
+            ident = self.store.change_at(seq) if seq else None
+            heads, blobs = {}, []
+            for part, idx in self._parts.items():
+                head, sections = idx.dump()
+                heads[part] = head
+                blobs.extend(sections)
+        header = json.dumps({"seq": seq, "change": list(ident) if ident else None, "parts": heads}).encode()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        path = self.dir / FILE_NAME
+        tmp = path.with_suffix(".tmp")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(MAGIC + len(header).to_bytes(8, "little") + header)
+                for b in blobs:
+                    f.write(b)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)  # a failed write (disk full) leaves the old file and no temporary one
+        self.saved_seq = seq
+
+    def load(self) -> str | None:
+        """Load the saved partitions when the store still holds the change they reflect; the changes after it are
+        replayed at the next query. Returns why the file was not used (None: loaded, or no file)."""
+        if self.dir is None:
+            return None
+        path = self.dir / FILE_NAME
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return f"unreadable: {exc}"
+        try:
+            parts, seq = _parse(data, self.store)
+        except (ValueError, KeyError, TypeError) as exc:
+            return str(exc)
+        with self._lock:
+            self._parts = parts
+            self._where = {i: p for p, idx in parts.items() for i in idx.slot}
+            self._seq = seq
+            self.saved_seq = seq
+        return None
+
     def search(self, parts: Sequence[str], query: str, k: int) -> list[tuple[str, float]] | None:
         """Top-k BM25 hits over the partitions, or None when one of them is not built yet (use FTS5)."""
         with self._lock:
+            self._ensure_loaded()
             for p in parts:
                 if p not in self._parts:
                     if self.store.count_vectors(p) > SYNC_BUILD_LIMIT:
@@ -184,3 +304,32 @@ class KeywordIndex:
                     hits.extend(self._parts[p].search(tokens, k))
         hits.sort(key=lambda kv: (-kv[1], kv[0]))
         return hits[:k]
+
+
+def _parse(data: bytes, store: Store) -> tuple[dict[str, PartitionIndex], int]:
+    """The partitions of a saved keyword file, checked against the store; ValueError when it does not fit."""
+    if data[:len(MAGIC)] != MAGIC:
+        raise ValueError("not a keyword file")
+    at = len(MAGIC) + 8
+    head_len = int.from_bytes(data[len(MAGIC):at], "little")
+    header = json.loads(data[at:at + head_len])
+    at += head_len
+    seq = int(header["seq"])
+    if seq > store.max_seq():
+        raise ValueError(f"reflects change {seq}, the store ends at {store.max_seq()} (a restored store)")
+    ident = store.change_at(seq) if seq else None
+    if seq and (ident is None or list(ident) != header.get("change")):
+        raise ValueError(f"change {seq} differs in the store (a restored or rebuilt store)")
+    parts: dict[str, PartitionIndex] = {}
+    view = memoryview(data)
+    for part, head in header["parts"].items():
+        sections = []
+        for size in head["sizes"]:
+            if at + int(size) > len(data):
+                raise ValueError("the file is shorter than its header says (torn or truncated)")
+            sections.append(bytes(view[at:at + int(size)]))
+            at += int(size)
+        parts[part] = PartitionIndex.undump(head, sections)
+    if at != len(data):
+        raise ValueError("the file is longer than its header says")
+    return parts, seq

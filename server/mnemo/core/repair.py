@@ -252,8 +252,9 @@ def _move_aside(home: Path, aside: Path) -> None:
         p = home / f"mnemo.db{suffix}"
         if p.exists():
             os.replace(p, aside / p.name)
-    if (home / "chroma").exists():  # derived from the store: rebuilt from the new one at the next start
-        os.replace(home / "chroma", aside / "chroma")
+    for derived in ("chroma", "cache"):  # derived from the store: rebuilt from the new one at the next start
+        if (home / derived).exists():
+            os.replace(home / derived, aside / derived)
 
 
 def _remove_tmp(tmp: Path) -> None:

@@ -91,22 +91,30 @@ class Light:
 
 
 # -- the dense search ------------------------------------------------------------------------------------------
+# Partitions up to this many rows are searched exactly in the vector file even when chroma is ready: a float32
+# product over them costs less than an HNSW query through chroma (docs/benchmarks.md).
+EXACT_ROWS = 20000
+
 @dataclass
 class DenseHits:
     scores: dict[str, float]  # item id -> cosine
-    used_index: bool  # False: the stored vectors were scanned (index warming up, or failed and being rebuilt)
+    used_index: bool  # False: the stored vectors were scanned (no index, no vector file: warming up or rebuilt)
 
 
 def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequence[str] | None = None) -> DenseHits:
     """Cosines of `qvec` in the given partitions: with `ids`, exactly, for those items only; otherwise the top `k`
-    of each partition from the ANN index plus every item it has not replayed yet (scanned exactly, so nothing
-    acknowledged is ever unfindable). While the index is not ready, or when it fails (it is then marked broken
-    and rebuilt in the background), the stored vectors are scanned exactly. Store errors propagate."""
+    of each partition, plus every item changed after what the answering index reflects (scored exactly from
+    SQLite, so nothing acknowledged is ever unfindable). The answering index: the persisted vector file
+    (core/vector_file.py, exact) when its partitions are small enough for an exact product to beat the ANN index
+    (`EXACT_ROWS`) or while the ANN index is not ready; else chroma's ANN index. When chroma fails it is marked
+    broken and rebuilt in the background; without either, the stored vectors are scanned. Store errors
+    propagate."""
     store = engine.store
     if ids is not None:
         return DenseHits(dict(exact_scores(store, parts, qvec, ids=list(ids))) if ids else {}, False)
     index = engine.index
-    if index is not None and index.ready:
+    vf = engine.vector_file()
+    if index is not None and index.ready and not vf.small(parts, EXACT_ROWS):
         seq = index.indexed_seq
         scores: dict[str, float] = {}
         try:
@@ -116,11 +124,19 @@ def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequen
             index.mark_broken(exc)
             engine.schedule_index_repair()
         else:
-            tail = {c["item_id"] for c in store.changes_after(seq) if c["op"] == "upsert"}
-            if tail:
-                scores.update(exact_scores(store, parts, qvec, ids=list(tail)))
-            return DenseHits(scores, True)
+            return DenseHits(_with_tail(store, parts, qvec, scores, store.changes_after(seq)), True)
+    found = vf.search(parts, qvec, k)
+    if found is not None:
+        return DenseHits(_with_tail(store, parts, qvec, *found), True)
     return DenseHits(dict(exact_scores(store, parts, qvec)), False)
+
+
+def _with_tail(store: Store, parts: Sequence[str], qvec, scores: dict[str, float], tail: list) -> dict[str, float]:
+    """`scores` plus the exact cosines of the items of the change-log rows `tail` (what an index has not seen)."""
+    upserts = {c["item_id"] for c in tail if c["op"] == "upsert"}
+    if upserts:
+        scores.update(exact_scores(store, parts, qvec, ids=list(upserts)))
+    return scores
 
 
 def nearest_memories(engine: Engine, ctx: Context, vec, k: int = 10) -> list[tuple[Memory, float]]:

@@ -118,6 +118,17 @@ class MnemoLanguageServer(LanguageServer):
     def ready(self) -> bool:
         return self.owner is not None and self.owner.state == READY
 
+    async def until_connected(self, timeout: float) -> bool:
+        """Wait (at most `timeout` seconds) while the owner link is still being made: after `initialized` the
+        first connection may start the owner, and a hover asked meanwhile should get the answer, not nothing.
+        True when the link is ready."""
+        deadline = time.monotonic() + timeout
+        while not self.ready and time.monotonic() < deadline:
+            if self.owner is not None and self.owner.state != STARTING:
+                break  # unavailable: the degraded answer, at once
+            await asyncio.sleep(0.01)
+        return self.ready
+
     def send_threadsafe(self, method: str, params: Any) -> None:
         """Send a notification from any thread (pygls' writer is not thread-safe)."""
         loop = self.loop

@@ -21,3 +21,9 @@ class ChangeLog:
         return self.conn().execute(
             "SELECT seq, item_id, part, op FROM changes WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
         ).fetchall()
+
+    def change_at(self, seq: int) -> tuple[str, float] | None:
+        """(item id, time) of change `seq`: the identity of a point in this store's history (derived files
+        remember it, so a restored or rebuilt store is not matched with a file written after it)."""
+        row = self.conn().execute("SELECT item_id, at FROM changes WHERE seq=?", (seq,)).fetchone()
+        return (row["item_id"], float(row["at"])) if row else None

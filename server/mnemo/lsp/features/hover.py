@@ -19,6 +19,7 @@ from mnemo.lsp.feature import LanguageFeature, Server
 from mnemo.lsp.owner import UNAVAILABLE, Unavailable
 
 log = logging.getLogger("mnemo.lsp.hover")
+FIRST_CONNECT_WAIT_S = 15.0  # a hover asked while the link to the owner is first made waits for it (then answers)
 
 
 class HoverFeature(LanguageFeature):
@@ -33,7 +34,7 @@ class HoverFeature(LanguageFeature):
         uri = params.text_document.uri
         self.server.documents.set_active(uri)
         await self.server.test_delay()
-        if not self.server.ready:
+        if not self.server.ready and not await self.server.until_connected(FIRST_CONNECT_WAIT_S):
             return self._unavailable_hover(uri)
         found = await self.server.documents.context_at(uri, params.position)
         if found is None:

@@ -1,0 +1,316 @@
+"""The persisted vector matrix: every stored vector in one memory-mapped file, so an owner that starts on an
+indexed store answers its first semantic query exactly, in proportion to what the query needs (one partition's
+rows), instead of scanning SQLite or waiting for chroma.
+
+`<home>/cache/vectors.f32` holds a JSON header (format, model id, dimension, the change-log sequence it reflects
+and the identity of that change, the rows of each partition), the item ids, and the float32 matrix (rows grouped
+by partition). It is derived: written by the owner's indexer thread (a new file, fsync'd, renamed over the old
+one) when enough changes have gone by and when the owner stops, and never trusted blindly. At open it must parse,
+have exactly the size its header says, reflect a change the store still holds with the same item and time (so a
+store restored from a backup, or rebuilt, is not matched with a newer file), be made by the current model, and a
+few sampled rows must equal the stored vectors. Anything else: the file is ignored and rewritten. Changes after
+its sequence (the tail) are scored exactly from SQLite at query time, like the dense index's unreplayed tail.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import threading
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+
+from mnemo.core.store import Store
+
+log = logging.getLogger("mnemo.vector_file")
+
+FILE_NAME = "vectors.f32"
+MAGIC = b"MNEMOVF1"
+FORMAT = 1
+ALIGN = 64
+SAMPLES = 8  # rows compared with SQLite at open
+
+
+def _refresh_after(count: int) -> int:
+    """Tail length at which the file is rewritten: small enough to keep the tail scan cheap, large enough that a
+    busy writer does not rewrite a 100k-row file every few seconds."""
+    return max(200, count // 50)
+
+
+class VectorFile:
+    """One loaded (memory-mapped, validated) matrix file. Thread-safe for readers; `write()` replaces the file."""
+
+    def __init__(self, directory: Path, store: Store, model_id: str):
+        self.dir = Path(directory)
+        self.path = self.dir / FILE_NAME
+        self.store = store
+        self.model_id = model_id
+        self._lock = threading.Lock()
+        self._loaded: _Matrix | None = None
+        self.last_problem: str | None = None
+
+    # -- open ------------------------------------------------------------------------------------------------
+    def matrix(self) -> _Matrix | None:
+        """The validated matrix, loading it on first use; None when there is no usable file."""
+        m = self._loaded
+        if m is not None:
+            return m
+        with self._lock:
+            if self._loaded is None:
+                self._loaded, problem = _open(self.path, self.store, self.model_id)
+                if problem:
+                    self.last_problem = problem
+                    log.info("vector file not used: %s", problem)
+            return self._loaded
+
+    def stale(self, any_tail: bool = False) -> bool:
+        """True when the file is missing or unusable, or its tail has grown past the rewrite threshold (`any_tail`:
+        holds any change)."""
+        m = self.matrix()
+        if m is None:
+            return self.store.max_seq() > 0 or self.path.exists()
+        tail = self.store.max_seq() - m.seq
+        return tail > 0 and (any_tail or tail >= _refresh_after(m.count))
+
+    # -- write -----------------------------------------------------------------------------------------------
+    def write(self) -> None:
+        """Write the file from one consistent read of the store (new file, fsync, rename), then use it. On a
+        failure (disk full) the temporary files are removed and the old file stays."""
+        import numpy as np
+
+        self.dir.mkdir(parents=True, exist_ok=True)
+        rows_tmp = self.path.with_suffix(".rows.tmp")  # the matrix, streamed while reading (no copy in memory)
+        tmp = self.path.with_suffix(".tmp")
+        try:
+            header, ids = self._write_tmp(rows_tmp, tmp)
+            os.replace(tmp, self.path)
+        finally:
+            rows_tmp.unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
+        _fsync_dir(self.dir)
+        loaded = _Matrix(self.path, header, ids, np)
+        loaded.verified = True
+        with self._lock:
+            self._loaded, self.last_problem = loaded, None
+        log.info("vector file written: %d rows at change %d", len(ids), header["seq"])
+
+    def _write_tmp(self, rows_tmp: Path, tmp: Path) -> tuple[dict, list[str]]:
+        """The new file at `tmp`, complete and fsync'd (the rows streamed through `rows_tmp` first)."""
+        with open(rows_tmp, "w+b") as rows_f:
+            header, ids = self._read_rows(rows_f)
+            id_bytes = "\n".join(ids).encode()
+            header["data_at"] = 0
+            for _ in range(4):  # the offset's own digits are part of what precedes the data: settle it
+                head = json.dumps(header).encode()
+                data_at = _aligned(len(MAGIC) + 8 + len(head) + len(id_bytes))
+                if data_at == header["data_at"]:
+                    break
+                header["data_at"] = data_at
+            with open(tmp, "wb") as f:
+                f.write(MAGIC + len(head).to_bytes(8, "little") + head + id_bytes)
+                if f.tell() > data_at:
+                    raise RuntimeError("vector file header did not settle")
+                f.write(b"\0" * (data_at - f.tell()))
+                rows_f.seek(0)
+                shutil.copyfileobj(rows_f, f, 1 << 20)
+                f.flush()
+                os.fsync(f.fileno())
+        return header, ids
+
+    def _read_rows(self, out) -> tuple[dict, list[str]]:
+        """Stream every vector of the current model, grouped by partition, to `out` from one consistent read;
+        the header (without its data offset) and the item ids."""
+        store = self.store
+        parts: dict[str, list[int]] = {}
+        ids: list[str] = []
+        dim = 0
+        crc = 0
+        with store.reading():
+            seq = store.max_seq()
+            ident = store.change_at(seq)
+            for part in store.parts():
+                start = len(ids)
+                for rows in store.iter_vectors(part=part, batch=5000):
+                    for r in rows:
+                        if r["model_id"] != self.model_id:
+                            continue  # re-embedded at owner start (before this file is written)
+                        dim = dim or len(r["vec"]) // 4
+                        if len(r["vec"]) == dim * 4:
+                            ids.append(r["item_id"])
+                            out.write(r["vec"])
+                            crc = zlib.crc32(r["vec"], crc)
+                parts[part] = [start, len(ids)]
+        header = {"format": FORMAT, "model_id": self.model_id, "dim": dim, "count": len(ids), "seq": seq,
+                  "change": list(ident) if ident else None, "parts": parts,
+                  "ids_len": len("\n".join(ids).encode()), "crc": crc}
+        return header, ids
+
+    def refresh(self, any_tail: bool = False) -> bool:
+        """Rewrite the file when it is stale (the indexer thread's step, and, with `any_tail`, the owner's last)."""
+        if not self.stale(any_tail):
+            return False
+        self.write()
+        return True
+
+    def verify(self) -> bool:
+        """Check every row against the file's checksum (the indexer thread, once after start: the open checks
+        only sample rows); a file that fails is dropped and rewritten. False when it failed."""
+        m = self.matrix()
+        if m is None or m.verified:
+            return True
+        crc = 0
+        step = 4096
+        for a in range(0, m.count, step):
+            crc = zlib.crc32(m.mat[a:a + step].tobytes(), crc)
+        if crc == m.crc:
+            m.verified = True
+            return True
+        log.warning("vector file %s fails its checksum; rewriting it", self.path)
+        with self._lock:
+            if self._loaded is m:
+                self._loaded, self.last_problem = None, "checksum mismatch"
+        self.path.unlink(missing_ok=True)
+        return False
+
+    # -- query -----------------------------------------------------------------------------------------------
+    def small(self, parts: Sequence[str], rows: int) -> bool:
+        """True when the file is usable and none of `parts` holds more than `rows` rows in it."""
+        m = self.matrix()
+        return m is not None and all(b - a <= rows for a, b in (m.parts.get(p, (0, 0)) for p in parts))
+
+    def search(self, parts: Sequence[str], qvec, k: int) -> tuple[dict[str, float], list] | None:
+        """Exact top-`k` cosines per partition from the file, without the items changed after it, and those
+        changes (the change-log rows after the file: the caller scores them from SQLite); None when there is no
+        usable file or the query has another dimension."""
+        m = self.matrix()
+        if m is None:
+            return None
+        return m.search(parts, qvec, k, self.store)
+
+
+class _Matrix:
+    def __init__(self, path: Path, header: dict, ids: list[str], np):
+        self.seq = int(header["seq"])
+        self.count = int(header["count"])
+        self.dim = int(header["dim"])
+        self.parts = {p: (int(a), int(b)) for p, (a, b) in header["parts"].items()}
+        self.crc = int(header["crc"])
+        self.verified = False
+        self.ids = ids
+        self._np = np
+        if self.count and self.dim:
+            self.mat = np.memmap(path, dtype=np.float32, mode="r", offset=int(header["data_at"]),
+                                 shape=(self.count, self.dim))
+        else:
+            self.mat = np.zeros((0, max(self.dim, 1)), dtype=np.float32)
+
+    def search(self, parts: Sequence[str], qvec, k: int, store: Store) -> tuple[dict[str, float], list] | None:
+        np = self._np
+        q = np.asarray(qvec, dtype=np.float32)
+        if self.count and q.shape[0] != self.dim:
+            return None
+        tail = store.changes_after(self.seq)
+        changed = {c["item_id"] for c in tail}
+        out: dict[str, float] = {}
+        for part in parts:
+            a, b = self.parts.get(part, (0, 0))
+            if b <= a:
+                continue
+            # einsum's own loop, not BLAS: a threaded gemv is ~20x slower when the cores are busy (docs/benchmarks.md)
+            sims = np.einsum("ij,j->i", self.mat[a:b], q)
+            want = min(b - a, k + len(changed))
+            top = np.argpartition(-sims, want - 1)[:want] if want < b - a else np.arange(b - a)
+            for i in top.tolist():
+                item_id = self.ids[a + i]
+                if item_id not in changed:
+                    out[item_id] = float(sims[i])
+        return out, tail
+
+
+def _open(path: Path, store: Store, model_id: str) -> tuple[_Matrix | None, str | None]:
+    """The matrix at `path` if it passes every check, else (None, why)."""
+    import numpy as np
+
+    try:
+        with open(path, "rb") as f:
+            if f.read(len(MAGIC)) != MAGIC:
+                return None, "not a vector file"
+            head_len = int.from_bytes(f.read(8), "little")
+            if not 0 < head_len < 1 << 30:
+                return None, "damaged header"
+            header = json.loads(f.read(head_len))
+            id_bytes = f.read(int(header["ids_len"]))
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return None, f"unreadable: {exc}"
+    problem = _check_header(header, size, len(id_bytes), store, model_id)
+    if problem:
+        return None, problem
+    ids = id_bytes.decode().split("\n") if header["count"] else []
+    if len(ids) != header["count"]:
+        return None, "id list does not match the row count"
+    try:
+        m = _Matrix(path, header, ids, np)
+    except (OSError, ValueError) as exc:  # changed under us
+        return None, f"cannot map: {exc}"
+    return (m, None) if _samples_match(m, store) else (None, "sampled rows differ from the store")
+
+
+def _check_header(header: dict, size: int, id_len: int, store: Store, model_id: str) -> str | None:
+    try:
+        if header.get("format") != FORMAT:
+            return "another format"
+        if header.get("model_id") != model_id:
+            return "made by another model"
+        want = int(header["data_at"]) + int(header["count"]) * int(header["dim"]) * 4
+        if id_len != int(header["ids_len"]) or size != want:
+            return f"size {size} bytes, the header says {want} (torn or truncated)"
+        seq, _ = int(header["seq"]), int(header["crc"])
+        _ = {str(p): (int(a), int(b)) for p, (a, b) in header["parts"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        return f"damaged header: {exc}"
+    if seq > store.max_seq():
+        return f"reflects change {seq}, the store ends at {store.max_seq()} (a restored store)"
+    ident = store.change_at(seq) if seq else None
+    if seq and (ident is None or list(ident) != header.get("change")):
+        return f"change {seq} differs in the store (a restored or rebuilt store)"
+    return None
+
+
+def _samples_match(m: _Matrix, store: Store) -> bool:
+    if not m.count:
+        return True
+    step = max(1, m.count // SAMPLES)
+    rows = sorted({*range(0, m.count, step), m.count - 1})
+    changed = {c["item_id"] for c in store.changes_after(m.seq)}
+    wanted = [m.ids[i] for i in rows if m.ids[i] not in changed]
+    stored = store.vectors(wanted)
+    for i in rows:
+        item_id = m.ids[i]
+        if item_id in changed:
+            continue
+        if stored.get(item_id) != m.mat[i].tobytes():
+            return False
+    return True
+
+
+def _aligned(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

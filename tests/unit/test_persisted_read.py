@@ -1,0 +1,177 @@
+"""The persisted read side (<home>/cache): the vector file and the keyword postings answer exactly like the store
+they were written from, follow later writes through the change log, and are never trusted when they do not match
+the store (torn, truncated, foreign, from a newer history, made by another model)."""
+
+from __future__ import annotations
+
+import random
+import shutil
+
+import pytest
+
+from mnemo.core.engine import Engine
+from mnemo.core.index import exact_scores
+from mnemo.core.keyword import KeywordIndex, PartitionIndex
+from mnemo.core.memories import forget, promote
+from mnemo.core.recall import recall
+from mnemo.core.search import dense_search
+from mnemo.core.text import tokenize
+from mnemo.core.vector_file import FILE_NAME, VectorFile
+from mnemo.core.write import remember
+
+WORDS = ["redis", "cache", "postgres", "replica", "retry", "backoff", "webhook", "signature", "deploy", "canary",
+         "token", "expiry", "queue", "worker", "schema", "migration", "flag", "rollout", "metric", "alert"]
+
+
+def fill(engine, ctx, n: int, seed: int = 1) -> list[str]:
+    rng = random.Random(seed)
+    ids = []
+    for i in range(n):
+        text = " ".join(rng.sample(WORDS, 5)) + f" note {i}"
+        ids.append(remember(engine, ctx, text, on_conflict="keep_both")["memory"]["id"])
+    return ids
+
+
+def reopen(engine: Engine, home, hash_embedder) -> Engine:
+    engine.close()
+    return Engine(home, embedder=hash_embedder, start_indexer=False)
+
+
+def exact(engine, parts, qvec, k):
+    return dict(sorted(exact_scores(engine.store, parts, qvec), key=lambda kv: -kv[1])[:k])
+
+
+def test_partition_dump_round_trip_scores_the_same():
+    rng = random.Random(5)
+    idx = PartitionIndex()
+    for i in range(300):
+        idx.add(f"d{i}", tokenize(" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 12)))))
+    for i in range(0, 300, 7):
+        idx.remove(f"d{i}")  # dead slots survive the round trip
+    idx.add("d14", tokenize("redis redis cache"))  # re-added: one dead, one live slot
+    head, sections = idx.dump()
+    back = PartitionIndex.undump(head, sections)
+    for _ in range(30):
+        q = tokenize(" ".join(rng.sample(WORDS, 3)))
+        assert back.search(q, 20) == idx.search(q, 20)
+    assert back.slot == idx.slot and back.n_alive == idx.n_alive
+
+
+def test_saved_keywords_load_and_follow_later_changes(home, hash_embedder, ctx):
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    ids = fill(engine, ctx, 40)
+    part = f"p-{ctx.project_id}"
+    engine.keywords.build_all()
+    engine.keywords.save()
+    engine = reopen(engine, home, hash_embedder)
+    try:
+        loaded = KeywordIndex(engine.store, engine.cache_dir)
+        assert loaded.search([part], "redis backoff", 10) == engine.keywords.search([part], "redis backoff", 10)
+        assert loaded.last_problem is None and loaded.saved_seq == engine.store.max_seq()
+        new = remember(engine, ctx, "zebra crossing policy", on_conflict="keep_both")["memory"]["id"]
+        forget(engine, ctx, ids[0])
+        promote(engine, ctx, ids[1])
+        built = KeywordIndex(engine.store)
+        for q in ("zebra", "redis backoff", "note 0", "note 1"):
+            assert loaded.search([part, "g"], q, 10) == built.search([part, "g"], q, 10), q
+        assert [i for i, _ in loaded.search([part], "zebra", 5)] == [new]
+    finally:
+        engine.close()
+
+
+def test_first_answer_from_the_files_equals_the_exact_scan(home, hash_embedder, ctx):
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    ids = fill(engine, ctx, 60)
+    engine = reopen(engine, home, hash_embedder)  # close() wrote <home>/cache
+    try:
+        assert (home / "cache" / FILE_NAME).exists() and (home / "cache" / "keywords.bin").exists()
+        parts = [f"p-{ctx.project_id}", "g"]
+        q = engine.embed_query("redis cache replica")
+        hits = dense_search(engine, parts, q, 10)
+        assert hits.used_index and engine.vector_file().matrix() is not None
+        top = sorted(exact(engine, parts, q, 100).values(), reverse=True)[:10]  # ties may pick other ids
+        assert sorted(hits.scores.values(), reverse=True)[:10] == pytest.approx(top, abs=1e-6)
+        # later writes, a forget and a promotion are the file's tail: scored from SQLite, the old rows left out
+        forget(engine, ctx, ids[0])
+        promote(engine, ctx, ids[1])
+        new = remember(engine, ctx, "redis cache replica tuning", on_conflict="keep_both")["memory"]["id"]
+        hits = dense_search(engine, parts, q, 10)
+        assert ids[0] not in hits.scores and new in hits.scores
+        want = exact(engine, parts, q, 10)
+        assert set(want) <= set(hits.scores)
+        for item_id, cos in want.items():
+            assert hits.scores[item_id] == pytest.approx(cos, abs=1e-6)
+        res = recall(engine, ctx, "redis cache replica")
+        assert res["warnings"] == [] and res["cards"]
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("damage", ["truncate", "extend", "header", "newer", "model", "flip"])
+def test_a_file_that_does_not_match_the_store_is_not_used(home, hash_embedder, ctx, damage):
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    fill(engine, ctx, 30)
+    engine = reopen(engine, home, hash_embedder)
+    path = home / "cache" / FILE_NAME
+    data = path.read_bytes()
+    if damage == "truncate":  # a torn write: any prefix
+        path.write_bytes(data[: len(data) - 700])
+    elif damage == "extend":
+        path.write_bytes(data + b"\0" * 64)
+    elif damage == "header":
+        path.write_bytes(data[:20] + b"{" + data[21:])
+    elif damage == "flip":  # a row the open does not sample: the background checksum catches it
+        m = engine.vector_file().matrix()
+        row = next(i for i in range(m.count) if i % max(1, m.count // 8) and i != m.count - 1)
+        at = int(m.mat.offset) + row * m.dim * 4
+        m = None
+        engine.vector_file()._loaded = None
+        path.write_bytes(data[:at] + bytes(b ^ 0xFF for b in data[at:at + 4]) + data[at + 4:])
+    try:
+        if damage == "newer":  # the store restored from a backup taken before the file was written
+            shutil.copy(path, home / "keep")
+            engine.close()
+            backup = home.parent / "older"
+            engine = Engine(backup, embedder=hash_embedder, start_indexer=False)
+            fill(engine, ctx, 35, seed=2)  # a different history that reaches past the file's change
+            (backup / "cache").mkdir(exist_ok=True)
+            shutil.copy(home / "keep", backup / "cache" / FILE_NAME)
+            engine = reopen(engine, backup, hash_embedder)
+            (backup / "cache" / FILE_NAME).write_bytes((home / "keep").read_bytes())
+        vf = VectorFile(engine.cache_dir, engine.store, "other-model" if damage == "model" else engine.model_id)
+        if damage == "flip":
+            assert vf.matrix() is not None and vf.verify() is False
+        assert vf.matrix() is None and vf.last_problem
+        parts = [f"p-{ctx.project_id}", "g"]
+        q = engine.embed_query("postgres migration")
+        engine._vector_file = vf if damage != "model" else None
+        assert dense_search(engine, parts, q, 50).scores.keys() == exact(engine, parts, q, 50).keys()
+        engine.vector_file().refresh()  # rewritten, and trusted again
+        assert engine.vector_file().matrix() is not None
+    finally:
+        engine.close()
+
+
+def test_a_crash_while_writing_leaves_the_old_file_in_use(home, hash_embedder, ctx, monkeypatch):
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    fill(engine, ctx, 20)
+    engine = reopen(engine, home, hash_embedder)
+    try:
+        before = (home / "cache" / FILE_NAME).read_bytes()
+        new = remember(engine, ctx, "postgres migration checklist", on_conflict="keep_both")["memory"]["id"]
+
+        def crash(*a, **k):
+            raise OSError("simulated crash before the rename")
+
+        monkeypatch.setattr("mnemo.core.vector_file.os.replace", crash)
+        with pytest.raises(OSError):
+            engine.vector_file().write()
+        monkeypatch.undo()
+        assert (home / "cache" / FILE_NAME).read_bytes() == before  # the old file, untouched
+        fresh = VectorFile(engine.cache_dir, engine.store, engine.model_id)
+        assert fresh.matrix() is not None
+        engine._vector_file = fresh
+        q = engine.embed_query("postgres migration checklist")
+        assert new in dense_search(engine, [f"p-{ctx.project_id}"], q, 5).scores  # from the tail
+    finally:
+        engine.close()
