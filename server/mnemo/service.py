@@ -167,9 +167,14 @@ class LocalService:
             raise InvalidInput("an agent cannot edit a memory under the `confirm` write policy; nothing was changed",
                                hint="remember the correction instead (it waits in Review for a person), or ask "
                                     "the person to run `mnemo edit`")
-        return history.update(self.engine, c, memory_id, text=text, type=type, kind=kind,
-                              importance=importance, tags=tags, reason=reason, source=source,
-                              on_conflict=on_conflict)
+        res = history.update(self.engine, c, memory_id, text=text, type=type, kind=kind,
+                             importance=importance, tags=tags, reason=reason, source=source,
+                             on_conflict=on_conflict)
+        if res["status"] == "updated" and text is not None:
+            from mnemo.core.edits import settle_rewritten
+
+            res["memory"] = settle_rewritten(self.engine, res["memory"]["id"])  # "edit the note" settles a stale anchor
+        return res
 
     def history(self, ctx: dict, memory_id: str) -> api.MemoryHistory:
         from mnemo.core import history

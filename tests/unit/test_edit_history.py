@@ -191,3 +191,24 @@ def test_snapshots_carry_the_history(svc, c, tmp_path, hash_embedder):
             (2, "the search service fuses BM25 and dense vectors", "added embeddings")]
     finally:
         other.close()
+
+
+def test_editing_the_note_of_a_stale_anchor_settles_it(svc, c, engine, ctx):
+    """Review's "edit the note": `mnemo edit` (service `update`) of a memory whose anchored code changed moves its
+    anchor to the current code and closes the stale item, as a Markdown import's edit does."""
+    from mnemo.core import lifecycle
+    from mnemo.core.review import review_list
+    from mnemo.core.write import remember
+
+    mid = remember(engine, ctx, "charge rounds each line before summing",
+                   anchors=[{"path": "pay.py", "symbol": "charge", "hash": "a" * 64}])["memory"]["id"]
+    lifecycle.check_anchors(engine, ctx, "pay.py", [{"name": "charge", "hash": "b" * 64, "start_line": 3,
+                                                     "end_line": 9}])
+    assert "stale_anchor" in engine.store.get_memory(mid).flags
+    svc.update(c, mid, tags=["money"])  # metadata only: the note still describes the old code
+    assert "stale_anchor" in engine.store.get_memory(mid).flags
+    res = svc.update(c, mid, "charge rounds the total once, after summing")
+    assert res["status"] == "updated" and "stale_anchor" not in engine.store.get_memory(mid).flags
+    assert res["memory"]["anchors"][0]["hash"] == "b" * 64
+    items = review_list(engine, ctx, "stale_anchor", include_resolved=True)["items"]
+    assert [(i["item_id"], i["resolution"]) for i in items] == [(mid, "edited")]

@@ -87,6 +87,17 @@ def edit_memory(engine: Engine, ctx: Context, memory_id: str, *, text: str | Non
     return {"status": "edited", "memory": store.get_memory(m.id).to_dict(), "changed": changed}
 
 
+def settle_rewritten(engine: Engine, mem_id: str) -> dict[str, Any]:
+    """After the note of `mem_id` was rewritten (`update` with a new text): a stale anchor moves to the current code
+    and its Review items close as `edited` (Review's "edit the note"). Returns the memory as it is now."""
+    store, now = engine.store, time.time()
+    with store.write() as c:
+        _settle_stale(c, store, mem_id, now)
+        refresh_stale_flag(c, store, mem_id)
+    engine.changed()
+    return store.get_memory(mem_id).to_dict()
+
+
 def _settle_stale(c, store, mem_id: str, now: float) -> None:
     """The note was rewritten after its code changed: its anchors move to the current code, the items close."""
     items = store.open_items_about("stale_anchor", mem_id)
@@ -99,4 +110,4 @@ def _settle_stale(c, store, mem_id: str, now: float) -> None:
     store.resolve_reviews(c, [r["id"] for r in items], "edited", now)
 
 
-__all__ = ["edit_memory"]
+__all__ = ["edit_memory", "settle_rewritten"]

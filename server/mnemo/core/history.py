@@ -71,6 +71,10 @@ def _editable(engine: Engine, ctx: Context, mem_id: str) -> Memory:
     return old
 
 
+PLACE_FLAGS = ("stale_anchor",)  # flags about where the memory points, not its text: an edit keeps them (a new
+#                                 text settles a stale anchor in the service, core/edits.settle_rewritten)
+
+
 def _drafted(ctx: Context, old: Memory, text, type, kind, importance, tags, source: str) -> Memory:
     """The edited memory: the new fields through every check of a new memory (core/write.draft), on the old
     memory's identity, place and history."""
@@ -84,7 +88,9 @@ def _drafted(ctx: Context, old: Memory, text, type, kind, importance, tags, sour
         branch = old.branch if old.type not in BRANCH_INDEPENDENT_TYPES else ctx.branch
     return dataclasses.replace(
         old, text=d.text, type=d.type, kind=d.kind, importance=d.importance, tags=d.tags, anchors=d.anchors,
-        provenance=d.provenance, content_hash=d.content_hash, flags=d.flags, trust=d.trust, status=d.status,
+        provenance=d.provenance, content_hash=d.content_hash,
+        flags=[*d.flags, *(f for f in old.flags if f in PLACE_FLAGS and f not in d.flags)], trust=d.trust,
+        status=d.status,
         branch=branch if old.scope == "project" else None, updated_at=time.time())
 
 
