@@ -695,6 +695,8 @@ async function close(session: Session | undefined, s: Scratch | undefined, label
     const info = JSON.parse(fs.readFileSync(path.join(s.mnemoHome, "daemon.json"), "utf8")) as { pid?: number };
     if (info.pid) {
       process.kill(info.pid, "SIGTERM");
+      // it writes its persisted read side as it stops: wait for it before the scratch folder goes
+      await waitUntil("the owner to exit", () => !alive(info.pid as number), 15_000).catch(() => undefined);
     }
   } catch {
     // no owner running
@@ -707,7 +709,17 @@ async function close(session: Session | undefined, s: Scratch | undefined, label
     fs.writeFileSync(path.join(ARTIFACTS, `browser-console-errors-${label}.txt`), session.consoleErrors.join("\n"));
   }
   if (!KEEP) {
-    fs.rmSync(s.root, { recursive: true, force: true });
+    // a process still closing may write one more file: retry (Node retries ENOTEMPTY / EBUSY with a backoff)
+    fs.rmSync(s.root, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
   }
 }
 
