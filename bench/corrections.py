@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -31,7 +30,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "server"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from fitted_block import write_fitted_block  # noqa: E402
 from mnemo.core import corrections as cr  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "corrections.jsonl"
@@ -173,21 +174,7 @@ def report(c: Candidates, model, ref, threshold, split) -> dict:
 
 
 def write_back(model: dict[str, float], threshold: float, c: Candidates, ref: np.ndarray) -> None:
-    items = [f'"{k}": {v}' for k, v in model.items()]
-    lines, line = [], "   "
-    for it in items:
-        if len(line) + len(it) + 2 > 112:
-            lines.append(line.rstrip())
-            line = "   "
-        line += f" {it},"
-    lines.append(line.rstrip())
-    block = "FITTED_MODEL: dict[str, float] = {\n" + "\n".join(lines) + "\n}\n" + f"FITTED_THRESHOLD = {threshold}\n"
-    src = MODULE.read_text(encoding="utf-8")
-    new = re.sub(r"FITTED_MODEL: dict\[str, float\] = \{.*?\}\nFITTED_THRESHOLD = [0-9.]+\n", block, src,
-                 flags=re.DOTALL)
-    if new == src and block not in src:
-        raise SystemExit("could not find the fitted block in core/corrections.py")
-    MODULE.write_text(new, encoding="utf-8")
+    write_fitted_block(MODULE, model, threshold)
     examples = ",\n".join(json.dumps({"text": c.text[j], "label": int(c.label[j])}, ensure_ascii=False) for j in ref)
     about = json.dumps("tune-split candidate sentences of bench/data/corrections.jsonl: the knn feature's examples "
                        "(written by bench/corrections.py --write)")

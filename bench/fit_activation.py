@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+from fitted_block import write_fitted_block  # noqa: E402
 from mnemo.core.skills.activation import ActivationConfig  # noqa: E402
 from mnemo.core.skills.decision import FEATURES, without_message  # noqa: E402
 from skill_data import (  # noqa: E402
@@ -232,21 +232,7 @@ def cross_validate(samples: list[Sample], l2: float, limit: int, folds: int = 5,
 
 def write_back(w: np.ndarray, b: float, threshold: float) -> None:
     coef = {"intercept": round(b, 4), **{f: round(float(v), 4) for f, v in zip(FEATURES, w, strict=True)}}
-    items = [f'"{k}": {v}' for k, v in coef.items()]
-    lines, line = [], "   "
-    for it in items:
-        if len(line) + len(it) + 2 > 112:
-            lines.append(line.rstrip())
-            line = "   "
-        line += f" {it},"
-    lines.append(line.rstrip())
-    block = "FITTED_MODEL: dict[str, float] = {\n" + "\n".join(lines) + "\n}\n" + f"FITTED_THRESHOLD = {threshold}\n"
-    src = ACTIVATION_PY.read_text(encoding="utf-8")
-    new = re.sub(r"FITTED_MODEL: dict\[str, float\] = \{.*?\}\nFITTED_THRESHOLD = [0-9.]+\n", block, src,
-                 flags=re.DOTALL)
-    if new == src and block not in src:
-        raise SystemExit("could not find the fitted block in activation.py")
-    ACTIVATION_PY.write_text(new, encoding="utf-8")
+    write_fitted_block(ACTIVATION_PY, coef, threshold)
 
 
 def main(argv=None) -> int:

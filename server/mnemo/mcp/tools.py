@@ -137,29 +137,36 @@ def _memory_tools(server: MCPServer, backend, workspace) -> None:
         return format_hydrate(await backend.call("hydrate", ctx, item_id, mode))
 
 
+FileArg = Annotated[str | None, Field(description="the file you are about to read or edit (path relative to the "
+                                                   "repository, or absolute)")]
+RequestArg = Annotated[str | None, Field(description="the user's request or your current step")]
+
+
+def _need_file_or_request(file: str | None, request: str | None) -> None:
+    if not file and not request:
+        raise ToolError("give a file, a request, or both. What to do: pass the path you are editing and/or what the "
+                        "user asked for")
+
+
 def _skill_tools(server: MCPServer, backend, workspace) -> None:
     @server.tool(annotations=READ)
     async def activate_skills(
         mcp_ctx: Context,
-        file: Annotated[str | None, Field(description="the file you are about to read or edit (path relative to "
-                                                       "the repository, or absolute)")] = None,
-        request: Annotated[str | None, Field(description="the user's request or your current step")] = None,
+        file: FileArg = None,
+        request: RequestArg = None,
     ) -> str:
         """The project's rules and skills that apply to this file and request (from skills/, .github
         instructions, .cursor rules, CLAUDE.md, AGENTS.md ...), as an "Active skills" block to follow, plus why
         each one was chosen (glob, keyword, semantic match, scores, token cost). Call it before editing a file."""
-        if not file and not request:
-            raise ToolError("give a file, a request, or both. What to do: pass the path you are editing and/or "
-                            "what the user asked for")
+        _need_file_or_request(file, request)
         ctx = await workspace.context(mcp_ctx)
         return format_activation(await backend.call("activate_skills", ctx, file, request))
 
     @server.tool(annotations=READ)
     async def context(
         mcp_ctx: Context,
-        file: Annotated[str | None, Field(description="the file you are about to read or edit (path relative to "
-                                                       "the repository, or absolute)")] = None,
-        request: Annotated[str | None, Field(description="the user's request or your current step")] = None,
+        file: FileArg = None,
+        request: RequestArg = None,
         budget: Annotated[int, Field(ge=100, le=20000, description="tokens for the whole block (default 2000)")
                           ] = 2000,
     ) -> str:
@@ -167,9 +174,7 @@ def _skill_tools(server: MCPServer, backend, workspace) -> None:
         budget: the skills and rules that apply (their text) and the memories recall finds (quoted, with
         provenance). One call instead of `recall` + `activate_skills`; call it at the start of a task and before
         editing a file. The same block Claude Code's hooks and `mnemo context` give."""
-        if not file and not request:
-            raise ToolError("give a file, a request, or both. What to do: pass the path you are editing and/or "
-                            "what the user asked for")
+        _need_file_or_request(file, request)
         ctx = await workspace.context(mcp_ctx)
         res = await backend.call("context", ctx, file, request, event="context", budget=budget, client="any")
         return res.get("markdown") or "Nothing in Mnemo's memory or skills applies to this file and request.\n"
