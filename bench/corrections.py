@@ -111,15 +111,46 @@ def train(c: Candidates, prompts: set[int], l2: float) -> tuple[dict[str, float]
     return model_dict(w, b), ref
 
 
-def score(c: Candidates, prompts: list[int], model: dict[str, float], ref: np.ndarray) -> np.ndarray:
-    """Prompt-level scores: the best sentence probability (0 for a prompt without a candidate sentence)."""
+def score(c: Candidates, prompts: list[int], model: dict[str, float], ref: np.ndarray,
+          best: dict[int, str] | None = None) -> np.ndarray:
+    """Prompt-level scores: the best sentence probability (0 for a prompt without a candidate sentence); with
+    ``best``, each prompt's best sentence is put there (the one a detection would learn)."""
     idx = c.of(set(prompts))
     X = c.matrix(idx, c.knn(idx, ref))
-    probs = {}
+    probs: dict[int, float] = {}
     for j, x in zip(idx, X, strict=True):
         p = cr.probability(dict(zip(cr.FEATURES, x, strict=True)), model)
-        probs[int(c.prompt[j])] = max(probs.get(int(c.prompt[j]), 0.0), p)
+        i = int(c.prompt[j])
+        if p > probs.get(i, -1.0):
+            probs[i] = p
+            if best is not None:
+                best[i] = c.text[j]
     return np.array([probs.get(i, 0.0) for i in prompts])
+
+
+def meaning_kept(rows: list[dict], idx: list[int], scores: np.ndarray, best: dict[int, str],
+                 threshold: float) -> dict:
+    """Of the prompts with a hand-written `note` (negations: "no need to ...", "no X", "don't", "never", "stop"),
+    the share whose learned note (`memory_text` of the sentence a detection would learn) says what the note says
+    (the same words, case and punctuation aside): the person's words minus a lead-in, never the sense flipped.
+    Counted over every such prompt (detected or not), and over the detected ones."""
+    kept, kept_detected, detected, wrong = 0, 0, 0, []
+    noted = [(i, s) for i, s in zip(idx, scores, strict=True) if rows[i].get("note")]
+    for i, s in noted:
+        sent = best.get(i) or (cr.sentences(rows[i]["prompt"]) or [rows[i]["prompt"]])[0]
+        learned = cr.memory_text(sent)
+        ok = cr._canonical(learned) == cr._canonical(rows[i]["note"])
+        kept += ok
+        if s >= threshold:
+            detected += 1
+            kept_detected += ok
+        if not ok:
+            wrong.append({"prompt": rows[i]["prompt"], "learned": learned, "expected": rows[i]["note"]})
+    if not noted:
+        return {}
+    return {"corrections_meaning_kept": round(kept / len(noted), 3), "negation_notes": len(noted),
+            "negation_detected": detected,
+            "meaning_kept_detected": round(kept_detected / detected, 3) if detected else None, "_wrong": wrong}
 
 
 def oof_scores(c: Candidates, tune: list[int], l2: float, folds: int = 5) -> np.ndarray:
@@ -160,7 +191,8 @@ def report(c: Candidates, model, ref, threshold, split) -> dict:
     if not idx:
         return {"split": split, "prompts": 0}
     labels = np.array([rows[i]["label"] for i in idx])
-    scores = score(c, idx, model, ref)
+    best: dict[int, str] = {}
+    scores = score(c, idx, model, ref, best)
     m = pr(scores, labels, threshold)
     by_cat: dict[str, list[int]] = {}
     for i, s in zip(idx, scores, strict=True):
@@ -170,7 +202,8 @@ def report(c: Candidates, model, ref, threshold, split) -> dict:
     return {"split": split, "prompts": len(idx), "positives": int(labels.sum()),
             **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in m.items()},
             "detected_by_category": {k: f"{sum(v)}/{len(v)}" for k, v in sorted(by_cat.items())},
-            "type_accuracy": round(float(np.mean(typed)), 3) if typed else None, "_scores": scores, "_idx": idx}
+            "type_accuracy": round(float(np.mean(typed)), 3) if typed else None,
+            **meaning_kept(rows, idx, scores, best, threshold), "_scores": scores, "_idx": idx}
 
 
 def write_back(model: dict[str, float], threshold: float, c: Candidates, ref: np.ndarray) -> None:
@@ -224,6 +257,7 @@ def main(argv=None) -> int:
     out = {"data": str(Path(args.data)), "embedder": getattr(emb, "model_id", args.embedder), "threshold": threshold,
            "l2": args.l2, "model": model, "candidate_sentences": len(c.text),
            "embed_ms_per_sentence": round(c.embed_ms, 2),
+           "corrections_meaning_kept": reports["test"].get("corrections_meaning_kept"),  # the issue's key: test
            **{s: {k: v for k, v in r.items() if not k.startswith("_")} for s, r in reports.items()}}
     print(json.dumps(out, indent=1))
     if args.errors:
@@ -232,6 +266,9 @@ def main(argv=None) -> int:
             if (s >= threshold) != bool(rows[i]["label"]):
                 print(f"  {'FP' if s >= threshold else 'FN'} {s:.2f} [{rows[i]['category']}] {rows[i]['prompt']}",
                       file=sys.stderr)
+        for w in r.get("_wrong", []):
+            print(f"  MEANING learned {w['learned']!r} for {w['prompt']!r} (expected {w['expected']!r})",
+                  file=sys.stderr)
     if args.write and not args.current:
         write_back(model, threshold, c, ref)
     return 0

@@ -179,6 +179,17 @@ def test_a_correction_is_filed_for_review_and_confirmed_when_said_again(project)
     assert len(same) == 1 and same[0]["item"]["confirmations"] == 2
 
 
+def test_a_learned_correction_keeps_its_negation(project):
+    """Issue 20 point 7: "no need to explain, just show the diff" was learned as "Need to explain, ...": the note
+    the hook files is the person's words minus a lead-in, never the opposite."""
+    text, err, rc, _ = run_hook(project, "UserPromptSubmit", "user_prompt_submit_negation.json", "s-negation")
+    assert rc == 0, err
+    assert "No need to explain, just show the diff." in text, text
+    r = run_cli("review", "--json", home=project["home"], cwd=project["repo"])
+    texts = [i["item"]["text"] for i in json.loads(r.stdout)["items"] if i["kind"] == "pending"]
+    assert "No need to explain, just show the diff." in texts and "Need to explain, just show the diff." not in texts
+
+
 def test_session_end_hands_off_to_the_next_session_start(project, tmp_path):
     transcript = tmp_path / "transcript.jsonl"
     transcript.write_text((FIXTURES / "transcript.jsonl").read_text().replace("$CWD", str(project["repo"])))

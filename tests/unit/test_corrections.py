@@ -35,6 +35,35 @@ def test_the_memory_text_drops_the_lead_and_gets_a_type():
     assert cr.memory_type("we use pnpm in this repo, not npm") == "project"
 
 
+# The issue's examples and more negations: the learned note keeps "no / don't / never / stop / no need to".
+NEGATIONS = {
+    "no need to explain, just show the diff": "No need to explain, just show the diff.",
+    "no docker compose v1 syntax please, it's `docker compose` now":
+        "No docker compose v1 syntax please, it's `docker compose` now.",
+    "No, no mocks for our own modules.": "No mocks for our own modules.",
+    "I said no ORM for the reporting queries.": "No ORM for the reporting queries.",
+    "nope, no print statements in library code, use the logger":
+        "No print statements in library code, use the logger.",
+    "no more lodash in new code, we use native array methods": "No more lodash in new code, we use native array methods.",
+    "no don't write to stdout in the language server": "Don't write to stdout in the language server.",
+    "hmm no, no need to ask before running the linter, just run it":
+        "No need to ask before running the linter, just run it.",
+    "actually no, no Optional[...] in new code, write X | None": "No Optional[...] in new code, write X | None.",
+}
+
+
+@pytest.mark.parametrize("prompt", sorted(NEGATIONS))
+def test_a_learned_note_keeps_its_negation(prompt):
+    """Only a conversational lead-in ("no, ", "actually ", "I said ") is dropped; a "no" that is the rule stays."""
+    assert [cr.memory_text(s) for s in cr.sentences(prompt)][0] == NEGATIONS[prompt]
+
+
+def test_the_issue_examples_are_learned_with_their_meaning(real_embedder):
+    for prompt in list(NEGATIONS)[:2]:
+        found = cr.detect(prompt, real_embedder)
+        assert [c.text for c in found] == [NEGATIONS[prompt]], cr.score_sentences(prompt, real_embedder)
+
+
 def test_only_the_sentence_that_states_the_rule_is_filed(real_embedder):
     found = cr.detect("Fix the flaky login test. Also, from now on always run the linter before you commit.",
                       real_embedder)
