@@ -66,6 +66,17 @@ class LocalService:
 
         attach(engine)  # resumes sending team promotions queued before a restart (no-op without a team server)
 
+    def _notice(self, ctx: Any) -> None:
+        """Before a request with a workspace (the owner calls this): a git merge of a branch with memories is
+        noticed and offered in Review once per head of the default branch (a file read otherwise; see
+        core/sharing/branches.notice_merges). Never fails the request."""
+        try:
+            from mnemo.core.sharing.branches import notice_merges
+
+            notice_merges(self.engine, _ctx(ctx))
+        except Exception as exc:  # noqa: BLE001 - the caller's request goes on
+            log.warning("merged-branch check skipped: %s", exc)
+
     # -- health ----------------------------------------------------------------------------------------------
     def health(self) -> api.Health:
         from mnemo.core import config

@@ -373,6 +373,29 @@ def test_branch_override_becomes_a_supersede_on_merge(engine, ctx):
     assert _texts(engine, ctx) == {"API timeout is 60 seconds for payment calls"}
 
 
+def test_after_a_merge_into_main_the_branch_shows_each_note_once(engine, ctx):
+    """Issue 21 item 15: a feature branch sees main's memories too, so after a merge its own notes give way to
+    their copies on main (superseded, `merged_into`); a merge into another feature branch leaves them alone."""
+    feature = replace(ctx, branch="feature/retry")
+    notes = ["Retries use exponential backoff with full jitter", "The retry budget is five attempts per request"]
+    mine = [remember(engine, feature, t)["memory"]["id"] for t in notes]
+    other = replace(ctx, branch="feature/other")
+    assert sharing.branch_merge(engine, other, "feature/retry")["imported"] == 2
+    assert all(engine.store.get_memory(i).superseded_by is None for i in mine)
+    m = sharing.branch_merge(engine, ctx, "feature/retry")
+    assert m["imported"] == 2
+    for view in (ctx, feature):
+        shown = [x["text"] for x in list_memories(engine, view)["memories"]]
+        assert sorted(shown) == sorted(notes), (view.branch, shown)
+        cards = recall(engine, view, "retry backoff attempts", limit=10)["cards"]
+        assert len([c for c in cards if c["compressed_summary"] in notes]) == len(
+            {c["compressed_summary"] for c in cards if c["compressed_summary"] in notes})
+    gone = engine.store.get_memory(mine[0])
+    assert gone.superseded_by == m["copies"][mine[0]] and gone.provenance["merged_into"]["branch"] == "main"
+    assert sharing.branch_merge(engine, ctx, "feature/retry")["imported"] == 0
+    assert sharing.branch_delete(engine, ctx, "feature/retry")["unmerged"] == 0
+
+
 def test_branch_guards(engine, ctx):
     with pytest.raises(InvalidInput):
         sharing.branch_merge(engine, ctx, "main")  # into itself
@@ -408,7 +431,9 @@ def test_merged_branch_is_offered_once_and_resolves_into_a_merge(engine, ctx, gi
     assert res["merge"]["imported"] == 1
     assert "OAuth2 with PKCE for mobile clients" in _texts(engine, ctx)
     assert review.review_list(engine, ctx, kind="branch_merge")["total"] == 0
-    assert sharing.merged_branches(engine, ctx)["branches"][0]["unmerged_memories"] == 0
+    # the branch's notes gave way to their copies on main: nothing of it is left to list
+    assert sharing.merged_branches(engine, ctx)["branches"] == []
+    remember(engine, replace(ctx, branch="feature/auth"), "Refresh tokens rotate on every use")
     git(git_repo, "branch", "-q", "-d", "feature/auth")
     assert sharing.merged_branches(engine, ctx)["branches"][0]["state"] == "gone"
 

@@ -113,6 +113,46 @@ def _ref_exists(common: Path, branch: str) -> bool:
     return f" refs/heads/{branch}\n" in packed + "\n"
 
 
+_SHA = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
+
+
+def read_ref(root: Path | str, branch: str) -> str | None:
+    """The commit a local branch points at, read from `.git` (the loose ref, else packed-refs): no subprocess, so
+    the owner can look on every request for a change of the default branch's head. None when unknown."""
+    gd = _git_dir(Path(root))
+    if gd is None or not branch or ".." in branch:
+        return None
+    common = _common_dir(gd)
+    try:
+        sha = (common / "refs" / "heads" / branch).read_text(encoding="utf-8").strip()
+        return sha if _SHA.match(sha) else None
+    except OSError:
+        pass
+    try:
+        packed = (common / "packed-refs").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in packed.splitlines():
+        sha, _, ref = line.partition(" ")
+        if ref.strip() == f"refs/heads/{branch}" and _SHA.match(sha):
+            return sha
+    return None
+
+
+def read_branch_start(root: Path | str, branch: str) -> str | None:
+    """The commit `branch` was created at: the new commit of the first line of its reflog
+    (`logs/refs/heads/<branch>`). None when git kept no reflog for it (a fresh clone's remote branches)."""
+    gd = _git_dir(Path(root))
+    if gd is None or not branch or ".." in branch:
+        return None
+    try:
+        with open(_common_dir(gd) / "logs" / "refs" / "heads" / branch, encoding="utf-8", errors="replace") as f:
+            first = f.readline().split()
+    except OSError:
+        return None
+    return first[1] if len(first) > 1 and _SHA.match(first[1]) else None
+
+
 def read_default_branch(root: Path, current: str | None) -> str | None:
     env = os.environ.get("MNEMO_DEFAULT_BRANCH")
     if env:

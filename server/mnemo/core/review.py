@@ -41,7 +41,8 @@ REVIEW_HELP = {
     "pending": "accept: the memory lands; reject: it stays out of recall (kept in history)",
     "stale_anchor": "update: re-anchor to the current code (or drop a vanished anchor); deprecate; dismiss; or "
                     "edit the note (an edit of its text moves the anchor to the current code and closes the item)",
-    "branch_merge": "merge: copy the branch's memories into the default branch; dismiss",
+    "branch_merge": "merge: copy the branch's memories into the default branch (the branch's own give way to the "
+                    "copies, so the branch shows each once); dismiss: leave them on the branch",
     "snapshot_merge": "accept: acknowledge the import",
     "skill_held": "accept: the skill file may activate (until it changes); reject: it stays held, never injected",
 }
@@ -94,8 +95,9 @@ def _review_summary(kind: str, item: Memory | None, other: Memory | None, payloa
         what = a.get("symbol") or a.get("path")
         return f"“{_short(item)}” is anchored to {what}, which {payload.get('reason', 'changed')}"
     if kind == "branch_merge":
-        return (f"branch {payload.get('source')} was merged into {payload.get('target')} in git: merge its "
-                f"{payload.get('unmerged', '?')} memories too?")
+        n = payload.get("unmerged", "?")
+        return (f"{payload.get('source')} was merged: bring its {n} {'memory' if n == 1 else 'memories'} to "
+                f"{payload.get('target')}?")
     if kind == "skill_held":
         flags = ", ".join(str(f).split(":", 1)[-1] for f in payload.get("flags") or [])
         return (f"skill {payload.get('name')} ({payload.get('path')}) reads like a prompt injection ({flags}): "

@@ -105,6 +105,8 @@ class _Handler(socketserver.StreamRequestHandler):
                     raise InvalidInput(f"{method} does not report progress; nothing was done",
                                        hint=f"drop `_progress`; {method} takes: {accepted(method, wire=True)}")
                 params["progress"] = lambda p, _rid=rid: self._send({"id": _rid, "progress": p})
+            if isinstance(params.get("ctx"), dict):  # a merge git made since the last look: offered in Review
+                self.server.service._notice(params["ctx"])
             result = getattr(self.server.service, method)(**params)
             self._send({"id": rid, "result": result})
         except MnemoError as exc:

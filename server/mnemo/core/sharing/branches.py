@@ -6,17 +6,23 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import subprocess
+import threading
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from mnemo.core.errors import InvalidInput
+from mnemo.core.identity import read_branch_start, read_ref
 from mnemo.core.models import Context, Memory
 from mnemo.core.store import blob_to_vec
 
 if TYPE_CHECKING:
     from mnemo.core.engine import Engine
     from mnemo.core.store import Store
+
+log = logging.getLogger("mnemo.branches")
 
 
 def derived_id(*parts: str) -> str:
@@ -36,17 +42,20 @@ def _branch_plan(engine: Engine, ctx: Context, source: str, target: str) -> dict
     store = engine.store
     src = store.on_branch(ctx.project_id, source, live_only=True)
     tgt = store.seen_on_branch(ctx.project_id, target, with_rejected=False)
-    tgt_hashes = {m.content_hash for m in tgt if not m.superseded_by and not m.deprecated}
+    tgt_hashes = {m.content_hash: m.id for m in tgt if not m.superseded_by and not m.deprecated}
     tgt_ids = {m.id for m in tgt}
     to_copy, dups, pending = [], [], []
+    dup_of: dict[str, str] = {}  # a duplicate's id -> the target's memory it duplicates
     for m in src:
         if m.status == "pending":
             pending.append(m)
-        elif m.content_hash in tgt_hashes or derived_id(m.id, target) in tgt_ids:
+        elif derived_id(m.id, target) in tgt_ids or m.content_hash in tgt_hashes:
             dups.append(m)
+            dup_of[m.id] = derived_id(m.id, target) if derived_id(m.id, target) in tgt_ids \
+                else tgt_hashes[m.content_hash]
         else:
             to_copy.append(m)
-            tgt_hashes.add(m.content_hash)
+            tgt_hashes[m.content_hash] = derived_id(m.id, target)
     # Overrides the branch made over the target's memories become supersedes on merge (git merge for memory).
     supersede, carry = [], []
     if to_copy:
@@ -60,7 +69,8 @@ def _branch_plan(engine: Engine, ctx: Context, source: str, target: str) -> dict
                 supersede.append((r["item_id"], o, int(r["id"])))
             else:
                 carry.append((r["item_id"], o, int(r["id"])))
-    return {"copy": to_copy, "duplicates": dups, "pending": pending, "supersede": supersede, "carry": carry}
+    return {"copy": to_copy, "duplicates": dups, "pending": pending, "supersede": supersede, "carry": carry,
+            "dup_of": dup_of}
 
 
 def _brief(m: Memory) -> dict[str, Any]:
@@ -122,6 +132,8 @@ def branch_merge(engine: Engine, ctx: Context, source: str, *, _review_id: int |
             if m.id in decayed:
                 store.replace_decay(c, cid, decayed[m.id])
         _carry_decisions(c, store, ctx, plan, copy_of, source, target, now)
+        if target == ctx.default_branch:
+            _give_way(c, store, plan, copy_of, target, now)
         done = [r["id"] for r in store.branch_merge_items(ctx.project_id)
                 if json.loads(r["payload"]).get("source") == source
                 and json.loads(r["payload"]).get("target", target) == target]
@@ -131,6 +143,18 @@ def branch_merge(engine: Engine, ctx: Context, source: str, *, _review_id: int |
     out["dry_run"] = False
     out["copies"] = copy_of
     return out
+
+
+def _give_way(c, store: Store, plan: dict[str, Any], copy_of: dict[str, str], target: str, now: float) -> None:
+    """After a merge into the default branch, the branch's memories give way to their copies there (superseded,
+    `provenance.merged_into`): a feature branch sees the default branch's memories too, so keeping both would
+    show every merged note twice back on the branch. The same for memories the default branch already held."""
+    for m in [*plan["copy"], *plan["duplicates"]]:
+        into = copy_of.get(m.id) or plan["dup_of"].get(m.id)
+        if not into or into == m.id:
+            continue
+        prov = {**m.provenance, "merged_into": {"branch": target, "id": into, "merged_at": now}}
+        store.update_memory(c, m.id, reindex=True, superseded_by=into, provenance=prov, updated_at=now)
 
 
 def _carry_decisions(c, store: Store, ctx: Context, plan: dict[str, Any], copy_of: dict[str, str], source: str,
@@ -216,6 +240,8 @@ def merged_branches(engine: Engine, ctx: Context, queue: bool = True) -> dict[st
         entry: dict[str, Any] = {"branch": branch, "head": head, "memories": int(count)}
         if head is None:
             entry["state"] = "gone"
+        elif not _has_own_commits(ctx.root, branch, head):
+            entry["state"] = "unmerged"  # created here and never committed on: git has nothing of it to merge
         else:
             r = _git(ctx.root, "merge-base", "--is-ancestor", head, default_head)
             entry["state"] = "merged" if r is not None and r.returncode == 0 else "unmerged"
@@ -226,6 +252,87 @@ def merged_branches(engine: Engine, ctx: Context, queue: bool = True) -> dict[st
                 entry["review_id"] = _queue_branch_merge(engine, ctx, branch, head, len(plan["copy"]))
         out.append(entry)
     return {"default_branch": ctx.default_branch, "default_head": default_head, "branches": out}
+
+
+def _has_own_commits(root: str, branch: str, head: str) -> bool:
+    """Whether `branch` moved since it was created (its reflog's first entry). A branch just created from the
+    default branch, with notes but no commit yet, has the default head as its head: an ancestor, not a merge."""
+    start = read_branch_start(root, branch)
+    return start is None or start != head
+
+
+# The default branch's head each engine last looked at, per workspace: a merge is looked for once per head.
+_SEEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_SEEN_LOCK = threading.Lock()
+
+
+def notice_merges(engine: Engine, ctx: Context) -> list[int]:
+    """Called by the owner before each request with a workspace: when the default branch's head moved since the
+    last look (a file read; otherwise nothing happens), one `git for-each-ref --merged` lists the branches whose
+    head it now contains, and each one with memories still to bring, its own commits (not just created) and no
+    item for that head yet gets one `branch_merge` review item: "feature/retry was merged: bring its 3 memories
+    to main?". Returns the new items' ids. Never raises: a git or store problem is logged and the head is not
+    looked at again."""
+    if not ctx.root or not ctx.default_branch:
+        return []
+    head = read_ref(ctx.root, ctx.default_branch)
+    if head is None:
+        return []
+    key = (ctx.project_id, ctx.root, ctx.default_branch)
+    seen = _SEEN.get(engine)
+    if seen is not None and seen.get(key) == head:
+        return []
+    if not _SEEN_LOCK.acquire(blocking=False):  # another request is looking right now
+        return []
+    try:
+        seen = _SEEN.setdefault(engine, {})
+        if seen.get(key) == head:
+            return []
+        try:
+            return _notice(engine, ctx, head)
+        except Exception as exc:  # noqa: BLE001 - a request must never fail for this
+            log.warning("looking for merged branches failed: %s", exc)
+            return []
+        finally:
+            seen[key] = head
+    finally:
+        _SEEN_LOCK.release()
+
+
+def _notice(engine: Engine, ctx: Context, default_head: str) -> list[int]:
+    store = engine.store
+    rows = [(b, n) for b, n in store.branch_counts(ctx.project_id, ctx.default_branch)
+            if not b.startswith("detached@")]
+    if not rows:
+        return []
+    r = _git(ctx.root, "for-each-ref", f"--merged={default_head}", "--format=%(objectname) %(refname)",
+             "refs/heads", "refs/remotes/origin")
+    if r is None or r.returncode != 0:
+        return []
+    merged: dict[str, str] = {}
+    for line in r.stdout.splitlines():
+        sha, _, ref = line.strip().partition(" ")
+        if ref.startswith("refs/heads/"):
+            merged[ref[len("refs/heads/"):]] = sha
+        elif ref.startswith("refs/remotes/origin/") and read_ref(ctx.root, ref[len("refs/remotes/origin/"):]) is None:
+            merged.setdefault(ref[len("refs/remotes/origin/"):], sha)  # no local branch of that name
+    queued = []
+    offered = {(p.get("source"), p.get("head")) for p in
+               (json.loads(x["payload"]) for x in store.branch_merge_items(ctx.project_id, open_only=False))}
+    open_for = {json.loads(x["payload"]).get("source") for x in store.branch_merge_items(ctx.project_id)}
+    tctx = dataclasses.replace(ctx, branch=ctx.default_branch)
+    for branch, _count in rows:
+        head = merged.get(branch)
+        if head is None or (branch, head) in offered or branch in open_for:
+            continue
+        if not _has_own_commits(ctx.root, branch, head):
+            continue
+        plan = _branch_plan(engine, tctx, branch, ctx.default_branch)
+        if plan["copy"]:
+            queued.append(_queue_branch_merge(engine, ctx, branch, head, len(plan["copy"])))
+    if queued:
+        engine.changed()
+    return queued
 
 
 def _queue_branch_merge(engine: Engine, ctx: Context, branch: str, head: str, unmerged: int) -> int:
@@ -239,4 +346,4 @@ def _queue_branch_merge(engine: Engine, ctx: Context, branch: str, head: str, un
                                 {"source": branch, "target": ctx.default_branch, "head": head, "unmerged": unmerged})
 
 
-__all__ = ["branch_delete", "branch_diff", "branch_merge", "derived_id", "merged_branches"]
+__all__ = ["branch_delete", "branch_diff", "branch_merge", "derived_id", "merged_branches", "notice_merges"]
