@@ -31,6 +31,7 @@ log = logging.getLogger("mnemo.engine")
 # How long the indexer waits after a commit wakes it before replaying: one chroma upsert (and one state file write)
 # per burst of writes instead of one per write, which competed with the writes themselves for the CPU.
 REPLAY_DELAY = 0.05
+TEAM_PROBE_S = 2.0  # while promotions wait for a server that was down: how often the sender checks it is back
 
 
 class OwnerLock:
@@ -213,11 +214,20 @@ class Engine:
         return client
 
     def _send_team_outbox(self) -> None:
+        """Sends queued promotions. While some wait and the breaker keeps requests away from a server that was
+        down, a heartbeat every `TEAM_PROBE_S` notices its return, so the queue replays within seconds of it,
+        not at the end of the retry interval (30 s by default)."""
         poll = max(0.2, min(2.0, retry_interval()))
+        last_probe = 0.0
         while not self._stop.wait(poll):
             try:
                 client = self.team()
-                if client is not None and client.breaker.allow() and client.pending():
+                if client is None or not client.pending():
+                    continue
+                if not client.breaker.allow() and time.monotonic() - last_probe >= TEAM_PROBE_S:
+                    last_probe = time.monotonic()
+                    client.probe()
+                if client.breaker.allow():
                     client.drain()
             except TeamUnavailable:
                 pass

@@ -245,6 +245,24 @@ class TeamClient:
         except TeamUnavailable:
             return False
 
+    def probe(self) -> bool:
+        """A heartbeat for the background sender, ignoring the breaker's wait: success closes the breaker (the
+        server is back: queued promotions go at once, not when the retry interval is over); a failure leaves the
+        breaker as it is (no new wait, no second notice). One short timeout at most; never on a request's path."""
+        import httpx
+
+        try:
+            resp = httpx.get(f"{self.settings.base_url()}/api/v2/heartbeat", headers=self.settings.headers(),
+                             verify=self.settings.verify(),
+                             timeout=httpx.Timeout(connect_timeout() * 2, connect=connect_timeout()))
+        except Exception:  # noqa: BLE001 - still down
+            return False
+        if resp.status_code != 200:
+            return False
+        self._reset()  # a restarted server: connect afresh
+        self.breaker.success()
+        return True
+
     def _ensure(self):
         with self._lock:
             if self._chroma is None:
