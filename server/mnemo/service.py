@@ -30,6 +30,9 @@ Progress = api.Progress
 
 
 WRITE_POLICIES = ("auto", "confirm")
+# The requests that look for merged branches before they answer (they show Review or branches); the others start
+# the look in the background.
+NOTICE_NOW = frozenset({"review_list", "review_resolve", "merged_branches", "branch_diff", "branch_merge"})
 
 
 def write_policy(ctx: Context | None = None) -> str:
@@ -66,14 +69,15 @@ class LocalService:
 
         attach(engine)  # resumes sending team promotions queued before a restart (no-op without a team server)
 
-    def _notice(self, ctx: Any) -> None:
+    def _notice(self, ctx: Any, method: str = "") -> None:
         """Before a request with a workspace (the owner calls this): a git merge of a branch with memories is
         noticed and offered in Review once per head of the default branch (a file read otherwise; see
-        core/sharing/branches.notice_merges). Never fails the request."""
+        core/sharing/branches.notice_merges): at once for the requests that show Review or branches, in the
+        background for every other (a hover, a hook, a recall never wait for git). Never fails the request."""
         try:
             from mnemo.core.sharing.branches import notice_merges
 
-            notice_merges(self.engine, _ctx(ctx))
+            notice_merges(self.engine, _ctx(ctx), wait=method in NOTICE_NOW)
         except Exception as exc:  # noqa: BLE001 - the caller's request goes on
             log.warning("merged-branch check skipped: %s", exc)
 

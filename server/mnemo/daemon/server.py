@@ -106,7 +106,7 @@ class _Handler(socketserver.StreamRequestHandler):
                                        hint=f"drop `_progress`; {method} takes: {accepted(method, wire=True)}")
                 params["progress"] = lambda p, _rid=rid: self._send({"id": _rid, "progress": p})
             if isinstance(params.get("ctx"), dict):  # a merge git made since the last look: offered in Review
-                self.server.service._notice(params["ctx"])
+                self.server.service._notice(params["ctx"], method)
             result = getattr(self.server.service, method)(**params)
             self._send({"id": rid, "result": result})
         except MnemoError as exc:

@@ -266,13 +266,14 @@ _SEEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _SEEN_LOCK = threading.Lock()
 
 
-def notice_merges(engine: Engine, ctx: Context) -> list[int]:
+def notice_merges(engine: Engine, ctx: Context, *, wait: bool = True) -> list[int]:
     """Called by the owner before each request with a workspace: when the default branch's head moved since the
     last look (a file read; otherwise nothing happens), one `git for-each-ref --merged` lists the branches whose
     head it now contains, and each one with memories still to bring, its own commits (not just created) and no
     item for that head yet gets one `branch_merge` review item: "feature/retry was merged: bring its 3 memories
-    to main?". Returns the new items' ids. Never raises: a git or store problem is logged and the head is not
-    looked at again."""
+    to main?". With `wait` the look is done now (Review asks: it must see the offer); without, in a background
+    thread (a hover or a hook never pays for it). Returns the new items' ids (none when not waited for). Never
+    raises: a git or store problem is logged and that head is not looked at again."""
     if not ctx.root or not ctx.default_branch:
         return []
     head = read_ref(ctx.root, ctx.default_branch)
@@ -282,7 +283,18 @@ def notice_merges(engine: Engine, ctx: Context) -> list[int]:
     seen = _SEEN.get(engine)
     if seen is not None and seen.get(key) == head:
         return []
-    if not _SEEN_LOCK.acquire(blocking=False):  # another request is looking right now
+    if not wait:
+        if _SEEN_LOCK.locked():  # a look is under way
+            return []
+        threading.Thread(target=_look, args=(engine, ctx, key, head, False), name="mnemo-merge-notice",
+                         daemon=True).start()
+        return []
+    return _look(engine, ctx, key, head, True)
+
+
+def _look(engine: Engine, ctx: Context, key: tuple, head: str, wait: bool) -> list[int]:
+    # waiting: a look under way (started by the request before) finishes first, then this one sees its result
+    if not _SEEN_LOCK.acquire(timeout=10.0 if wait else 0.0):
         return []
     try:
         seen = _SEEN.setdefault(engine, {})
