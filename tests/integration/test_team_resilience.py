@@ -66,7 +66,7 @@ def server_ids(url: str, token: str, collection: str) -> list[str]:
             return ids
 
 
-@pytest.mark.parametrize("how", ["stop", "crash"])
+@pytest.mark.parametrize("how", ["stop", pytest.param("crash", marks=pytest.mark.slow)])
 def test_team_server_stopped_mid_promotions_loses_nothing(tmp_path, owners, monkeypatch, how):  # noqa: F811
     """`stop`: SIGTERM to `mnemo team serve` (it stops nginx and Chroma); `crash`: SIGKILL (its children die with
     it), no chance to flush."""
