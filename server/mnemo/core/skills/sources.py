@@ -11,6 +11,7 @@ import os
 import re
 from pathlib import Path
 
+from .. import publish_format
 from ..safety import injection_flags, strip_invisible
 from ..text import content_hash, estimate_tokens
 from . import globs as g
@@ -249,6 +250,7 @@ def _build(path: Path, text: str, st: os.stat_result, fmt: str, scope: str,
             warnings.append(reason)
 
     text, flagged = _screen(text, warn)
+    text, published = _published(text)
     if fmt in (FORMAT_CURSOR_LEGACY, FORMAT_WINDSURF_LEGACY):
         fm = Frontmatter(body=text)  # legacy single-file rules have no header
     else:
@@ -282,9 +284,24 @@ def _build(path: Path, text: str, st: os.stat_result, fmt: str, scope: str,
         importance=0.5 if importance is None else importance, always_apply=always, manual_only=manual,
         content_hash=content_hash("\n".join([name, description, " ".join(keywords), body])),
         token_cost=estimate_tokens(body) + estimate_tokens(f"### {name}\nSource: {spath}\n"),
-        warnings=tuple(warnings), flags=tuple(flagged), mtime=st.st_mtime, size=st.st_size,
+        warnings=tuple(warnings), flags=tuple(flagged), mtime=st.st_mtime, size=st.st_size, published=published,
     )
     return skill, problems
+
+
+def _published(text: str) -> tuple[str, bool]:
+    """No loop: what `mnemo publish` wrote is not read back as the person's rules. A section it manages inside a
+    person's file (CLAUDE.md, AGENTS.md) is taken out of the text; a file that is only Mnemo's (its own header,
+    or nothing but the section) stays a skill marked `published`: it activates for its paths as its tool reads
+    it, and is never injected (its memories reach agents as memories)."""
+    if not publish_format.has_section(text):
+        return text, False
+    if publish_format.is_published_file(text):
+        return text, True
+    rest = publish_format.without_section(text)
+    if rest.strip():
+        return rest, False
+    return text, True
 
 
 def _screen(text: str, warn) -> tuple[str, list[str]]:
