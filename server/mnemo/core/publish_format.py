@@ -127,8 +127,10 @@ def splice(existing: str | None, new_section: str, header: str | None = None) ->
     if header is not None and existing.startswith("---\n"):
         close = existing.find("\n---\n", 3)
         if close >= 0:
-            rest = existing[close + 5:]
-        head = header
+            rest = existing[close + 5:]  # the file's own text after its header (its blank line included)
+            head = header.rstrip("\n") + "\n"
+        else:
+            head = header
     elif header is not None:
         head = header
     span = find_section(rest)
@@ -234,6 +236,27 @@ def check_targets_text(raw: object) -> str:
     return ",".join(t for t in TARGETS if t in names)
 
 
-__all__ = ["TARGETS", "check_targets_text", "BEGIN_LINE", "BEGIN_PREFIX", "END_LINE", "Group", "Item", "OWNER_KEY", "OWNER_VALUE", "find_section",
+def state_file(home, project_id: str):
+    """Where the store keeps what was published for a project (`<home>/publish/<project id>.json`)."""
+    from pathlib import Path
+
+    return Path(home) / "publish" / (re.sub(r"[^A-Za-z0-9_.-]", "_", project_id) + ".json")
+
+
+def files_status(report: dict) -> list[dict[str, str]]:
+    """From a dry run of `mnemo publish` (its report): each published file's state for `mnemo hooks status` and
+    `mnemo doctor`: up to date, out of date (the memories changed), missing, edited by hand, or skipped."""
+    s = report.get("sync") or {}
+    edited = {e.get("file") for k in ("edited", "added", "removed") for e in s.get(k) or []}
+    out = []
+    for f in report.get("files") or []:
+        state = {"unchanged": "up to date", "changed": "out of date", "new": "missing"}.get(f["status"], f["status"])
+        if f["path"] in edited:
+            state = "edited by hand (run `mnemo publish --sync`)"
+        out.append({"path": f["path"], "target": f["target"], "state": state})
+    return out
+
+
+__all__ = ["files_status", "state_file", "TARGETS", "check_targets_text", "BEGIN_LINE", "BEGIN_PREFIX", "END_LINE", "Group", "Item", "OWNER_KEY", "OWNER_VALUE", "find_section",
            "has_section", "header", "is_published_file", "normalize", "parse_section", "render_item", "section",
            "section_body", "short_id", "splice", "without_section"]

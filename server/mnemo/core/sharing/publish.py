@@ -88,8 +88,8 @@ def check_targets(targets: list[str] | str | None) -> tuple[str, ...] | None:
 
 
 def _default_targets(root: Path, state: dict[str, Any]) -> tuple[str, ...]:
-    """The targets published before; the first time: AGENTS.md and every tool the repository already uses."""
-    before = {f["target"] for f in state.get("files", {}).values()}
+    """The targets of the last publish; the first time: AGENTS.md and every tool the repository already uses."""
+    before = set(state.get("targets") or []) | {f["target"] for f in state.get("files", {}).values()}
     if before:
         return tuple(t for t in TARGETS if t in before)
     used = {"agents"}
@@ -324,7 +324,7 @@ def diff(p: Planned) -> str:
 
 # -- what was published (per project, in the store's home) ------------------------------------------------------
 def state_path(home: Path, ctx: Context) -> Path:
-    return Path(home) / "publish" / (re.sub(r"[^A-Za-z0-9_.-]", "_", ctx.project_id) + ".json")
+    return fmt.state_file(home, ctx.project_id)
 
 
 def load_state(home: Path, ctx: Context) -> dict[str, Any]:
@@ -464,7 +464,7 @@ def publish(engine: Engine, ctx: Context, targets: list[str] | str | None = None
     home = Path(engine.home)
     state = load_state(home, ctx)
     if sync and chosen is None:
-        chosen = tuple(t for t in TARGETS if t in {f["target"] for f in state["files"].values()})
+        chosen = tuple(t for t in TARGETS if t in set(state.get("targets") or []))
     if chosen is None:
         chosen = _default_targets(root, state)
     plan = plan_sync(engine, ctx, root, state)
@@ -491,6 +491,7 @@ def publish(engine: Engine, ctx: Context, targets: list[str] | str | None = None
                                          "ids": {fmt.short_id(i): i for i in p.ids}, "texts": p.texts,
                                          "sha256": hashlib.sha256(p.content.encode()).hexdigest()}
         _retire(root, state, chosen, files, written)
+        state["targets"] = list(chosen)  # what `mnemo publish` without --to repeats
         _save_state(home, ctx, state)
     budget_left = [d for p in files for d in p.left]
     return {
@@ -584,19 +585,8 @@ def status(engine: Engine, ctx: Context) -> dict[str, Any]:
     state = load_state(Path(engine.home), ctx)
     if not state["files"]:
         return {"published": False, "files": []}
-    res = publish(engine, ctx, None, dry_run=True)
-    edited = {e["file"] for k in ("edited", "added") for e in res["sync"][k]} | \
-        {e["file"] for e in res["sync"]["removed"]}
-    files = []
-    for f in res["files"]:
-        st = "up to date" if f["status"] == "unchanged" else ("missing" if f["status"] == "new" else
-                                                                "out of date" if f["status"] == "changed" else
-                                                                f["status"])
-        if f["path"] in edited:
-            st = "edited by hand (run `mnemo publish --sync`)"
-        files.append({"path": f["path"], "target": f["target"], "state": st})
-    stale = [f for f in files if f["state"] != "up to date"]
-    return {"published": True, "files": files, "out_of_date": len(stale)}
+    files = fmt.files_status(publish(engine, ctx, None, dry_run=True))
+    return {"published": True, "files": files, "out_of_date": sum(f["state"] != "up to date" for f in files)}
 
 
 __all__ = ["DEFAULT_BUDGET", "REVIEW_KIND", "TARGETS", "check_targets", "load_state", "memory_globs", "plan_files",

@@ -268,6 +268,8 @@ def _build(path: Path, text: str, st: os.stat_result, fmt: str, scope: str,
     if d.get("importance") not in (None, "") and importance is None:
         warn(f"importance {d.get('importance')!r} not understood (use 0..1, 1..5 or low/medium/high); using 0.5")
     patterns, mode, always, manual = _activation(fmt, d, description, warn)
+    if published and fmt == FORMAT_COPILOT and patterns and all(p in ("**", "**/*", "*") for p in patterns):
+        always = True  # Mnemo's `applyTo: '**'` means every file, as VS Code reads it (a person's stays a weak glob)
     if patterns:
         bad = g.matcher_for(patterns, mode).invalid_patterns()
         for p in bad:
