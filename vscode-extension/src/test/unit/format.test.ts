@@ -105,8 +105,8 @@ describe("publish to agent files", () => {
   test("the preview is a diff with a comment header: files, hand edits, what is left out and why", () => {
     const text = publishPreview(report);
     assert.match(text, /^# Mnemo: publish 2 memories to claude, cursor\n# 1 file\(s\) would change, 2 unchanged/);
-    assert.match(text, /#   changed   CLAUDE.md \(Claude Code\)/);
-    assert.match(text, /#   skipped   .continue\/rules\/mnemo.md \(Continue\) - not Mnemo's/);
+    assert.match(text, /# {3}changed {3}CLAUDE.md \(Claude Code\)/);
+    assert.match(text, /# {3}skipped {3}.continue\/rules\/mnemo.md \(Continue\) - not Mnemo's/);
     assert.match(text, /# hand edits read back first: 1 edited · 0 deleted \(to Review\) · 1 added/);
     assert.match(text, /# left out mem-1: wait for review \(pending: waiting in `mnemo review`\)/);
     assert.ok(text.endsWith(report.diff));
