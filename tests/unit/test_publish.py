@@ -147,3 +147,21 @@ def test_publish_on_change_setting_is_applied_or_refused(tmp_path):
         config.parse("publish_on_change", "claude,vim")
     config.set_value(tmp_path, "publish_on_change", "agents")
     assert config.value("publish_on_change", tmp_path) == "agents"
+
+
+def test_without_what_was_published_an_edit_is_told_from_a_stale_line(engine, ctx, two):
+    """A fresh clone or another store: no record of what was published. A line as the memory is, or as it was
+    (its history), is not an edit; a line that is neither is."""
+    from mnemo.core.history import update
+
+    a, b = two
+    publish(engine, ctx, ["agents"])
+    update(engine, ctx, a, text="Use Decimal for every money amount, never float.")  # the file is now stale
+    p = Path(ctx.root) / "AGENTS.md"
+    p.write_text(p.read_text().replace("reason code in the ledger.", "reason code in the audit ledger."))
+    fmt.state_file(engine.home, ctx.project_id).unlink()
+    res = publish(engine, ctx, ["agents"])
+    assert [(e["id"], e["status"]) for e in res["sync"]["edited"]] == [(b, "updated")]
+    assert engine.store.get_memory(a).text == "Use Decimal for every money amount, never float."
+    text = p.read_text()
+    assert "every money amount" in text and "reason code in the audit ledger." in text

@@ -357,7 +357,10 @@ def plan_sync(engine: Engine, ctx: Context, root: Path, state: dict[str, Any]) -
     """What the hand edits of the published sections mean: edits, removals, additions (nothing written)."""
     plan: dict[str, list] = {"edited": [], "removed": [], "added": [], "skipped": [], "sections_missing": []}
     seen_edit: dict[str, str] = {}
-    for rel, entry in sorted(state.get("files", {}).items()):
+    entries = dict(state.get("files", {}))
+    for rel in _discover(root):  # published elsewhere (a teammate's store, a fresh clone): read back too
+        entries.setdefault(rel, {"target": "", "ids": {}, "texts": {}, "unknown": True})
+    for rel, entry in sorted(entries.items()):
         text = _read(root / rel)
         published: dict[str, str] = dict(entry.get("texts") or {})  # short id -> text
         known: dict[str, str] = dict(entry.get("ids") or {})  # short id -> memory id
@@ -382,10 +385,15 @@ def plan_sync(engine: Engine, ctx: Context, root: Path, state: dict[str, Any]) -
             before = published.get(sid)
             m = _resolve(engine, ctx, sid, known)
             if m is None:
-                plan["skipped"].append({"where": where, "text": _title(it.text),
-                                        "reason": f"no memory {sid} here (forgotten?); the line is not read back"})
+                plan["skipped"].append({"where": where, "text": it.text,
+                                        "reason": f"no memory {sid} in this store (forgotten, or published from "
+                                                  "another store); the line is not read back: add it again as a "
+                                                  "new \"- \" line to keep it"})
                 continue
-            if before is None:  # an id this file never had (copied from another file): an edit only if it differs
+            if before is None:  # not published from this store (or copied from another file)
+                if fmt.normalize(it.text) == fmt.normalize(_clean(m.text)) or \
+                        fmt.normalize(it.text) in _older_texts(engine, m.id):
+                    continue  # the memory as it is, or as it was: not an edit (the publish brings it up to date)
                 before = _clean(m.text)
             if fmt.normalize(it.text) in (fmt.normalize(before), fmt.normalize(_clean(m.text))):
                 continue
@@ -406,6 +414,22 @@ def plan_sync(engine: Engine, ctx: Context, root: Path, state: dict[str, Any]) -
     edited_ids = {e["id"] for e in plan["edited"]}
     plan["removed"] = [r for r in plan["removed"] if r["id"] not in edited_ids]
     return plan
+
+
+def _discover(root: Path) -> list[str]:
+    """The published files in the repository (managed sections, Mnemo's own files), whoever published them."""
+    out = [rel for rel in SECTION_FILES.values() if (t := _read(root / rel)) is not None and fmt.has_section(t)]
+    for folder, suffix in FILE_PLACES.values():
+        d = root / folder
+        if d.is_dir():
+            for f in sorted(d.glob(f"mnemo*{suffix}")):
+                if f.is_file() and (t := _read(f)) is not None and fmt.is_published_file(t):
+                    out.append(f"{folder}/{f.name}")
+    return out
+
+
+def _older_texts(engine: Engine, mem_id: str) -> set[str]:
+    return {fmt.normalize(_clean(v.get("text") or "")) for v in engine.store.versions(mem_id)}
 
 
 def apply_sync(engine: Engine, ctx: Context, plan: dict[str, list]) -> None:
