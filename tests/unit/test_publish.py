@@ -165,3 +165,17 @@ def test_without_what_was_published_an_edit_is_told_from_a_stale_line(engine, ct
     assert engine.store.get_memory(a).text == "Use Decimal for every money amount, never float."
     text = p.read_text()
     assert "every money amount" in text and "reason code in the audit ledger." in text
+
+
+def test_claude_md_linked_to_agents_md_is_written_and_read_back_once(engine, ctx, two):
+    root = Path(ctx.root)
+    (root / "AGENTS.md").write_text("# Agents\n")
+    (root / "CLAUDE.md").symlink_to("AGENTS.md")
+    res = publish(engine, ctx, ["claude", "agents"])
+    assert [f["status"] for f in res["files"]] == ["changed", "skipped"]
+    assert (root / "CLAUDE.md").is_symlink() and (root / "AGENTS.md").read_text().count("<!-- mnemo:begin") == 1
+    p = root / "AGENTS.md"
+    p.write_text(p.read_text().replace("<!-- mnemo:end -->", "- Run ruff before every commit.\n<!-- mnemo:end -->"))
+    res = publish(engine, ctx, ["claude", "agents"])
+    assert [a["status"] for a in res["sync"]["added"]] == ["created"]  # once, not twice
+    assert publish(engine, ctx, ["claude", "agents"])["written"] == []

@@ -246,9 +246,18 @@ def _groups(mems: list[Memory]) -> list[fmt.Group]:
 def plan_files(root: Path, targets: tuple[str, ...], mems: list[Memory], budget: int) -> list[Planned]:
     """Every file the targets get, with its new content (reads the files as they are; writes nothing)."""
     out: list[Planned] = []
+    reals: dict[str, str] = {}
     for t in targets:
         if t in SECTION_FILES:
             rel = SECTION_FILES[t]
+            real = os.path.realpath(root / rel)
+            if real in reals:  # a link to a file already written (CLAUDE.md -> AGENTS.md): written once
+                p = Planned(t, rel, (), status="skipped", reason=f"{rel} is the same file as {reals[real]} (a link): "
+                                                                 "written once")
+                p.before = p.content = _read(root / rel) or ""
+                out.append(p)
+                continue
+            reals[real] = rel
             kept, left = _fit(mems, budget, rel, None)
             p = Planned(t, rel, (), [m.id for m in kept], {fmt.short_id(m.id): _clean(m.text) for m in kept}, left)
             body = fmt.section_body(_groups(kept), headings=True)
@@ -297,6 +306,8 @@ def _read(path: Path) -> str | None:
 
 
 def _write_atomic(path: Path, text: str) -> None:
+    if path.is_symlink():  # a person's link (CLAUDE.md -> AGENTS.md) stays a link: write the file it names
+        path = path.resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -360,7 +371,12 @@ def plan_sync(engine: Engine, ctx: Context, root: Path, state: dict[str, Any]) -
     entries = dict(state.get("files", {}))
     for rel in _discover(root):  # published elsewhere (a teammate's store, a fresh clone): read back too
         entries.setdefault(rel, {"target": "", "ids": {}, "texts": {}, "unknown": True})
+    real_seen: set[str] = set()
     for rel, entry in sorted(entries.items()):
+        real = os.path.realpath(root / rel)
+        if real in real_seen:  # CLAUDE.md linked to AGENTS.md: one file, read back once
+            continue
+        real_seen.add(real)
         text = _read(root / rel)
         published: dict[str, str] = dict(entry.get("texts") or {})  # short id -> text
         known: dict[str, str] = dict(entry.get("ids") or {})  # short id -> memory id
