@@ -13,8 +13,9 @@ files of Mnemo's own in `.cursor/rules/mnemo*.mdc`, `.github/instructions/mnemo*
 Mnemo's (no `mnemo: published` header) is never touched. `.github/copilot-instructions.md` is never touched
 (it is the person's; `mnemo.instructions.md` with `applyTo: '**'` carries the always-apply memories).
 
-Each file keeps to a token budget: the most confirmed and most important memories first; what the budget left
-out is reported. Nothing in the output depends on the time: publishing twice writes nothing the second time.
+Each file keeps to a token budget: the most confirmed and most important memories are kept first (and written
+oldest first, so the lines do not move when importance decays); what the budget left out is reported. Nothing
+in the output depends on the time: publishing twice writes nothing the second time.
 
 Round trip: before writing, every managed section already published is read back against what was published
 there (kept per project in `<home>/publish/`): a changed line is an edit (`update`: every check, the history), a
@@ -233,6 +234,9 @@ def _fit(mems: list[Memory], budget: int, rel: str, max_chars: int | None) -> tu
         kept.append(m)
         used += cost
         chars += len(line) + 1
+    # written oldest first: the budget chooses by priority, the order in the file does not follow it (a decay or a
+    # confirmation would reorder the lines and fill a pull request with moves)
+    kept.sort(key=lambda m: (m.created_at, m.id))
     return kept, left
 
 
