@@ -253,6 +253,8 @@ def test_publish_every_target_round_trip_and_activation(cli, repo):
     prompt = cli("skills", "activate", "--file", "src/payments/charge.py", "--prompt", json_out=False).stdout
     assert "Hand-written rules" in prompt and "Ask before deleting data." in prompt
     assert "mnemo:begin" not in prompt and "Refunds must log" not in prompt  # no loop: not read back as a rule
+    block = cli("context", "--file", "src/payments/charge.py", "--message", "how are refunds logged?")
+    assert "mnemo:begin" not in block["markdown"] and "mnemo-src-payments" not in block["markdown"]
 
 
 def test_publish_on_change_and_status(cli, repo):

@@ -179,3 +179,12 @@ def test_claude_md_linked_to_agents_md_is_written_and_read_back_once(engine, ctx
     res = publish(engine, ctx, ["claude", "agents"])
     assert [a["status"] for a in res["sync"]["added"]] == ["created"]  # once, not twice
     assert publish(engine, ctx, ["claude", "agents"])["written"] == []
+
+
+def test_a_link_out_of_the_repository_is_left_alone(engine, ctx, two, tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not yours\n")
+    (Path(ctx.root) / "AGENTS.md").symlink_to(outside)
+    res = publish(engine, ctx, ["agents"])
+    assert res["files"][0]["status"] == "skipped" and "outside the repository" in res["files"][0]["reason"]
+    assert outside.read_text() == "not yours\n" and res["written"] == []

@@ -292,7 +292,12 @@ def plan_files(root: Path, targets: tuple[str, ...], mems: list[Memory], budget:
             else:
                 p.content = fmt.splice(p.before, fmt.section(body), head)
             out.append(p)
+    top = os.path.realpath(root)
     for p in out:
+        real = os.path.realpath(root / p.rel)
+        if not p.status and real != top and not real.startswith(top + os.sep):
+            p.status, p.reason = "skipped", f"{p.rel} leads outside the repository (a link): left alone"
+            p.content = p.before or ""
         if not p.status:
             p.status = "new" if p.before is None else ("unchanged" if p.before == p.content else "changed")
     return out
