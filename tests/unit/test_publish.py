@@ -188,3 +188,14 @@ def test_a_link_out_of_the_repository_is_left_alone(engine, ctx, two, tmp_path):
     res = publish(engine, ctx, ["agents"])
     assert res["files"][0]["status"] == "skipped" and "outside the repository" in res["files"][0]["reason"]
     assert outside.read_text() == "not yours\n" and res["written"] == []
+
+
+def test_a_secret_typed_into_a_section_is_refused_reported_redacted_and_not_published(engine, ctx, two):
+    publish(engine, ctx, ["agents"])
+    p = Path(ctx.root) / "AGENTS.md"
+    token = "ghp_" + "Zq9xR4tLmW2vB7nK1pYc8dFj3sHa6gUe0oTi"
+    p.write_text(p.read_text().replace("<!-- mnemo:end -->", f"- Deploy with {token}\n<!-- mnemo:end -->"))
+    res = publish(engine, ctx, ["agents"])
+    added = res["sync"]["added"]
+    assert [a["status"] for a in added] == ["refused"] and token not in str(res)
+    assert token not in p.read_text()

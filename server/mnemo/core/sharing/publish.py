@@ -41,7 +41,7 @@ from mnemo.core import publish_format as fmt
 from mnemo.core.errors import InvalidInput, MnemoError
 from mnemo.core.models import Context, Memory
 from mnemo.core.search import memory_visible
-from mnemo.core.secret_scan import find_secrets
+from mnemo.core.secret_scan import find_secrets, redact_secrets
 from mnemo.core.text import estimate_tokens, strip_controls
 
 if TYPE_CHECKING:
@@ -474,6 +474,7 @@ def apply_sync(engine: Engine, ctx: Context, plan: dict[str, list]) -> None:
                 settle_rewritten(engine, e["id"])
         except MnemoError as exc:
             e["status"], e["message"] = "refused", exc.message
+            e["text"] = redact_secrets(e["text"])[0]  # a refused secret is not echoed back
     held = withheld(engine, ctx)
     new_items = []
     for r in plan["removed"]:
@@ -498,6 +499,7 @@ def apply_sync(engine: Engine, ctx: Context, plan: dict[str, list]) -> None:
                 a["message"] = res["message"]
         except MnemoError as exc:
             a["status"], a["message"] = "refused", exc.message
+            a["text"] = redact_secrets(a["text"])[0]
 
 
 # -- the operation -------------------------------------------------------------------------------------------------
