@@ -199,3 +199,15 @@ def test_a_secret_typed_into_a_section_is_refused_reported_redacted_and_not_publ
     added = res["sync"]["added"]
     assert [a["status"] for a in added] == ["refused"] and token not in str(res)
     assert token not in p.read_text()
+
+
+def test_the_dry_run_diff_shows_the_files_with_the_hand_edits_applied(engine, ctx, two):
+    a, b = two
+    publish(engine, ctx, ["agents"])
+    p = Path(ctx.root) / "AGENTS.md"
+    before = p.read_text()
+    p.write_text(before.replace("money amounts", "money values"))
+    edited = p.read_text()
+    res = publish(engine, ctx, ["agents"], dry_run=True)
+    assert "money amounts" not in res["diff"]  # the preview does not undo the person's edit
+    assert p.read_text() == edited and engine.store.get_memory(a).text.startswith("Use Decimal for money amounts")

@@ -522,6 +522,8 @@ def publish(engine: Engine, ctx: Context, targets: list[str] | str | None = None
     if not dry_run:
         apply_sync(engine, ctx, plan)
     mems, left = select(engine, ctx)
+    if dry_run:  # the preview shows the files as they will be: the hand edits applied
+        mems = _as_synced(ctx, mems, plan)
     files = plan_files(root, chosen, mems, budget)
     for p in files:
         if p.status == "skipped":
@@ -555,6 +557,22 @@ def publish(engine: Engine, ctx: Context, targets: list[str] | str | None = None
         "sync": {k: [{kk: vv for kk, vv in e.items() if kk != "full"} for e in v] for k, v in plan.items()},
         "diff": "".join(diff(p) for p in files) if dry_run else "",
     }
+
+
+def _as_synced(ctx: Context, mems: list[Memory], plan: dict[str, list]) -> list[Memory]:
+    """What `select` would give after the sync (for a dry run's diff): edited texts, deleted lines withheld, new
+    lines as memories to be (`new-1` ...)."""
+    import dataclasses
+
+    edited = {e["id"]: e["text"] for e in plan["edited"]}
+    removed = {r["id"] for r in plan["removed"]}
+    out = [dataclasses.replace(m, text=edited.get(m.id, m.text)) for m in mems if m.id not in removed]
+    for i, a in enumerate(plan["added"], 1):
+        out.append(Memory(id=f"new-{i}", text=a["text"], type=ADDED_TYPE, kind=ADDED_KIND, scope="project",
+                          project_id=ctx.project_id, project_name=ctx.project_name, branch=None, importance=0.5,
+                          confirmations=1, created_at=float("inf"), updated_at=0.0, last_accessed=0.0,
+                          access_count=0, content_hash="", source="user"))
+    return out
 
 
 def _section_tokens(text: str) -> int:
