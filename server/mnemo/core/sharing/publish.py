@@ -617,9 +617,19 @@ def _check_file(root: Path, p: Planned) -> str | None:
     header and the globs, and each glob must match the anchored paths with the tool's own semantics."""
     from mnemo.core.skills import globs as g
     from mnemo.core.skills.frontmatter import split_frontmatter
+    from mnemo.core.skills.sources import read_skill_text
 
+    if fmt.parse_section(p.content) is None:
+        return "the managed section does not read back"
     if p.target in SECTION_FILES:
-        return None if fmt.parse_section(p.content) is not None else "the managed section does not read back"
+        return None  # the rest of the file is the person's, read as before
+    skill, problems = read_skill_text(root / p.rel, p.content)
+    bad = [x.reason for x in problems if x.severity == "error"]
+    if skill is None or bad:
+        return "Mnemo's reader for this format finds: " + "; ".join(bad or ["nothing"])
+    if not skill.published or tuple(skill.globs) != (p.globs or (("**",) if p.target == "copilot" else ())) \
+            or skill.always_apply != (not p.globs):
+        return f"the reader does not see what was meant (globs {list(skill.globs)}, always {skill.always_apply})"
     fm = split_frontmatter(p.content)
     if not fm.present or fm.yaml_valid is not True:
         return "its header is not valid YAML"
@@ -639,9 +649,11 @@ def _check_file(root: Path, p: Planned) -> str | None:
         ok = d.get("alwaysApply") is (not want) and got == want and bool(d.get("name"))
     if not ok:
         return f"its header does not say what was meant (globs {want})"
+    if skill.glob_mode != GLOB_MODES[p.target]:
+        return f"read with {skill.glob_mode} globs, not {GLOB_MODES[p.target]}"
     for glob in want:
         sample = glob[:-3] + "/x.py" if glob.endswith("/**") else glob
-        if g.glob_match([glob], GLOB_MODES[p.target], sample, str(root / sample)) is None:
+        if g.glob_match([glob], skill.glob_mode, sample, str(root / sample)) is None:
             return f"glob {glob!r} does not match {sample} with {p.target}'s semantics"
     return None
 

@@ -238,6 +238,19 @@ def read_skill_file(path: Path, fmt: str | None = None, *, scope: str = "project
         return None, [Problem(spath, 1, f"unexpected error while reading: {type(exc).__name__}: {exc}", "error", fmt)]
 
 
+def read_skill_text(path: Path, text: str, fmt: str | None = None) -> tuple[Skill | None, list[Problem]]:
+    """Read a file's text as if it were at `path` (not yet written there): what `read_skill_file` would give.
+    `mnemo publish` checks each file it is about to write with it."""
+    fmt = fmt or detect_format(path) or FORMAT_MNEMO
+    st = os.stat_result((0o100644, 0, 0, 1, 0, 0, len(text.encode("utf-8")), 0, 0, 0))
+    try:
+        return _build(path, text.replace("\r\n", "\n"), st, fmt, "project", None)
+    except _Skip as exc:
+        return None, [Problem(str(path), exc.line, exc.reason, "error", fmt)]
+    except FrontmatterError as exc:
+        return None, [Problem(str(path), exc.line, exc.reason, "error", fmt)]
+
+
 def _build(path: Path, text: str, st: os.stat_result, fmt: str, scope: str,
            skill_id: str | None) -> tuple[Skill | None, list[Problem]]:
     spath = str(path)
