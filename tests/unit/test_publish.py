@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mnemo.core import config
 from mnemo.core import publish_format as fmt
@@ -211,3 +213,41 @@ def test_the_dry_run_diff_shows_the_files_with_the_hand_edits_applied(engine, ct
     res = publish(engine, ctx, ["agents"], dry_run=True)
     assert "money amounts" not in res["diff"]  # the preview does not undo the person's edit
     assert p.read_text() == edited and engine.store.get_memory(a).text.startswith("Use Decimal for money amounts")
+
+
+# -- properties: the person's text around the section ---------------------------------------------------------------
+_person_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=200).filter(
+    lambda t: "<!-- mnemo:" not in t)
+
+
+@settings(max_examples=60, deadline=None)
+@given(before=_person_text, after=_person_text)
+def test_splice_keeps_the_persons_text_byte_for_byte_and_is_idempotent(before, after):
+    one = fmt.section(fmt.section_body([fmt.Group((), (("aaaaaaaaaa", "first"),))], headings=True))
+    two = fmt.section(fmt.section_body([fmt.Group((), (("bbbbbbbbbb", "second\nline"),))], headings=True))
+    start = fmt.splice(before, one)
+    assert start.startswith(before) and fmt.splice(start, one) == start
+    with_after = start + after
+    again = fmt.splice(with_after, two)
+    span = fmt.find_section(again)
+    assert again[:span[0]] == start[:fmt.find_section(start)[0]] and again[span[1]:] == with_after[
+        fmt.find_section(with_after)[1]:]
+    assert fmt.splice(again, two) == again
+    assert [(i.sid, i.text) for i in fmt.parse_section(again)] == [("bbbbbbbbbb", "second\nline")]
+
+
+def test_a_memory_of_several_lines_and_a_crlf_file_round_trip(engine, ctx):
+    mid = remember(engine, ctx, "Money rules:\n- amounts in cents\n- never float", type="feedback",
+                   kind="decision")["memory"]["id"]
+    p = Path(ctx.root) / "CLAUDE.md"
+    p.write_bytes(b"# Ours\r\n\r\nWindows line ends.\r\n")
+    publish(engine, ctx, ["claude"])
+    raw = p.read_bytes()
+    assert raw.startswith(b"# Ours\r\n\r\nWindows line ends.\r\n")
+    assert "- Money rules:\n  - amounts in cents\n  - never float <!-- mnemo:" in raw.decode()
+    res = publish(engine, ctx, ["claude"])
+    assert res["written"] == [] and res["sync"]["edited"] == [] and p.read_bytes() == raw
+    p.write_bytes(raw.replace(b"never float", b"never a float"))
+    res = publish(engine, ctx, ["claude"])
+    assert [e["id"] for e in res["sync"]["edited"]] == [mid]
+    assert engine.store.get_memory(mid).text == "Money rules:\n- amounts in cents\n- never a float"
