@@ -251,3 +251,22 @@ def test_a_memory_of_several_lines_and_a_crlf_file_round_trip(engine, ctx):
     res = publish(engine, ctx, ["claude"])
     assert [e["id"] for e in res["sync"]["edited"]] == [mid]
     assert engine.store.get_memory(mid).text == "Money rules:\n- amounts in cents\n- never a float"
+
+
+def test_the_same_hand_change_in_two_files_is_one_change_and_different_edits_are_reported(engine, ctx, two):
+    a, b = two
+    publish(engine, ctx, ["claude", "agents", "cursor"])
+    root = Path(ctx.root)
+    for rel in ("CLAUDE.md", "AGENTS.md"):
+        p = root / rel
+        p.write_text(p.read_text().replace("money amounts", "money values").replace(
+            "<!-- mnemo:end -->", "- Run ruff before every commit.\n<!-- mnemo:end -->"))
+    mdc = root / ".cursor/rules/mnemo.mdc"
+    mdc.write_text(mdc.read_text().replace("money amounts", "money sums"))
+    res = publish(engine, ctx)
+    s = res["sync"]
+    assert [(e["id"], e["where"].split(":")[0]) for e in s["edited"]] == [(a, ".cursor/rules/mnemo.mdc")]
+    assert [x["where"].split(":")[0] for x in s["skipped"]] == ["AGENTS.md", "CLAUDE.md"]  # reported, not lost
+    assert all(x["reason"].startswith("edited differently in .cursor/rules/mnemo.mdc:") for x in s["skipped"])
+    assert all(x["text"] == "Use Decimal for money values, never float." for x in s["skipped"])
+    assert len(s["added"]) == 1 and s["added"][0]["status"] == "created"  # the same new line in two files: one

@@ -62,7 +62,7 @@ def print_report(res: dict[str, Any]) -> None:
             say(f"  new {a.get('id') or '(new memory)'} from {a['where']}" +
                 (f" [{a['status']}{': ' + a['message'] if a.get('message') else ''}]" if a.get("status") else ""))
         for k in s["skipped"]:
-            say(("  not read back ", "yellow"), f"{k.get('where', '')}: {k['reason']}")
+            say(("  not read back ", "yellow"), f"{k.get('where', '')}: {k['reason']}: “{k.get('text', '')}”")
         for m in s["sections_missing"]:
             say(("  section gone ", "yellow"), f"{m['file']}: the managed section was removed; publishing writes it "
                 "again (leave the target out of --to to stop)")

@@ -376,7 +376,9 @@ def _resolve(engine: Engine, ctx: Context, sid: str, known: dict[str, str]) -> M
 def plan_sync(engine: Engine, ctx: Context, root: Path, state: dict[str, Any]) -> dict[str, list]:
     """What the hand edits of the published sections mean: edits, removals, additions (nothing written)."""
     plan: dict[str, list] = {"edited": [], "removed": [], "added": [], "skipped": [], "sections_missing": []}
-    seen_edit: dict[str, str] = {}
+    seen_edit: dict[str, str] = {}  # memory id -> the edited text (normalized)
+    edit_where: dict[str, str] = {}  # memory id -> where that edit was made
+    added_texts: set[str] = set()
     entries = dict(state.get("files", {}))
     for rel in _discover(root):  # published elsewhere (a teammate's store, a fresh clone): read back too
         entries.setdefault(rel, {"target": "", "ids": {}, "texts": {}, "unknown": True})
@@ -405,7 +407,9 @@ def plan_sync(engine: Engine, ctx: Context, root: Path, state: dict[str, Any]) -
                     sid = best
                     missing.pop(best)
             if sid is None:
-                plan["added"].append({"where": where, "file": rel, "text": it.text})
+                if fmt.normalize(it.text) not in added_texts:  # the same line added to two files: one memory
+                    added_texts.add(fmt.normalize(it.text))
+                    plan["added"].append({"where": where, "file": rel, "text": it.text})
                 continue
             before = published.get(sid)
             m = _resolve(engine, ctx, sid, known)
@@ -422,12 +426,15 @@ def plan_sync(engine: Engine, ctx: Context, root: Path, state: dict[str, Any]) -
                 before = _clean(m.text)
             if fmt.normalize(it.text) in (fmt.normalize(before), fmt.normalize(_clean(m.text))):
                 continue
-            if m.id in seen_edit and seen_edit[m.id] != fmt.normalize(it.text):
-                plan["skipped"].append({"where": where, "id": m.id, "text": _title(it.text),
-                                        "reason": f"edited differently in {seen_edit[m.id]}; that edit is applied "
-                                                  "(this text is shown here so it is not lost)", "full": it.text})
+            if seen_edit.get(m.id) == fmt.normalize(it.text):
+                continue  # the same edit made in another file too
+            if m.id in seen_edit:
+                plan["skipped"].append({"where": where, "id": m.id, "text": it.text,
+                                        "reason": f"edited differently in {edit_where[m.id]}; that edit is applied "
+                                                  "(this text is shown here so it is not lost)"})
                 continue
             seen_edit[m.id] = fmt.normalize(it.text)
+            edit_where[m.id] = where
             plan["edited"].append({"where": where, "file": rel, "id": m.id, "text": it.text,
                                    "changed_since": fmt.normalize(_clean(m.text)) != fmt.normalize(before)})
         for sid, t in sorted(missing.items()):
@@ -554,7 +561,7 @@ def publish(engine: Engine, ctx: Context, targets: list[str] | str | None = None
                    "tokens": _section_tokens(p.content)} for p in files],
         "published": len({i for p in files for i in p.ids}), "written": written,
         "left_out": left + _dedup(budget_left),
-        "sync": {k: [{kk: vv for kk, vv in e.items() if kk != "full"} for e in v] for k, v in plan.items()},
+        "sync": plan,
         "diff": "".join(diff(p) for p in files) if dry_run else "",
     }
 
