@@ -34,6 +34,8 @@ WRITE_POLICIES = ("auto", "confirm")
 # the look in the background.
 NOTICE_NOW = frozenset({"review_list", "review_resolve", "merged_branches", "branch_diff", "branch_merge"})
 
+PUBLISH_DELAY = float(os.environ.get("MNEMO_PUBLISH_DELAY", "1.0"))  # seconds of quiet before a publish on change
+
 
 def write_policy(ctx: Context | None = None) -> str:
     """`auto`: agent-written memories land directly; `confirm`: they wait in Review. People's writes always land.
@@ -65,6 +67,8 @@ class LocalService:
         self.engine = engine
         self._skill_engines: dict[str, Any] = {}
         self._skills_lock = threading.Lock()
+        self._publish_lock = threading.Lock()  # one publish at a time (a request's, or one after a change)
+        self._publish_timers: dict[str, threading.Timer] = {}
         from mnemo.core.team.ops import attach
 
         attach(engine)  # resumes sending team promotions queued before a restart (no-op without a team server)
@@ -80,6 +84,49 @@ class LocalService:
             notice_merges(self.engine, _ctx(ctx), wait=method in NOTICE_NOW)
         except Exception as exc:  # noqa: BLE001 - the caller's request goes on
             log.warning("merged-branch check skipped: %s", exc)
+
+    # -- publish on change (`publish_on_change`): off the request's path, one publish per quiet second ------------
+    def _changed(self, ctx: dict | Context) -> None:
+        """After a change a person would want in the agent files: publish a second later (later changes push it
+        back), in a timer thread of this process; a setting of `off` (the default) costs one cached read."""
+        from mnemo.core import config
+
+        try:
+            targets = config.value("publish_on_change", self.engine.home)
+            c = _ctx(ctx)
+        except MnemoError:
+            return
+        if not targets or targets == "off" or not c.root:
+            return
+        with self._skills_lock:
+            old = self._publish_timers.pop(c.project_id + "\0" + c.root, None)
+            if old is not None:
+                old.cancel()
+            t = threading.Timer(PUBLISH_DELAY, self._publish_now, args=(c, targets))
+            t.daemon = True
+            self._publish_timers[c.project_id + "\0" + c.root] = t
+            t.start()
+
+    def _publish_now(self, c: Context, targets: str) -> None:
+        from mnemo.core.sharing.publish import publish
+
+        with self._skills_lock:
+            self._publish_timers.pop(c.project_id + "\0" + (c.root or ""), None)
+        try:
+            with self._publish_lock:
+                res = publish(self.engine, c, targets.split(","))
+            if res["written"]:
+                log.info("published to %s", ", ".join(res["written"]))
+        except Exception as exc:  # noqa: BLE001 - a background publish must never take the owner down
+            log.warning("publish on change (%s) failed: %s", c.root, exc)
+
+    def _flush_publishes(self) -> None:
+        """Run now the publishes a change scheduled (a process about to exit: `--no-daemon` commands)."""
+        with self._skills_lock:
+            pending = list(self._publish_timers.values())
+        for t in pending:
+            t.cancel()
+            self._publish_now(*t.args)
 
     # -- health ----------------------------------------------------------------------------------------------
     def health(self) -> api.Health:
@@ -102,9 +149,11 @@ class LocalService:
             status = "pending" if source == "agent" and policy == "confirm" else "active"
         from mnemo.core.write import remember
 
-        return remember(self.engine, c, text, type=type, kind=kind, scope=scope, tags=tags, importance=importance,
-                        source=source, anchors=anchors, trust=trust, status=status, provenance=provenance,
-                        on_conflict=on_conflict)
+        res = remember(self.engine, c, text, type=type, kind=kind, scope=scope, tags=tags, importance=importance,
+                       source=source, anchors=anchors, trust=trust, status=status, provenance=provenance,
+                       on_conflict=on_conflict)
+        self._changed(c)
+        return res
 
     def remember_batch(self, ctx: dict, items: list[dict], *, source: str = "user", status: str | None = None,
                        on_conflict: str | None = None, progress: Progress | None = None) -> api.RememberBatchResult:
@@ -149,12 +198,16 @@ class LocalService:
     def deprecate(self, ctx: dict, memory_id: str, reason: str | None = None) -> api.MemoryChange:
         from mnemo.core import memories
 
-        return memories.deprecate(self.engine, _ctx(ctx), memory_id, reason)
+        res = memories.deprecate(self.engine, _ctx(ctx), memory_id, reason)
+        self._changed(ctx)
+        return res
 
     def forget(self, ctx: dict, memory_id: str, reason: str | None = None) -> api.Forgotten:
         from mnemo.core import history
 
-        return history.forget(self.engine, _ctx(ctx), memory_id, reason)
+        res = history.forget(self.engine, _ctx(ctx), memory_id, reason)
+        self._changed(ctx)
+        return res
 
     def list_memories(self, ctx: dict, *, scope: str = "hybrid", branch: str | None = None, type: str | None = None,
                       kind: str | None = None, include_deprecated: bool = False, include_cold: bool = False,
@@ -189,6 +242,7 @@ class LocalService:
             from mnemo.core.edits import settle_rewritten
 
             res["memory"] = settle_rewritten(self.engine, res["memory"]["id"])  # "edit the note" settles a stale anchor
+        self._changed(c)
         return res
 
     def history(self, ctx: dict, memory_id: str) -> api.MemoryHistory:
@@ -299,7 +353,9 @@ class LocalService:
     def review_resolve(self, ctx: dict, review_id: int, resolution: str) -> api.ReviewResolution:
         from mnemo.core import review
 
-        return review.review_resolve(self.engine, _ctx(ctx), review_id, resolution)
+        res = review.review_resolve(self.engine, _ctx(ctx), review_id, resolution)
+        self._changed(ctx)
+        return res
 
     def snapshot_export(self, ctx: dict, path: str, scopes: list[str] | None = None,
                         branches: list[str] | None = None) -> api.SnapshotExport:
@@ -327,6 +383,13 @@ class LocalService:
         from mnemo.core.sharing.markdown import import_markdown
 
         return import_markdown(self.engine, _ctx(ctx), path, bool(dry_run))
+
+    def publish(self, ctx: dict, targets: list[str] | None = None, dry_run: bool = False, budget: int | None = None,
+                sync: bool = False) -> api.PublishReport:
+        from mnemo.core.sharing.publish import publish
+
+        with self._publish_lock:
+            return publish(self.engine, _ctx(ctx), targets, dry_run=bool(dry_run), budget=budget, sync=bool(sync))
 
     def branch_diff(self, ctx: dict, source: str) -> api.BranchMergeReport:
         from mnemo.core import sharing

@@ -216,6 +216,7 @@ def test_every_result_has_its_declared_shape(engine, git_repo, tmp_path, monkeyp
     md = check("markdown_export", s.markdown_export(ctx, str(tmp_path / "md")))
     assert md["memories"] >= 1 and md["files"]
     assert check("markdown_import", s.markdown_import(ctx, str(tmp_path / "md"), dry_run=True))["unchanged"] >= 1
+    assert check("publish", s.publish(ctx, ["cursor", "agents"], dry_run=True))["diff"]
     snap = str(tmp_path / "snap.mnemo")
     check("snapshot_export", s.snapshot_export(ctx, snap))
     check("snapshot_diff", s.snapshot_diff(ctx, snap))

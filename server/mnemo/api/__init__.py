@@ -43,6 +43,7 @@ from mnemo.api.results import (
     MemoryHistory,
     MemoryList,
     MergedBranches,
+    PublishReport,
     RecallResult,
     RecentContext,
     RememberBatchResult,
@@ -170,6 +171,13 @@ class Service(Protocol):
         """Read exported Markdown back (a directory or one file): changes become edits, missing ids are restored,
         entries without an id become memories, memories in no file are reported (never deleted)."""
 
+    def publish(self, ctx: Ctx, targets: list[str] | None = None, dry_run: bool = False, budget: int | None = None,
+                sync: bool = False) -> PublishReport:
+        """Write the project's reviewed memories into the rule files agents read (CLAUDE.md and AGENTS.md sections,
+        Cursor, Copilot, Windsurf and Continue rule files), after reading a person's edits of them back (edits,
+        deletions to Review, additions); `dry_run`: the plan and the diff only; `sync`: only the files published
+        before."""
+
     def branch_diff(self, ctx: Ctx, source: str) -> BranchMergeReport:
         """What merging branch `source`'s memories into the context's branch would do; writes nothing."""
 
@@ -292,7 +300,7 @@ __all__ = [
     "LOCAL_ONLY", "SERVICE_METHODS", "ActivationResult", "Anchor", "AnchorCheck", "BatchNote", "BranchDelete",
     "BranchMergeReport", "CodeSymbol", "CompactReport", "Ctx", "DecayReport", "DoctorResult", "Forgotten", "Health",
     "Hydrated", "IndexDocsResult", "MarkdownExport", "MarkdownImport", "Memory", "MemoryChange", "MemoryHistory",
-    "MemoryList", "MergedBranches", "Progress", "RecallResult", "RecentContext", "RememberBatchResult",
+    "MemoryList", "MergedBranches", "Progress", "PublishReport", "RecallResult", "RecentContext", "RememberBatchResult",
     "RememberResult", "ReviewList", "ReviewResolution", "Service", "SkillList", "SkillsCheck", "SnapshotExport",
     "SnapshotMergeReport", "Stats", "TeamStatus", "UpdateResult", "accepted", "call_arguments", "parameters",
     "records", "results", "signature",

@@ -223,6 +223,7 @@ class Skill(TypedDict):
     flags: list[str]
     mtime: float
     size: int
+    published: bool  # written by `mnemo publish`: activates for its paths, never injected
 
 
 class SkillProblem(TypedDict):
@@ -249,6 +250,7 @@ class Activation(TypedDict):
     reason: str
     tools_allowed: list[str]
     injected: bool
+    published: bool  # from a file `mnemo publish` wrote: active, not injected (its memories are delivered)
 
 
 class SkillMiss(TypedDict):

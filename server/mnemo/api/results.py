@@ -342,6 +342,34 @@ class MarkdownImport(TypedDict):
     removed: list[MarkdownRemoved]
 
 
+class PublishedFile(TypedDict):
+    path: str  # relative to the project root
+    target: str  # claude | agents | cursor | copilot | windsurf | continue
+    tool: str
+    globs: list[str]  # [] : applies to every file
+    status: str  # new | changed | unchanged | skipped (a file of that name that is not Mnemo's)
+    memories: int
+    reason: str
+    tokens: int
+
+
+class PublishReport(TypedDict):
+    """publish: the files each target gets (written, or with `dry_run` only planned with their unified `diff`),
+    the memories meant for agents that were left out and why, and what reading the hand edits back did
+    (`sync`: edited / removed / added / skipped / sections_missing)."""
+
+    dry_run: bool
+    targets: list[str]
+    budget: int
+    root: str
+    files: list[PublishedFile]
+    published: int
+    written: list[str]
+    left_out: list[dict[str, Any]]  # {id, text, reason}
+    sync: dict[str, list[dict[str, Any]]]
+    diff: str
+
+
 class SnapshotMergeReport(TypedDict):
     """snapshot_diff (`dry_run` true, nothing written) and snapshot_merge."""
 

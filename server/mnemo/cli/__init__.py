@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         lifecycle_cmd,
         markdown_cmd,
         mcp_cmd,
+        publish_cmd,
         server_cmd,
         skills_cmd,
         team_cmd,
@@ -40,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mnemo", description="Memory and skills for AI coding agents.")
     parser.add_argument("--version", action="version", version=f"mnemo {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (commands, import_cmd, anchor_cmd, edit_cmd, skills_cmd, lifecycle_cmd, markdown_cmd, team_cmd,
+    for module in (commands, import_cmd, anchor_cmd, edit_cmd, skills_cmd, lifecycle_cmd, markdown_cmd, publish_cmd, team_cmd,
                    server_cmd, mcp_cmd, config_cmd, hooks_cmd):
         module.register(sub, _common)
     return parser

@@ -42,6 +42,8 @@ def make_context(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def close_service(service) -> None:
+    if hasattr(service, "_flush_publishes"):
+        service._flush_publishes()  # a publish a change scheduled (`publish_on_change`) runs before the store closes
     if hasattr(service, "engine"):
         service.engine.close()
     elif hasattr(service, "close"):

@@ -110,10 +110,19 @@ def cmd_hooks(args, _service) -> int:
     if args.hooks_action == "status":
         paths = {s: claude.settings_path(s, _root(args)) for s in claude.SCOPES}
         res = claude.status(paths)
+        published = _published_status(args)
+        if published is not None:
+            res["published"] = published
         if args.json:
             emit_json(res)
             return 0
+        if published is not None:
+            say(("published agent files", "bold"), f" ({published['out_of_date']} not up to date):")
+            for f in published["files"]:
+                say(f"    {f['path']}: ", (f["state"], "green" if f["state"] == "up to date" else "yellow"))
         for scope, st in res.items():
+            if scope == "published":
+                continue
             state = "error: " + st["error"] if st.get("error") else ("installed" if st.get("installed") else
                     f"{len(st['mnemo'])} of {len(claude.SPECS)} Mnemo entries" if st.get("mnemo") else
                     "not installed")
@@ -137,6 +146,23 @@ def cmd_hooks(args, _service) -> int:
             say(("  note: `mnemo` is not on this PATH; Claude Code must find it there (or use --user, or "
                  "--command /path/to/mnemo)", "yellow"))
     return 0
+
+
+def _published_status(args) -> dict | None:
+    """The agent files `mnemo publish` wrote for this project and whether each is up to date (a dry run through
+    the owner), or None when this project never published."""
+    from mnemo.cli.context import close_service, make_context, make_service
+    from mnemo.core.publish_format import files_status, state_file
+
+    ctx = make_context(args)
+    if not state_file(_home(args), ctx["project_id"]).exists():
+        return None
+    service = make_service(args)
+    try:
+        files = files_status(service.publish(ctx, None, True))
+    finally:
+        close_service(service)
+    return {"files": files, "out_of_date": sum(f["state"] != "up to date" for f in files)}
 
 
 def cmd_hook(args, _service) -> int:

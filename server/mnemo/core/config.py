@@ -24,6 +24,8 @@ from typing import Any
 
 from mnemo.core.errors import InvalidInput
 from mnemo.core.identity import request_settings
+from mnemo.core.publish_format import TARGETS as PUBLISH_TARGETS
+from mnemo.core.publish_format import check_targets_text
 
 log = logging.getLogger("mnemo.config")
 
@@ -42,8 +44,12 @@ class Key:
     minimum: float | None = None
     maximum: float | None = None
     applies: str = "live"  # "live": the running owner applies a change at once; "restart": at its next start
+    check: Any = None  # a str key checked by this function (raises ValueError) instead of `choices`
+    accepts: str = ""  # what `check` accepts, for the error message
 
     def accepted(self) -> str:
+        if self.accepts:
+            return self.accepts
         if self.kind is bool:
             return "true or false"
         if self.choices:
@@ -105,6 +111,11 @@ KEYS: dict[str, Key] = {k.name: k for k in (
     Key("skill_embedder", "MNEMO_SKILL_EMBEDDER", str, "auto", "the embedding backend of skill activation (auto: "
         "the int8 export when memories use onnx; same: the memory embedder)", choices=("auto", "same", *EMBEDDERS),
         applies="restart"),
+    Key("publish_on_change", "MNEMO_PUBLISH_ON_CHANGE", str, "off",
+        "publish the reviewed memories to these agent files after a change (an edit, a deprecation, a Review "
+        "answer, a new memory), a second later in the owner: off, all, or targets separated by commas",
+        check=check_targets_text, accepts="off, all, or some of " + ", ".join(PUBLISH_TARGETS) + " separated by "
+        "commas"),
     Key("embed_threads", "MNEMO_EMBED_THREADS", int, 1, "threads of one embedding call", minimum=1, maximum=64,
         applies="restart"),
 )}
@@ -166,6 +177,11 @@ def parse(name: str, raw: Any) -> Any:
         if text in ("0", "false", "no", "off"):
             return False
         raise bad
+    if k.check is not None:
+        try:
+            return k.check(raw)
+        except ValueError:
+            raise bad from None
     if k.kind is str:
         text = str(raw).strip().lower()
         if text not in k.choices:

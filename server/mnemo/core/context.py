@@ -312,7 +312,7 @@ def skill_items(result: Any, req: Request, *, only_glob: bool = False, only_alwa
     native = NATIVE_FORMATS.get(req.client, frozenset())
     out = []
     for a in result.activations:
-        if a.source_format in native:
+        if a.source_format in native or getattr(a, "published", False):  # published: its memories come as memories
             continue
         if only_always and not a.always:
             continue

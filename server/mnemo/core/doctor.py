@@ -27,14 +27,31 @@ def run_checks(engine: Engine, ctx: Context) -> dict[str, Any]:
     if checks[0]["status"] == "fail":
         return {"checks": [*checks, backup_check(engine.home)]}
     for name, fn in (("index", _index_check), ("backups", lambda e: backup_check(e.home)),
-                     ("vectors", _vectors_check)):
+                     ("vectors", _vectors_check), ("published files", lambda e: _published_check(e, ctx))):
         try:
-            checks.append(fn(engine))
+            got = fn(engine)
+            if got is not None:
+                checks.append(got)
         except Exception as exc:  # noqa: BLE001 - one failing check must not hide the others
             checks.append(_failed_check(engine, name, exc))
             if checks[-1]["name"] == "store":
                 break
     return {"checks": checks}
+
+
+def _published_check(engine: Engine, ctx: Context) -> dict[str, Any] | None:
+    """The agent files `mnemo publish` wrote for this project: up to date, or which are not (None: never
+    published here)."""
+    from mnemo.core.sharing.publish import status
+
+    st = status(engine, ctx)
+    if not st["published"]:
+        return None
+    stale = [f for f in st["files"] if f["state"] != "up to date"]
+    if not stale:
+        return check("published files", "ok", f"{len(st['files'])} agent file(s) up to date")
+    return check("published files", "warn", "; ".join(f"{f['path']}: {f['state']}" for f in stale),
+                 "run `mnemo publish --dry-run` to see the diff, then `mnemo publish`")
 
 
 def _store_check(engine: Engine) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The review queue: what waits for a person (conflicts, overrides, pending writes, stale anchors, merged branches,
-snapshot imports, held skills), each item with a one-line summary and the answers it allows, and what each answer
+snapshot imports, held skills, lines deleted from a published agent file), each item with a one-line summary and the answers it allows, and what each answer
 does. A `branch_merge` answered `merge` runs the branch merge (core/sharing), which is why this module sits above
 sharing."""
 
@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from mnemo.core.engine import Engine
     from mnemo.core.store import Store
 
-REVIEW_KINDS = ("conflict", "override", "pending", "stale_anchor", "branch_merge", "snapshot_merge", "skill_held")
+REVIEW_KINDS = ("conflict", "override", "pending", "stale_anchor", "branch_merge", "snapshot_merge", "skill_held",
+                "publish_removed")
 # What a person can answer for each kind of review item.
 RESOLUTIONS: dict[str, tuple[str, ...]] = {
     "conflict": ("supersede", "keep_both", "keep_existing"),
@@ -32,6 +33,7 @@ RESOLUTIONS: dict[str, tuple[str, ...]] = {
     "branch_merge": ("merge", "dismiss"),
     "snapshot_merge": ("accept",),
     "skill_held": ("accept", "reject"),
+    "publish_removed": ("deprecate", "keep"),
 }
 REVIEW_HELP = {
     "conflict": "supersede: the new memory replaces the old one (kept in history); keep_both; keep_existing: "
@@ -45,6 +47,8 @@ REVIEW_HELP = {
                     "copies, so the branch shows each once); dismiss: leave them on the branch",
     "snapshot_merge": "accept: acknowledge the import",
     "skill_held": "accept: the skill file may activate (until it changes); reject: it stays held, never injected",
+    "publish_removed": "deprecate: the memory a person deleted from a published agent file goes out of recall (kept "
+                       "in history); keep: it stays, and the next `mnemo publish` writes it back",
 }
 
 
@@ -102,6 +106,8 @@ def _review_summary(kind: str, item: Memory | None, other: Memory | None, payloa
         flags = ", ".join(str(f).split(":", 1)[-1] for f in payload.get("flags") or [])
         return (f"skill {payload.get('name')} ({payload.get('path')}) reads like a prompt injection ({flags}): "
                 "held, not injected, until accepted")
+    if kind == "publish_removed":
+        return f"“{_short(item)}” was deleted by hand from {payload.get('file', 'a published file')}: deprecate?"
     if kind == "snapshot_merge":
         s = payload.get("summary") or {}
         return (f"imported {s.get('imported', 0)} from {payload.get('file', 'a snapshot')} "
@@ -233,7 +239,18 @@ def _skill_held(c, store: Store, row, resolution: str, now: float, changed: list
     store.resolve_reviews(c, [row["id"]], resolution, now)
 
 
-_RESOLVERS = {"conflict": _conflict, "override": _override, "pending": _pending, "stale_anchor": _stale_anchor,
+def _publish_removed(c, store: Store, row, resolution: str, now: float, changed: list, extra: dict) -> None:
+    """A line deleted from a published file: deprecate the memory, or keep it (published again)."""
+    mid = row["item_id"]
+    if resolution == "deprecate" and store.get_memory(mid) is not None:
+        file = json.loads(row["payload"] or "{}").get("file") or "a published file"
+        store.update_memory(c, mid, reindex=True, deprecated=True, deprecated_reason=f"deleted from {file} by hand",
+                            updated_at=now)
+        changed.append(mid)
+    store.resolve_reviews(c, [row["id"]], resolution, now)
+
+
+_RESOLVERS = {"publish_removed": _publish_removed, "conflict": _conflict, "override": _override, "pending": _pending, "stale_anchor": _stale_anchor,
               "snapshot_merge": _snapshot_merge, "skill_held": _skill_held}
 
 

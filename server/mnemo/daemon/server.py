@@ -268,6 +268,10 @@ def run_owner(home: Path, idle_timeout: float | None = None, embedder=None) -> i
             server.path.unlink()
         with contextlib.suppress(FileNotFoundError):
             info_path(home).unlink()
+        try:
+            service._flush_publishes()  # a publish a change scheduled (`publish_on_change`) runs before the store closes
+        except Exception as exc:  # noqa: BLE001 - stopping must finish
+            log.warning("publish on stop failed: %s", exc)
         engine.close()
         log.info("owner stopped")
     return 0

@@ -42,7 +42,7 @@ COMMANDS: tuple[str, ...] = (
     "mnemo.forget", "mnemo.restore", "mnemo.openMemory", "mnemo.showInjection", "mnemo.indexDocs",
     "mnemo.checkAnchors", "mnemo.snapshotExport", "mnemo.snapshotDiff", "mnemo.snapshotMerge", "mnemo.branchDiff",
     "mnemo.branchMerge", "mnemo.branchDelete", "mnemo.runDecay", "mnemo.compact", "mnemo.resolveReview",
-    "mnemo.reconnect", "mnemo.editMemory",
+    "mnemo.reconnect", "mnemo.editMemory", "mnemo.publish",
 )
 
 # Methods pygls' LanguageServerProtocol always handles itself (its `builtin_features`).

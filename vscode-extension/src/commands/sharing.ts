@@ -6,8 +6,10 @@ import * as path from "node:path";
 import * as vscode from "vscode";
 
 import { Requests, ServerCommands } from "../common/constants";
-import type { BranchDiff, SnapshotDiff } from "../common/format";
-import { branchDiffMarkdown, snapshotDiffSides, summarizeSnapshotDiff } from "../common/format";
+import type { BranchDiff, PublishReport, SnapshotDiff } from "../common/format";
+import {
+  branchDiffMarkdown, describePublish, publishPreview, snapshotDiffSides, summarizeSnapshotDiff,
+} from "../common/format";
 import type { ListMemoriesResult, MergedBranchesResult, MergeStrategy } from "../common/protocol";
 import { MERGE_STRATEGIES } from "../common/protocol";
 import type { CommandContext } from "./shared";
@@ -143,5 +145,30 @@ export async function mergeBranch(ctx: CommandContext, arg?: unknown): Promise<u
   const result = await ctx.server.command(ServerCommands.branchMerge, { branch });
   await ctx.afterWrite("branch", []);
   void vscode.window.showInformationMessage(`Merged the memories of ${branch}.`);
+  return result;
+}
+
+/**
+ * Publish to agent files: the dry run first (its unified diff in an editor, with what the hand edits would do and
+ * what is left out and why), then, on "Publish", the same publish for real. Nothing is written before the choice.
+ */
+export async function publishAgentFiles(ctx: CommandContext): Promise<unknown> {
+  const preview = await vscode.window.withProgress(
+    { location: vscode.ProgressLocation.Notification, title: "Mnemo: preparing the agent files…" },
+    () => ctx.server.command<PublishReport>(ServerCommands.publish, { dryRun: true }));
+  await ctx.docs.showUnifiedDiff("publish/agent-files.diff", publishPreview(preview));
+  const changed = (preview.files ?? []).filter((f) => f.status === "new" || f.status === "changed").length;
+  const edits = Object.values(preview.sync ?? {}).reduce((n, v) => n + (Array.isArray(v) ? v.length : 0), 0);
+  if (changed === 0 && edits === 0) {
+    void vscode.window.showInformationMessage("Mnemo: every agent file is up to date.");
+    return preview;
+  }
+  const choice = await vscode.window.showInformationMessage(
+    `Publish ${preview.published ?? 0} reviewed memories to ${changed} agent file(s)?`, { modal: true }, "Publish");
+  if (choice !== "Publish") {
+    return undefined;
+  }
+  const result = await ctx.server.command<PublishReport>(ServerCommands.publish, {});
+  void vscode.window.showInformationMessage(describePublish(result));
   return result;
 }

@@ -46,6 +46,7 @@ export class CommandHandlers implements CommandContext {
       r(Commands.copyMemory, (arg) => show.copyMemory(arg)),
       r(Commands.showInjection, (arg) => show.showInjection(this, arg)),
       r(Commands.exportSnapshot, (arg) => sharing.exportSnapshot(this, arg)),
+      r(Commands.publishAgentFiles, () => sharing.publishAgentFiles(this)),
       r(Commands.importSnapshot, (arg, strategy) => sharing.importSnapshot(this, arg, strategy)),
       r(Commands.mergeBranch, (arg) => sharing.mergeBranch(this, arg)),
       r(Commands.runDecay, () => lifecycle.runDecay(this)),

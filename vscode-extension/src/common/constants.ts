@@ -33,6 +33,7 @@ export const Commands = {
   reviewShowDiff: "mnemo.review.showDiff",
   openSkill: "mnemo.skills.open",
   showCopilotContext: "mnemo.showCopilotContext",
+  publishAgentFiles: "mnemo.publishAgentFiles",
 } as const;
 
 /** Commands the server executes (`workspace/executeCommand`, arguments `[ {params} ]`). */
@@ -57,6 +58,7 @@ export const ServerCommands = {
   compact: "mnemo.compact",
   resolveReview: "mnemo.resolveReview",
   reconnect: "mnemo.reconnect",
+  publish: "mnemo.publish",
 } as const;
 
 /**

@@ -42,6 +42,14 @@ export class MnemoDocuments implements vscode.TextDocumentContentProvider, vscod
     });
   }
 
+  /** Opens a unified diff (text) read-only, highlighted as a diff, in the second editor group. */
+  async showUnifiedDiff(path: string, text: string): Promise<vscode.TextEditor> {
+    const uri = this.put(path, text);
+    const doc = await vscode.workspace.openTextDocument(uri);
+    const diff = await vscode.languages.setTextDocumentLanguage(doc, "diff");
+    return vscode.window.showTextDocument(diff, { preview: true, viewColumn: vscode.ViewColumn.Two });
+  }
+
   /** Opens a side-by-side diff of two texts. */
   async showDiff(left: { path: string; text: string }, right: { path: string; text: string },
                  title: string): Promise<void> {

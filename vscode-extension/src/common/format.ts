@@ -195,6 +195,62 @@ export function describeReport(report: Record<string, unknown>, max = 6): string
   return parts.slice(0, max).join(" · ");
 }
 
+/**
+ * The owner's `publish` result, as far as the sidebar's "Publish to agent files" uses it.
+ * @owner PublishReport
+ */
+export interface PublishReport {
+  dry_run?: boolean;
+  targets?: string[];
+  files?: PublishedFile[];
+  published?: number;
+  written?: string[];
+  left_out?: { id: string; text?: string; reason: string }[];
+  sync?: Record<string, unknown[]>;
+  diff?: string;
+}
+
+/** @owner PublishedFile */
+export interface PublishedFile {
+  path: string;
+  tool?: string;
+  status: string;
+  memories?: number;
+  reason?: string;
+}
+
+/**
+ * The preview of a publish: a unified diff (what each agent file gets) with a comment header of what the hand
+ * edits would do and what was left out and why. Read-only text shown as a `diff` document.
+ */
+export function publishPreview(report: PublishReport): string {
+  const files = report.files ?? [];
+  const changed = files.filter((f) => f.status === "new" || f.status === "changed");
+  const lines = [`# Mnemo: publish ${report.published ?? 0} memories to ${(report.targets ?? []).join(", ") || "no target"}`,
+                 `# ${changed.length} file(s) would change, ${files.length - changed.length} unchanged or skipped`];
+  for (const f of files) {
+    lines.push(`#   ${f.status.padEnd(9)} ${f.path}${f.tool ? ` (${f.tool})` : ""}${f.reason ? ` - ${f.reason}` : ""}`);
+  }
+  const sync = report.sync ?? {};
+  const count = (k: string): number => (Array.isArray(sync[k]) ? sync[k].length : 0);
+  if (count("edited") + count("removed") + count("added") > 0) {
+    lines.push(`# hand edits read back first: ${count("edited")} edited · ${count("removed")} deleted (to Review) · ` +
+               `${count("added")} added`);
+  }
+  for (const d of report.left_out ?? []) {
+    lines.push(`# left out ${d.id}: ${(d.text ?? "").replace(/\s+/g, " ")} (${d.reason})`);
+  }
+  lines.push("", report.diff?.trim() ? report.diff : "# no change");
+  return lines.join("\n");
+}
+
+/** One line after a publish: "Published 5 memories: 3 files written." */
+export function describePublish(report: PublishReport): string {
+  const written = report.written?.length ?? 0;
+  return `Published ${report.published ?? 0} memories: ${written === 0 ? "every agent file already up to date"
+    : `${written} file${written === 1 ? "" : "s"} written`}.`;
+}
+
 /** The tags typed in the Edit box: "a, b ,c" -> ["a", "b", "c"] (blanks and repeats dropped, order kept). */
 export function parseTags(text: string): string[] {
   return [...new Set(text.split(",").map((t) => t.trim()).filter((t) => t.length > 0))];

@@ -600,6 +600,18 @@ export interface CompactParams {
 }
 
 /**
+ * @call mnemo.publish publish
+ * @lsp uri
+ */
+export interface PublishParams {
+  targets?: string[];
+  dryRun?: boolean;
+  budget?: number;
+  sync?: boolean;
+  uri?: string;
+}
+
+/**
  * @call mnemo.resolveReview review_resolve id=review_id
  * @lsp uri
  */

@@ -585,6 +585,7 @@ const REVIEW_GROUPS: { kind: string; label: string; icon: IconSpec }[] = [
   { kind: "pending", label: "Pending agent memories", icon: { id: "inbox", color: "charts.yellow" } },
   { kind: "promotion", label: "Promotions", icon: { id: "arrow-up", color: "charts.green" } },
   { kind: "skill_held", label: "Held skills", icon: { id: "shield", color: "charts.red" } },
+  { kind: "publish_removed", label: "Deleted from agent files (deprecate?)", icon: { id: "trash", color: "charts.orange" } },
 ];
 
 /** The resolution a single click applies: the first one the item offers. */

@@ -48,6 +48,7 @@ class Skill:
     flags: tuple[str, ...] = ()  # reads like a prompt injection (core/safety.py): held until accepted in Review
     mtime: float = 0.0
     size: int = 0
+    published: bool = False  # written by `mnemo publish`: activates, never injected (its memories are delivered)
 
     def to_dict(self, body: bool = False) -> dict:
         d = asdict(self)

@@ -344,16 +344,17 @@ class SkillRegistry:
                     report.shadowed.append({"id": skill.id, "path": skill.source_path, "by": winner.id})
                     continue
             # the same file reached twice (a symlink such as CLAUDE.md -> AGENTS.md), or two always-apply files
-            # with the same text, would inject the same rules twice
+            # with the same text, would inject the same rules twice (files `mnemo publish` wrote are never
+            # injected: each stays, so each tool's file shows how that tool applies it)
             real = os.path.realpath(skill.source_path)
             dup = seen_files.get(real)
-            if dup is None and skill.always_apply:
+            if dup is None and skill.always_apply and not skill.published:
                 dup = seen_always.get(content_hash(skill.body))
             if dup is not None:
                 report.shadowed.append({"id": skill.id, "path": skill.source_path, "by": dup})
                 continue
             seen_files[real] = skill.id
-            if skill.always_apply:
+            if skill.always_apply and not skill.published:
                 seen_always[content_hash(skill.body)] = skill.id
             out.append(skill)
         return out

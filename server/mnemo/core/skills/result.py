@@ -30,6 +30,7 @@ class Activation:
     reason: str
     tools_allowed: list[str] = field(default_factory=list)
     injected: bool = True  # False: active, but left out of the injected block by the token budget
+    published: bool = False  # a file `mnemo publish` wrote: active for its paths, never injected (no loop)
     body: str = field(default="", repr=False)  # the skill text, for the prompt block (not in to_dict)
 
     def to_dict(self, body: bool = False) -> dict:
@@ -174,6 +175,8 @@ def build_activation(idx: SkillIndex, ev: Evidence, X: np.ndarray, w: np.ndarray
     reason = _reason(s, by, signals, matched, ev.rel or ev.abs_path, forced, file_decides)
     if ev.mentioned[i]:
         reason = "mentioned by name; " + reason
+    if s.published:
+        reason += "; published by Mnemo from its memories (delivered as memories, not injected again)"
     elif file_decides and not forced:
         reason = "the request chose no skill, so the file decides; " + reason
     return Activation(
@@ -181,7 +184,7 @@ def build_activation(idx: SkillIndex, ev: Evidence, X: np.ndarray, w: np.ndarray
         source_format=s.source_format, scope=s.scope, score=1.0 if forced else round(float(p[i]), 4),
         activated_by=by or (["always"] if forced else []), signals=signals, matched=matched,
         token_cost=s.token_cost, always=bool(s.always_apply and forced), reason=reason,
-        tools_allowed=list(s.tools_allowed), body=s.body)
+        tools_allowed=list(s.tools_allowed), body=s.body, published=s.published, injected=not s.published)
 
 
 def _reason(s: Skill, by: list[str], signals: dict[str, float], matched: dict[str, object], path: str | None,

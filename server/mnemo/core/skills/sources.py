@@ -11,6 +11,7 @@ import os
 import re
 from pathlib import Path
 
+from .. import publish_format
 from ..safety import injection_flags, strip_invisible
 from ..text import content_hash, estimate_tokens
 from . import globs as g
@@ -237,6 +238,19 @@ def read_skill_file(path: Path, fmt: str | None = None, *, scope: str = "project
         return None, [Problem(spath, 1, f"unexpected error while reading: {type(exc).__name__}: {exc}", "error", fmt)]
 
 
+def read_skill_text(path: Path, text: str, fmt: str | None = None) -> tuple[Skill | None, list[Problem]]:
+    """Read a file's text as if it were at `path` (not yet written there): what `read_skill_file` would give.
+    `mnemo publish` checks each file it is about to write with it."""
+    fmt = fmt or detect_format(path) or FORMAT_MNEMO
+    st = os.stat_result((0o100644, 0, 0, 1, 0, 0, len(text.encode("utf-8")), 0, 0, 0))
+    try:
+        return _build(path, text.replace("\r\n", "\n"), st, fmt, "project", None)
+    except _Skip as exc:
+        return None, [Problem(str(path), exc.line, exc.reason, "error", fmt)]
+    except FrontmatterError as exc:
+        return None, [Problem(str(path), exc.line, exc.reason, "error", fmt)]
+
+
 def _build(path: Path, text: str, st: os.stat_result, fmt: str, scope: str,
            skill_id: str | None) -> tuple[Skill | None, list[Problem]]:
     spath = str(path)
@@ -249,6 +263,7 @@ def _build(path: Path, text: str, st: os.stat_result, fmt: str, scope: str,
             warnings.append(reason)
 
     text, flagged = _screen(text, warn)
+    text, published = _published(text)
     if fmt in (FORMAT_CURSOR_LEGACY, FORMAT_WINDSURF_LEGACY):
         fm = Frontmatter(body=text)  # legacy single-file rules have no header
     else:
@@ -266,6 +281,8 @@ def _build(path: Path, text: str, st: os.stat_result, fmt: str, scope: str,
     if d.get("importance") not in (None, "") and importance is None:
         warn(f"importance {d.get('importance')!r} not understood (use 0..1, 1..5 or low/medium/high); using 0.5")
     patterns, mode, always, manual = _activation(fmt, d, description, warn)
+    if published and fmt == FORMAT_COPILOT and patterns and all(p in ("**", "**/*", "*") for p in patterns):
+        always = True  # Mnemo's `applyTo: '**'` means every file, as VS Code reads it (a person's stays a weak glob)
     if patterns:
         bad = g.matcher_for(patterns, mode).invalid_patterns()
         for p in bad:
@@ -282,9 +299,24 @@ def _build(path: Path, text: str, st: os.stat_result, fmt: str, scope: str,
         importance=0.5 if importance is None else importance, always_apply=always, manual_only=manual,
         content_hash=content_hash("\n".join([name, description, " ".join(keywords), body])),
         token_cost=estimate_tokens(body) + estimate_tokens(f"### {name}\nSource: {spath}\n"),
-        warnings=tuple(warnings), flags=tuple(flagged), mtime=st.st_mtime, size=st.st_size,
+        warnings=tuple(warnings), flags=tuple(flagged), mtime=st.st_mtime, size=st.st_size, published=published,
     )
     return skill, problems
+
+
+def _published(text: str) -> tuple[str, bool]:
+    """No loop: what `mnemo publish` wrote is not read back as the person's rules. A section it manages inside a
+    person's file (CLAUDE.md, AGENTS.md) is taken out of the text; a file that is only Mnemo's (its own header,
+    or nothing but the section) stays a skill marked `published`: it activates for its paths as its tool reads
+    it, and is never injected (its memories reach agents as memories)."""
+    if not publish_format.has_section(text):
+        return text, False
+    if publish_format.is_published_file(text):
+        return text, True
+    rest = publish_format.without_section(text)
+    if rest.strip():
+        return rest, False
+    return text, True
 
 
 def _screen(text: str, warn) -> tuple[str, list[str]]:

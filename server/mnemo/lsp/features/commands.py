@@ -67,6 +67,7 @@ class CommandsFeature(LanguageFeature):
             "mnemo.resolveReview": self.resolve_review,
             "mnemo.reconnect": self.reconnect,
             "mnemo.editMemory": self.edit_memory,
+            "mnemo.publish": self.publish,
         }
 
     async def owner_ready(self) -> None:
@@ -267,6 +268,21 @@ class CommandsFeature(LanguageFeature):
                                        want(p, "path", str, m, required=True),
                                        want(p, "strategy", str, m, "newer_wins"))
         return self._changed("snapshot", res, [])
+
+    async def publish(self, p: dict) -> Any:
+        """The reviewed memories into the agent rule files (`targets`, `dryRun`, `budget`, `sync`): the sidebar's
+        "Publish to agent files" asks for the dry run first and shows its diff."""
+        m = "mnemo.publish"
+        targets = want(p, "targets", list, m)
+        if targets is not None and not all(isinstance(x, str) for x in targets):
+            raise InvalidInput(f"{m}: `targets` must be a list of names", hint="e.g. [\"claude\", \"cursor\"]")
+        budget = want(p, "budget", int, m)
+        res = await self.server.service("publish", await self._ctx(p), targets, bool(want(p, "dryRun", bool, m)),
+                                        budget, bool(want(p, "sync", bool, m)))
+        if isinstance(res, dict) and any(res.get("sync", {}).get(k) for k in ("edited", "removed", "added")):
+            self.server.memories_changed("publish", [e.get("id") for k in ("edited", "added")
+                                                     for e in res["sync"][k] if e.get("id")])
+        return res
 
     def _branch_args(self, p: dict, m: str) -> str:
         source = want(p, "branch", str, m) or want(p, "source", str, m)

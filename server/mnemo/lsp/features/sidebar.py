@@ -17,7 +17,7 @@ from mnemo.settings import to_dict
 
 OPTIONAL_METHODS = ("review_list", "review_resolve", "snapshot_export", "snapshot_diff", "snapshot_merge",
                     "branch_diff", "branch_merge", "branch_delete", "decay", "compact", "anchor", "check_anchors",
-                    "merged_branches", "restore", "activate_skills", "skills_list")
+                    "merged_branches", "restore", "activate_skills", "skills_list", "publish")
 
 
 async def injection_preview(server: Server, p: dict) -> dict[str, Any]:

@@ -2,8 +2,8 @@ import { describe, test } from "node:test";
 import * as assert from "node:assert/strict";
 
 import {
-  branchDiffMarkdown, describeReport, describeStatus, describeWrite, parseTags, snapshotDiffSides,
-  summarizeSnapshotDiff,
+  branchDiffMarkdown, describePublish, describeReport, describeStatus, describeWrite, parseTags, publishPreview,
+  snapshotDiffSides, summarizeSnapshotDiff,
 } from "../../common/format";
 
 describe("describeStatus", () => {
@@ -88,5 +88,34 @@ describe("parseTags", () => {
   test("comma-separated, trimmed, blanks and repeats dropped, order kept", () => {
     assert.deepEqual(parseTags(" payments, http ,, payments,retries "), ["payments", "http", "retries"]);
     assert.deepEqual(parseTags(""), []);
+  });
+});
+
+describe("publish to agent files", () => {
+  const report = {
+    dry_run: true, targets: ["claude", "cursor"], published: 2,
+    files: [{ path: "CLAUDE.md", tool: "Claude Code", status: "changed", memories: 2 },
+            { path: ".cursor/rules/mnemo.mdc", tool: "Cursor", status: "unchanged", memories: 2 },
+            { path: ".continue/rules/mnemo.md", tool: "Continue", status: "skipped", reason: "not Mnemo's" }],
+    left_out: [{ id: "mem-1", text: "wait  for\nreview", reason: "pending: waiting in `mnemo review`" }],
+    sync: { edited: [{ id: "mem-2" }], removed: [], added: [{ text: "x" }] },
+    diff: "--- a/CLAUDE.md\n+++ b/CLAUDE.md\n@@ -1 +1,2 @@\n x\n+- new\n",
+  };
+
+  test("the preview is a diff with a comment header: files, hand edits, what is left out and why", () => {
+    const text = publishPreview(report);
+    assert.match(text, /^# Mnemo: publish 2 memories to claude, cursor\n# 1 file\(s\) would change, 2 unchanged/);
+    assert.match(text, /# {3}changed {3}CLAUDE.md \(Claude Code\)/);
+    assert.match(text, /# {3}skipped {3}.continue\/rules\/mnemo.md \(Continue\) - not Mnemo's/);
+    assert.match(text, /# hand edits read back first: 1 edited · 0 deleted \(to Review\) · 1 added/);
+    assert.match(text, /# left out mem-1: wait for review \(pending: waiting in `mnemo review`\)/);
+    assert.ok(text.endsWith(report.diff));
+  });
+
+  test("no change says so; the result line counts the files written", () => {
+    assert.match(publishPreview({ files: [], diff: "" }), /# no change$/);
+    assert.equal(describePublish({ published: 3, written: ["CLAUDE.md"] }), "Published 3 memories: 1 file written.");
+    assert.equal(describePublish({ published: 3, written: [] }),
+                 "Published 3 memories: every agent file already up to date.");
   });
 });
