@@ -216,6 +216,22 @@ class LocalService:
                 self._skill_engines[key] = eng
             return eng
 
+    def _warm(self, root: str | None) -> None:
+        """What the first context of a session needs, loaded now (the owner calls it in the background as it starts,
+        for the project of the hook that started it): the memory model, the skill engine of the project with its
+        skill vectors, the corrections detector's examples."""
+        from mnemo.core import corrections
+        from mnemo.core.identity import detect_context
+
+        if root:  # first: a session's start needs the project's skills, not the memory model
+            c = detect_context(Path(root))
+            eng = self._skills(c)
+            eng.maybe_refresh()
+            eng.warm()
+            eng.activate(None, "warm up")  # the query embedder of the skills (an int8 model by default) too
+        self.engine.warm_up()
+        corrections.warm(self.engine.embedder)
+
     def _skill_embedder(self):
         """The embedder of skill activation. Skills are embedded on this machine only (vectors cached in the
         store's home, never shared), so they can use a faster model than memories: by default the int8 export of

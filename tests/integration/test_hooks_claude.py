@@ -244,12 +244,13 @@ def test_a_slow_owner_costs_the_agent_under_a_second_and_nothing_else(project, t
         owner.close()
 
 
-def test_with_no_owner_the_hook_answers_nothing_at_once_and_starts_one(project, tmp_path):
+def test_told_not_to_wait_the_hook_answers_nothing_at_once_and_starts_one(project, tmp_path):
     home = tmp_path / "down-home"
     home.mkdir()
     try:
         text, err, rc, took = run_hook(project, "UserPromptSubmit", "user_prompt_submit.json", "s-down",
-                                       home=home, env={"MNEMO_HOOK_TIMEOUT": "0.8", **OWNER_ENV})
+                                       home=home, env={"MNEMO_HOOK_TIMEOUT": "0.8", "MNEMO_HOOK_START_WAIT": "0",
+                                                       **OWNER_ENV})
         assert (text, rc) == (None, 0) and took < 1.0, took
         assert err.count("\n") == 1 and "no owner was running" in err
         from mnemo.daemon.client import DaemonService
@@ -267,6 +268,52 @@ def test_with_no_owner_the_hook_answers_nothing_at_once_and_starts_one(project, 
         svc.close()
     finally:
         _stop(home)
+
+
+def test_with_the_owner_stopped_session_start_starts_it_and_delivers_the_hand_off(project, tmp_path):
+    """Issue 20 point 6: a stopped owner (it exits after its idle time) no longer costs the session its hand-off:
+    the hook starts one (which warms this project as it starts) and waits for the block, within its bound."""
+    home = tmp_path / "cold-home"
+    home.mkdir()
+    transcript = tmp_path / "transcript.jsonl"
+    transcript.write_text((FIXTURES / "transcript.jsonl").read_text().replace("$CWD", str(project["repo"])))
+    env = {"MNEMO_HOOK_TIMEOUT": "0.8", "MNEMO_HOOK_START_WAIT": "25", **OWNER_ENV}  # a bound, not a timing
+    try:
+        r = run_cli("daemon", "start", "--json", home=home, cwd=project["repo"], env=OWNER_ENV)
+        assert r.returncode == 0, r.stderr
+        _text, err, rc, _ = run_hook(project, "SessionEnd", "session_end.json", "s-cold-0", transcript=transcript,
+                                     home=home, env={"MNEMO_HOOK_TIMEOUT": "20", **OWNER_ENV})
+        assert rc == 0, err
+        r = run_cli("context", "-m", "warm up", home=home, cwd=project["repo"], env=OWNER_ENV)  # as a used store
+        assert r.returncode == 0, r.stderr
+        _stop(home)
+        from mnemo.daemon.paths import socket_path
+
+        assert not socket_path(home).exists()
+        start, err, rc, _took = run_hook(project, "SessionStart", "session_start.json", "s-cold-1", home=home,
+                                         transcript=transcript, env=env)
+        assert rc == 0 and err == "", err
+        assert start and "### Hand-off from the last session" in start and "src/payments/client.py" in start
+        # the owner it started is up and warm: the first prompt's block comes within the normal deadline
+        text, err, rc, _took = run_hook(project, "UserPromptSubmit", "user_prompt_submit.json", "s-cold-1",
+                                        home=home, env={**env, "MNEMO_HOOK_TIMEOUT": "3"})
+        assert rc == 0 and err == "", err
+        assert text and "http-clients" in text
+    finally:
+        _stop(home)
+
+
+def test_an_owner_that_cannot_start_ends_the_wait_at_once(project, tmp_path):
+    """Fail-open stays: a store the owner cannot open makes it exit, and the hook gives up then, not at its bound."""
+    home = tmp_path / "broken-home"
+    home.mkdir()
+    (home / "mnemo.db").write_bytes(b"this is not a SQLite database" * 100)
+    text, err, rc, took = run_hook(project, "SessionStart", "session_start.json", "s-broken", home=home,
+                                   env={"MNEMO_HOOK_TIMEOUT": "0.8", "MNEMO_HOOK_START_WAIT": "25", **OWNER_ENV})
+    assert (text, rc) == (None, 0)
+    assert err.count("\n") == 1 and "did not answer" in err
+    assert took < 20, took  # the owner's exit ended the wait, long before the 25 s bound
+    _stop(home)
 
 
 def test_session_end_with_no_owner_still_writes_the_hand_off(project, tmp_path):

@@ -217,8 +217,19 @@ def _setup_logging(home: Path) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def run_owner(home: Path, idle_timeout: float | None = None, embedder=None) -> int:
-    """Run the owner in this process until stopped or idle. Returns 0, or 3 when another owner holds the store."""
+def _warm(service: LocalService, root: str | None) -> None:
+    t0 = time.perf_counter()
+    try:
+        service._warm(root)
+        log.info("warmed for %s in %.0f ms", root or "(no project)", (time.perf_counter() - t0) * 1000)
+    except Exception as exc:  # noqa: BLE001 - warming is an optimisation; the first request pays instead
+        log.warning("warming for %s failed: %s", root, exc)
+
+
+def run_owner(home: Path, idle_timeout: float | None = None, embedder=None, warm: str | None = None) -> int:
+    """Run the owner in this process until stopped or idle. Returns 0, or 3 when another owner holds the store.
+    `warm`: a project root whose first context is prepared in the background as the owner starts (the model, the
+    project's skill engine, the corrections detector): a hook that started the owner waits for that block."""
     from mnemo.core.engine import Engine
 
     home = Path(home)
@@ -255,6 +266,7 @@ def run_owner(home: Path, idle_timeout: float | None = None, embedder=None) -> i
         signal.signal(signal.SIGTERM, _term)
         signal.signal(signal.SIGINT, _term)
     threading.Thread(target=server.idle_watch, name="mnemo-idle", daemon=True).start()
+    threading.Thread(target=_warm, args=(service, warm), name="mnemo-warm", daemon=True).start()
     from mnemo.core.backup import backup_loop  # rolling daily backups of mnemo.db (SPEC §7 Recovery)
 
     threading.Thread(target=backup_loop, args=(home, server._stopping), name="mnemo-backup", daemon=True).start()
