@@ -384,6 +384,13 @@ class LocalService:
 
         return lifecycle.check_anchors(self.engine, _ctx(ctx), path, symbols)
 
+    def check_anchor_files(self, ctx: dict, paths: list[str] | None = None) -> api.AnchorsCheck:
+        from mnemo.core.lifecycle.anchors import check_files
+
+        if paths is not None and (not isinstance(paths, list) or not all(isinstance(p, str) for p in paths)):
+            raise InvalidInput("paths must be a list of file paths", hint='e.g. ["src/pay.py"]')
+        return check_files(self.engine, _ctx(ctx), paths)
+
     # -- doctor ----------------------------------------------------------------------------------------------
     def doctor(self, ctx: dict) -> api.DoctorResult:
         from mnemo.core.doctor import run_checks

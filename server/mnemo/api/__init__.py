@@ -24,6 +24,7 @@ from mnemo.api.records import Anchor, BatchNote, CodeSymbol, Ctx, Memory
 from mnemo.api.results import (
     ActivationResult,
     AnchorCheck,
+    AnchorsCheck,
     BranchDelete,
     BranchMergeReport,
     CompactReport,
@@ -202,6 +203,10 @@ class Service(Protocol):
     def check_anchors(self, ctx: Ctx, path: str, symbols: list[CodeSymbol] | None) -> AnchorCheck:
         """Compare the anchors in file `path` with its current symbols; changed ones go to Review."""
 
+    def check_anchor_files(self, ctx: Ctx, paths: list[str] | None = None) -> AnchorsCheck:
+        """Compare the anchors in `paths` (None: every anchored file of the project) with the working tree as it
+        is now (`mnemo anchors check`, the session-end hook); changed ones go to Review once."""
+
     # doctor, team, hand-off
     def doctor(self, ctx: Ctx) -> DoctorResult:
         """The store's health checks, as the owner sees them."""
@@ -289,7 +294,7 @@ def call_arguments(method: str, args: tuple[Any, ...] = (), kwargs: dict[str, An
 
 
 __all__ = [
-    "LOCAL_ONLY", "SERVICE_METHODS", "ActivationResult", "Anchor", "AnchorCheck", "BatchNote", "BranchDelete",
+    "LOCAL_ONLY", "SERVICE_METHODS", "ActivationResult", "Anchor", "AnchorCheck", "AnchorsCheck", "BatchNote", "BranchDelete",
     "BranchMergeReport", "CodeSymbol", "CompactReport", "Ctx", "DecayReport", "DoctorResult", "Forgotten", "Health",
     "Hydrated", "IndexDocsResult", "MarkdownExport", "MarkdownImport", "Memory", "MemoryChange", "MemoryHistory",
     "MemoryList", "MergedBranches", "Progress", "RecallResult", "RecentContext", "RememberBatchResult",
