@@ -112,9 +112,27 @@ class LocalService:
 
         filt = make_filter(kind=kind, branch=branch, tags=tags, since=since, until=until, author=author,
                            source=source, status=status)
-        return recall(self.engine, _ctx(ctx), query, scope=scope, limit=limit, types=types,
-                      include_docs=include_docs, include_cold=include_cold, min_confidence=min_confidence,
-                      filters=filt)
+        c = _ctx(ctx)
+        res = recall(self.engine, c, query, scope=scope, limit=limit, types=types, include_docs=include_docs,
+                     include_cold=include_cold, min_confidence=min_confidence, filters=filt)
+        self._fresh(c, res.get("cards") or [])
+        return res
+
+    def _fresh(self, c: Context, cards: list[dict[str, Any]]) -> None:
+        """Each note card's `stale` as the working tree says now (its anchored code checked on read)."""
+        from mnemo.core.lifecycle.anchors import freshen
+
+        ids = [card["item_id"] for card in cards if card.get("source_kind", "note") == "note" and card.get("anchors")]
+        if not ids:
+            return
+        try:
+            state = freshen(self.engine, c, ids)
+        except MnemoError as exc:  # the cards are still worth showing with their stored state
+            log.warning("anchor check on read failed: %s", exc)
+            return
+        for card in cards:
+            if card.get("item_id") in state:
+                card["stale"] = state[card["item_id"]]["stale"]
 
     def hydrate(self, ctx: dict, item_id: str, mode: str = "default") -> api.Hydrated:
         from mnemo.core.recall import hydrate
@@ -432,6 +450,7 @@ class LocalService:
             out.update(cards=recalled["cards"], warnings=recalled["warnings"])
         if path:
             out.update(anchored_context(self.engine, c, path, symbol, line))
+        self._fresh(c, out["cards"] + out["anchored"])
         if skills:
             try:
                 out["skills"] = self.activate_skills(ctx, path, None, max_skills=max_skills, token_budget=token_budget)
@@ -451,7 +470,7 @@ class LocalService:
     def context(self, ctx: dict, file: str | None = None, message: str | None = None, *, event: str = "context",
                 session: str | None = None, budget: int | None = None, learn: str | None = None,
                 client: str | None = None, source: str | None = None, min_confidence: float | None = None,
-                commit: bool = True) -> api.ContextBlock:
+                commit: bool = True, symbol: str | None = None, line: int | None = None) -> api.ContextBlock:
         """The context block for an event (session-start | prompt | pre-tool | context), never repeating what the
         session (`session`) already received, under `budget` tokens; `learn` (off | confirm | auto) files the
         corrections a prompt states. Used by the hooks, `mnemo context`, MCP and the editor."""
@@ -467,7 +486,7 @@ class LocalService:
 
         return build_context(self.engine, c, activate, file=file, message=message, event=event, session=session,
                              budget=budget, learn=learn, client=client, source=source,
-                             min_confidence=min_confidence, commit=commit)
+                             min_confidence=min_confidence, commit=commit, symbol=symbol, line=line)
 
     def context_commit(self, ctx: dict, session: str | None = None, keys: list[str] | None = None,
                        last_file: str | None = None, reset: bool = False) -> api.ContextCommit:
@@ -487,4 +506,13 @@ class LocalService:
         c = _ctx(ctx)
         session = sessions.check_session(session)
         res = write_handoff(self.engine, c, summary or {}, session=session, client=client)
-        return {"handoff": res, "session_cleared": sessions.end(self.engine.home, session)}
+        out: dict[str, Any] = {"handoff": res, "session_cleared": sessions.end(self.engine.home, session)}
+        edited = (summary or {}).get("files_edited") if isinstance(summary, dict) else None
+        if edited and isinstance(edited, list) and c.root:  # the anchors into the files the session edited
+            from mnemo.core.lifecycle.anchors import check_files
+
+            try:
+                out["anchors"] = check_files(self.engine, c, [p for p in edited if isinstance(p, str)][:200])
+            except MnemoError as exc:  # the hand-off is written; a failed check must not lose it
+                log.warning("session end: anchor check failed: %s", exc)
+        return out

@@ -221,9 +221,10 @@ class Service(Protocol):
     def context(self, ctx: Ctx, file: str | None = None, message: str | None = None, *, event: str = "context",
                 session: str | None = None, budget: int | None = None, learn: str | None = None,
                 client: str | None = None, source: str | None = None, min_confidence: float | None = None,
-                commit: bool = True) -> ContextBlock:
+                commit: bool = True, symbol: str | None = None, line: int | None = None) -> ContextBlock:
         """The context block for an event (session-start | prompt | pre-tool | context) under `budget` tokens,
-        never repeating what `session` already received; `learn` (off | confirm | auto) files stated corrections."""
+        never repeating what `session` already received; `learn` (off | confirm | auto) files stated corrections.
+        The memories anchored to `file` come first (those on `symbol`, or the symbol around `line`, before others)."""
 
     def context_commit(self, ctx: Ctx, session: str | None = None, keys: list[str] | None = None,
                        last_file: str | None = None, reset: bool = False) -> ContextCommit:

@@ -504,3 +504,4 @@ class ContextCommit(TypedDict):
 class SessionEnd(TypedDict):
     handoff: dict[str, Any]
     session_cleared: bool
+    anchors: NotRequired[AnchorsCheck]  # the anchors into the files the session edited, checked

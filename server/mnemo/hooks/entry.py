@@ -135,7 +135,32 @@ def context_params(event: str, data: dict[str, Any], ctx: dict[str, Any], cfg: d
         if path is None:
             return None
         params["file"] = path
+        line = edit_line(data, path)
+        if line is not None:
+            params["line"] = line                 # the memories on the symbol being edited come first
     return params
+
+
+def edit_line(data: dict[str, Any], path: str) -> int | None:
+    """The line (0-based) an Edit/MultiEdit changes: where its first `old_string` is in the file (None when not
+    found, or for another tool)."""
+    inp = data.get("tool_input") if isinstance(data.get("tool_input"), dict) else {}
+    old = inp.get("old_string")
+    if old is None and isinstance(inp.get("edits"), list) and inp["edits"] and isinstance(inp["edits"][0], dict):
+        old = inp["edits"][0].get("old_string")
+    if data.get("tool_name") not in ("Edit", "MultiEdit") or not isinstance(old, str) or not old.strip():
+        return None
+    if not os.path.isabs(path) and isinstance(data.get("cwd"), str):
+        path = os.path.join(data["cwd"], path)
+    try:
+        if os.path.getsize(path) > MAX_STDIN:
+            return None
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    at = text.find(old)
+    return text.count("\n", 0, at) if at >= 0 else None
 
 
 def emit(event: str, markdown: str) -> None:

@@ -318,7 +318,14 @@ def check_files(engine: Engine, ctx: Context, paths: list[str] | None = None) ->
     if paths is None:
         rels = sorted(anchored)
     else:  # (files no memory is anchored into have nothing to check)
-        rels = [r for r in dict.fromkeys(rel_path(ctx, p) for p in paths) if r in anchored]
+        rels = []
+        for p in paths:
+            try:
+                rel = rel_path(ctx, p)
+            except InvalidInput:  # a file outside the project has no anchors of it
+                continue
+            if rel in anchored and rel not in rels:
+                rels.append(rel)
     out: dict[str, Any] = {"checked_files": 0, "checked": 0, "ok": 0, "flagged": [], "cleared": [], "stale": [],
                            "skipped": []}
     for rel in rels:
