@@ -290,6 +290,8 @@ def freshen(engine: Engine, ctx: Context, ids: list[str]) -> dict[str, dict[str,
             for a in m.anchors:
                 if not isinstance(a, dict) or a.get("path") != rel:
                     continue
+                if cur is None and not (a.get("hash") or a.get("symbol")):
+                    continue  # a file anchor to a file not (yet) in this working tree: nothing was anchored to change
                 reason = anchor_reason(a, cur is None, current)
                 if reason is not None:
                     out[m.id]["anchors"].append({"anchor": a, "reason": reason})
