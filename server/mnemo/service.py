@@ -55,6 +55,30 @@ def _ctx(ctx: dict | Context) -> Context:
     return Context.from_dict(ctx)
 
 
+class _LazyEmbedder:
+    """An embedder whose model loads on its first `embed` (its identity, `model_id` and `dim`, is known before)."""
+
+    def __init__(self, build, model_id: str, dim: int, backend: str):
+        self._build, self.model_id, self.dim, self.backend = build, model_id, dim, backend
+        self._inst = None
+        self._lock = threading.Lock()
+
+    def _get(self):
+        if self._inst is None:
+            with self._lock:
+                if self._inst is None:
+                    self._inst = self._build()
+        return self._inst
+
+    def embed(self, texts):
+        return self._get().embed(texts)
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._get(), name)
+
+
 class LocalService:
     """In-process implementation: the owner process serves it; tests use it directly."""
 
@@ -255,12 +279,16 @@ class LocalService:
         store's home, never shared), so they can use a faster model than memories: by default the int8 export of
         the same MiniLM (~2.4x faster query embedding, same MetaTool accuracy; docs/benchmarks.md), when memories
         use the float ONNX model. MNEMO_SKILL_EMBEDDER=same uses the memory embedder; a kind name forces one."""
-        from mnemo.core.embeddings import MODEL_ID, get_embedder
-
-        base = self.engine.embedder
         from mnemo.core import config
+        from mnemo.core.embeddings import DIM, MODEL_ID, MODEL_ID_INT8, configured_kind, get_embedder
 
         choice = os.environ.get("MNEMO_SKILL_EMBEDDER", "").strip().lower() or str(config.value("skill_embedder"))
+        loaded = self.engine.loaded_embedder
+        if choice == "auto" and configured_kind() == "onnx" and (loaded is None or (
+                getattr(loaded, "backend", None) == "onnx" and getattr(loaded, "model_id", None) == MODEL_ID)):
+            # built on first use: a session's start needs the skills' cached vectors, not a model (issue 20)
+            return _LazyEmbedder(lambda: get_embedder("onnx-int8"), MODEL_ID_INT8, DIM, "onnx-int8")
+        base = self.engine.embedder
         if choice == "same":
             return base
         if choice != "auto":
