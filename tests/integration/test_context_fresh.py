@@ -84,10 +84,15 @@ def test_the_note_on_the_code_at_hand_comes_first_whatever_its_recall_confidence
 def test_a_code_change_outside_any_editor_is_seen_when_the_note_is_read_and_filed_once(shop):
     cli, mid, repo = shop["cli"], shop["mid"], shop["repo"]
     assert _stale_items(cli, mid) == []
+    assert ANCHORED.split(";")[0] in _context(cli, "--session", "s-1")["markdown"]   # a session gets the note
+    assert ANCHORED.split(";")[0] not in _context(cli, "--session", "s-1")["markdown"]  # once
     (repo / "shop" / "payments.py").write_text(PAYMENTS.replace("/charge\"", "/v2/charge\""))  # an agent's edit
+    md = _context(cli, "--session", "s-1")["markdown"]    # the same session: given again, with its warning
+    assert "Warning: the code this note is anchored to (`shop/payments.py` › `charge`) changed" in md
+    assert ANCHORED.split(";")[0] in md
+    assert len(_stale_items(cli, mid)) == 1
     md = _context(cli)["markdown"]
     assert "Warning: the code this note is anchored to (`shop/payments.py` › `charge`) changed" in md
-    assert len(_stale_items(cli, mid)) == 1
     md = _context(cli)["markdown"]                        # read again: still warned, not filed twice
     assert "Warning: the code this note is anchored to" in md
     cards = json.loads(cli("recall", "amount in cents floats", "--min-confidence", "0", "--json").stdout)["cards"]

@@ -200,7 +200,8 @@ def _memory_item(m: dict[str, Any], section: str, text: str | None = None,
     stale = bool(fresh["stale"]) if fresh is not None else "stale_anchor" in (m.get("flags") or [])
     warning = STALE_WARNING.format(where=_stale_where(m, fresh)) + "\n" if stale else ""
     rendered = f"{memory_meta(m, confidence)}\n{warning}{quote(body)}"
-    return Item(key=f"mem:{mid}", section=section, text=rendered, title=_clean(body)[:80], kind="memory", id=mid,
+    key = f"mem:{mid}" + (":stale" if stale else "")  # a note that became stale is given again, with its warning
+    return Item(key=key, section=section, text=rendered, title=_clean(body)[:80], kind="memory", id=mid,
                 extra={"confidence": confidence, **({"stale": stale} if fresh is not None or stale else {})})
 
 
