@@ -78,7 +78,8 @@ class _Handler(socketserver.StreamRequestHandler):
                         "details": {"pid": os.getpid(), "version": __version__}}})
                     return
                 greeted = True
-                self._send({"id": rid, "result": self.server.service.health()})
+                # `warming`: this owner is still preparing its first context (a hook may wait a little longer)
+                self._send({"id": rid, "result": {**self.server.service.health(), "warming": self.server.warming}})
                 continue
             if not greeted:
                 self._send({"id": rid, "error": InvalidInput("say hello first (version handshake)").to_dict()})
@@ -137,6 +138,7 @@ class OwnerServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.service = service
         self.fixed_idle_timeout = idle_timeout  # None: the store's `idle_timeout`, re-read every second
         self._lock = threading.Lock()
+        self.warming = False
         self._connections = 0
         self._active = 0
         self._last = time.monotonic()
@@ -217,13 +219,16 @@ def _setup_logging(home: Path) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def _warm(service: LocalService, root: str | None) -> None:
+def _warm(server: OwnerServer, root: str | None) -> None:
     t0 = time.perf_counter()
+    server.warming = True
     try:
-        service._warm(root)
+        server.service._warm(root)
         log.info("warmed for %s in %.0f ms", root or "(no project)", (time.perf_counter() - t0) * 1000)
     except Exception as exc:  # noqa: BLE001 - warming is an optimisation; the first request pays instead
         log.warning("warming for %s failed: %s", root, exc)
+    finally:
+        server.warming = False
 
 
 def run_owner(home: Path, idle_timeout: float | None = None, embedder=None, warm: str | None = None) -> int:
@@ -266,7 +271,9 @@ def run_owner(home: Path, idle_timeout: float | None = None, embedder=None, warm
         signal.signal(signal.SIGTERM, _term)
         signal.signal(signal.SIGINT, _term)
     threading.Thread(target=server.idle_watch, name="mnemo-idle", daemon=True).start()
-    threading.Thread(target=_warm, args=(service, warm), name="mnemo-warm", daemon=True).start()
+    if warm is not None:
+        server.warming = True  # from the first hello: the hook that started this owner waits for its block
+    threading.Thread(target=_warm, args=(server, warm), name="mnemo-warm", daemon=True).start()
     from mnemo.core.backup import backup_loop  # rolling daily backups of mnemo.db (SPEC §7 Recovery)
 
     threading.Thread(target=backup_loop, args=(home, server._stopping), name="mnemo-backup", daemon=True).start()

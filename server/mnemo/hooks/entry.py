@@ -12,7 +12,8 @@ When no owner runs it starts one, which warms this project's first context as it
 skill engine), and waits for its answer up to `MNEMO_HOOK_START_WAIT` (default 4 s after the hook's process
 started; 0: do not wait) — well inside the 10 s timeout `mnemo hooks install` gives Claude Code for each hook (past
 its timeout Claude Code cancels a hook and goes on without it). An owner process that exits at start (a store it
-cannot open) ends the wait at once; an owner that accepts and never answers costs the normal deadline. It imports
+cannot open) ends the wait at once; an owner that accepts and never answers costs the normal deadline. An owner
+that answers the handshake saying it is still warming up (it has just started) gets the same longer bound. It imports
 the standard library, the owner-socket client and the workspace identity only (start-up is most of a hook's
 latency).
 
@@ -187,11 +188,13 @@ def start_owner(h: str, root: str | None = None) -> Any:
         return None
 
 
-def ask(h: str, deadline: float, event: str, params: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
-    """The block from the owner, printed for the agent, then counted as given (all before `deadline`)."""
+def ask(h: str, deadline: float, event: str, params: dict[str, Any], ctx: dict[str, Any],
+        warming_deadline: float | None = None) -> dict[str, Any]:
+    """The block from the owner, printed for the agent, then counted as given (all before `deadline`, or before
+    `warming_deadline` when the owner says it is still warming up: it has just started)."""
     from mnemo.hooks import wire
 
-    with wire.Owner(h, deadline) as owner:
+    with wire.Owner(h, deadline, warming_deadline=warming_deadline) as owner:
         res = owner.call("context", params) or {}
         emit(event, res.get("markdown") or "")
         delivered = res.get("delivered")
@@ -281,7 +284,7 @@ def run(argv: list[str], started: float) -> int:
     if params is None:
         return 0
     try:
-        res = ask(h, deadline, event, params, ctx)
+        res = ask(h, deadline, event, params, ctx, started + max(cfg["start_wait"], cfg["timeout"]))
     except wire.OwnerUnavailable:
         proc = start_owner(h, ctx.get("root"))
         wait = cfg["start_wait"]
