@@ -271,9 +271,9 @@ def run_owner(home: Path, idle_timeout: float | None = None, embedder=None, warm
         signal.signal(signal.SIGTERM, _term)
         signal.signal(signal.SIGINT, _term)
     threading.Thread(target=server.idle_watch, name="mnemo-idle", daemon=True).start()
-    if warm is not None:
+    if warm is not None:  # (an owner a hook started; the others load what they need on first use)
         server.warming = True  # from the first hello: the hook that started this owner waits for its block
-    threading.Thread(target=_warm, args=(server, warm), name="mnemo-warm", daemon=True).start()
+        threading.Thread(target=_warm, args=(server, warm), name="mnemo-warm", daemon=True).start()
     from mnemo.core.backup import backup_loop  # rolling daily backups of mnemo.db (SPEC §7 Recovery)
 
     threading.Thread(target=backup_loop, args=(home, server._stopping), name="mnemo-backup", daemon=True).start()
