@@ -10,7 +10,14 @@ repository file), each run in a new session (so the full block is built, nothing
 each way of running it: `python -m mnemo hook ...` (what `mnemo hooks install --user` writes when no `mnemo`
 script is found) and the `mnemo` console script (next to this Python). Also: the interpreter alone (`python -c
 pass`), the hook's imports alone, the owner's own time for the block (`elapsed_ms`), and the fail-open case (an owner
-that accepts and never answers). Mnemo's modules are byte-compiled first, as an installed package's are (a checkout
+that accepts and never answers).
+
+Cold starts (issue 20: "from the first prompt"): the store holds a hand-off from an earlier session and the owner is
+stopped (it exits after its idle time). `cold_session_start_ms`: the installed command (`python -m mnemo hook
+session-start`, default settings) with Claude Code's SessionStart input, spawn to exit, its output holding the
+hand-off (it starts the owner and waits for it); `cold_first_prompt_ms`: right after, the same session's first
+prompt (`hook prompt`) against the owner just started, to its block. `--cold-runs` times each, the owner stopped
+before every run. Mnemo's modules are byte-compiled first, as an installed package's are (a checkout
 run with PYTHONDONTWRITEBYTECODE=1 compiles them on every start: `--no-bytecode` measures that). The last line is
 one JSON object.
 """
@@ -129,10 +136,50 @@ class Silent:
             c.close()
 
 
+def stop_owner(env: dict) -> None:
+    """`mnemo daemon stop`, then wait until the store's owner lock is free (the owner has really exited)."""
+    from mnemo.daemon.client import owner_lock_free
+
+    subprocess.run([sys.executable, "-m", "mnemo", "daemon", "stop"], env=env, cwd=REPO, capture_output=True)
+    deadline = time.monotonic() + 60
+    while not owner_lock_free(Path(env["MNEMO_HOME"])) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def cold_starts(cmd: list[str], runs: int, env: dict) -> dict:
+    """Session start with the owner stopped (to the hand-off), then the first prompt (to its block)."""
+    transcript = Path(env["MNEMO_HOME"]).parent / "transcript.jsonl"
+    transcript.write_text((REPO / "tests" / "fixtures" / "claude_code" / "transcript.jsonl").read_text()
+                          .replace("$CWD", str(REPO)))
+    base = {"transcript_path": str(transcript), "cwd": str(REPO), "permission_mode": "default"}
+    end = {**base, "session_id": "bench-earlier", "hook_event_name": "SessionEnd", "reason": "other"}
+    r = subprocess.run(cmd + ["session-end"], input=json.dumps(end), capture_output=True, text=True,
+                       env={**env, "MNEMO_HOOK_TIMEOUT": "30"}, cwd=REPO, timeout=60)
+    assert not r.stderr.strip(), r.stderr  # the hand-off the next sessions receive
+    start_ms, prompt_ms, handoff, block, errors = [], [], 0, 0, []
+    for i in range(runs):
+        stop_owner(env)
+        sid = f"bench-cold-{uuid.uuid4().hex}"
+        ms, out, err = run(cmd + ["session-start"], {**base, "session_id": sid, "hook_event_name": "SessionStart",
+                                                     "source": "startup"}, env)
+        start_ms.append(ms)
+        handoff += "Hand-off from the last session" in out
+        ms, out, err2 = run(cmd + ["prompt"], {**base, "session_id": sid, "hook_event_name": "UserPromptSubmit",
+                                               "prompt": PROMPTS[i % len(PROMPTS)]}, env)
+        prompt_ms.append(ms)
+        block += bool(out.strip())
+        errors += [e.strip() for e in (err, err2) if e.strip()]
+    return {"cold_session_start_ms": summary(start_ms), "cold_session_start_handoff": handoff,
+            "cold_first_prompt_ms": summary(prompt_ms), "cold_first_prompt_block": block, "cold_runs": runs,
+            "cold_stderr": errors[:3]}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--memories", type=int, default=500)
     ap.add_argument("--runs", type=int, default=40, help="timed runs per event and command form")
+    ap.add_argument("--cold-runs", type=int, default=5, help="cold starts (owner stopped) to time; 0: none")
+    ap.add_argument("--only-cold", action="store_true", help="time the cold starts only")
     ap.add_argument("--no-bytecode", action="store_true",
                     help="keep PYTHONDONTWRITEBYTECODE (every run compiles Mnemo's modules from source)")
     args = ap.parse_args(argv)
@@ -153,6 +200,17 @@ def main(argv=None) -> int:
     if script.is_file():
         forms["mnemo (console script)"] = [str(script), "hook"]
     out: dict = {"memories": args.memories, "runs": args.runs, "bytecode": not args.no_bytecode}
+    if args.only_cold:
+        try:
+            subprocess.run([sys.executable, "-m", "mnemo", "context", "-m", PROMPTS[0], "--format", "json"],
+                           env=env, cwd=REPO, capture_output=True, check=True)  # as a used store: skill vectors
+            out.update(cold_starts(forms["python -m mnemo"], args.cold_runs, env))
+        finally:
+            stop_owner(env)
+        out.update({"machine": f"{platform.machine()} {os.cpu_count()} cpu, Python {platform.python_version()}",
+                    "load_avg_1m": round(os.getloadavg()[0], 2)})
+        print(json.dumps(out))
+        return 0
     try:
         warm = json.loads(subprocess.run(
             [sys.executable, "-m", "mnemo", "context", "-m", PROMPTS[0], "--learn", "confirm", "--format", "json"],
@@ -173,8 +231,10 @@ def main(argv=None) -> int:
                        env)[0] for _ in range(args.runs)]
         out["python_alone"] = summary(base)
         out["hook_imports_alone"] = summary(imports)
+        if args.cold_runs > 0:
+            out.update(cold_starts(forms["python -m mnemo"], args.cold_runs, env))
     finally:
-        subprocess.run([sys.executable, "-m", "mnemo", "daemon", "stop"], env=env, cwd=REPO, capture_output=True)
+        stop_owner(env)
     slow_home = tmp / "silent"
     slow_home.mkdir()
     silent = Silent(slow_home)

@@ -60,6 +60,30 @@ def _ctx(ctx: dict | Context) -> Context:
     return Context.from_dict(ctx)
 
 
+class _LazyEmbedder:
+    """An embedder whose model loads on its first `embed` (its identity, `model_id` and `dim`, is known before)."""
+
+    def __init__(self, build, model_id: str, dim: int, backend: str):
+        self._build, self.model_id, self.dim, self.backend = build, model_id, dim, backend
+        self._inst = None
+        self._lock = threading.Lock()
+
+    def _get(self):
+        if self._inst is None:
+            with self._lock:
+                if self._inst is None:
+                    self._inst = self._build()
+        return self._inst
+
+    def embed(self, texts):
+        return self._get().embed(texts)
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._get(), name)
+
+
 class LocalService:
     """In-process implementation: the owner process serves it; tests use it directly."""
 
@@ -176,9 +200,27 @@ class LocalService:
 
         filt = make_filter(kind=kind, branch=branch, tags=tags, since=since, until=until, author=author,
                            source=source, status=status)
-        return recall(self.engine, _ctx(ctx), query, scope=scope, limit=limit, types=types,
-                      include_docs=include_docs, include_cold=include_cold, min_confidence=min_confidence,
-                      filters=filt)
+        c = _ctx(ctx)
+        res = recall(self.engine, c, query, scope=scope, limit=limit, types=types, include_docs=include_docs,
+                     include_cold=include_cold, min_confidence=min_confidence, filters=filt)
+        self._fresh(c, res.get("cards") or [])
+        return res
+
+    def _fresh(self, c: Context, cards: list[dict[str, Any]]) -> None:
+        """Each note card's `stale` as the working tree says now (its anchored code checked on read)."""
+        from mnemo.core.lifecycle.anchors import freshen
+
+        ids = [card["item_id"] for card in cards if card.get("source_kind", "note") == "note" and card.get("anchors")]
+        if not ids:
+            return
+        try:
+            state = freshen(self.engine, c, ids)
+        except MnemoError as exc:  # the cards are still worth showing with their stored state
+            log.warning("anchor check on read failed: %s", exc)
+            return
+        for card in cards:
+            if card.get("item_id") in state:
+                card["stale"] = state[card["item_id"]]["stale"]
 
     def hydrate(self, ctx: dict, item_id: str, mode: str = "default") -> api.Hydrated:
         from mnemo.core.recall import hydrate
@@ -285,17 +327,37 @@ class LocalService:
                 self._skill_engines[key] = eng
             return eng
 
+    def _warm(self, root: str | None) -> None:
+        """What the first context of a session needs, loaded now (the owner calls it in the background as it starts,
+        for the project of the hook that started it): the memory model, the skill engine of the project with its
+        skill vectors, the corrections detector's examples."""
+        from mnemo.core import corrections
+        from mnemo.core.identity import detect_context
+
+        if root:  # first: a session's start needs the project's skills, not the memory model
+            c = detect_context(Path(root))
+            eng = self._skills(c)
+            eng.maybe_refresh()
+            eng.warm()
+            eng.activate(None, "warm up")  # the query embedder of the skills (an int8 model by default) too
+        self.engine.warm_up()
+        corrections.warm(self.engine.embedder)
+
     def _skill_embedder(self):
         """The embedder of skill activation. Skills are embedded on this machine only (vectors cached in the
         store's home, never shared), so they can use a faster model than memories: by default the int8 export of
         the same MiniLM (~2.4x faster query embedding, same MetaTool accuracy; docs/benchmarks.md), when memories
         use the float ONNX model. MNEMO_SKILL_EMBEDDER=same uses the memory embedder; a kind name forces one."""
-        from mnemo.core.embeddings import MODEL_ID, get_embedder
-
-        base = self.engine.embedder
         from mnemo.core import config
+        from mnemo.core.embeddings import DIM, MODEL_ID, MODEL_ID_INT8, configured_kind, get_embedder
 
         choice = os.environ.get("MNEMO_SKILL_EMBEDDER", "").strip().lower() or str(config.value("skill_embedder"))
+        loaded = self.engine.loaded_embedder
+        if choice == "auto" and configured_kind() == "onnx" and (loaded is None or (
+                getattr(loaded, "backend", None) == "onnx" and getattr(loaded, "model_id", None) == MODEL_ID)):
+            # built on first use: a session's start needs the skills' cached vectors, not a model (issue 20)
+            return _LazyEmbedder(lambda: get_embedder("onnx-int8"), MODEL_ID_INT8, DIM, "onnx-int8")
+        base = self.engine.embedder
         if choice == "same":
             return base
         if choice != "auto":
@@ -446,6 +508,13 @@ class LocalService:
 
         return lifecycle.check_anchors(self.engine, _ctx(ctx), path, symbols)
 
+    def check_anchor_files(self, ctx: dict, paths: list[str] | None = None) -> api.AnchorsCheck:
+        from mnemo.core.lifecycle.anchors import check_files
+
+        if paths is not None and (not isinstance(paths, list) or not all(isinstance(p, str) for p in paths)):
+            raise InvalidInput("paths must be a list of file paths", hint='e.g. ["src/pay.py"]')
+        return check_files(self.engine, _ctx(ctx), paths)
+
     # -- doctor ----------------------------------------------------------------------------------------------
     def doctor(self, ctx: dict) -> api.DoctorResult:
         from mnemo.core.doctor import run_checks
@@ -487,6 +556,7 @@ class LocalService:
             out.update(cards=recalled["cards"], warnings=recalled["warnings"])
         if path:
             out.update(anchored_context(self.engine, c, path, symbol, line))
+        self._fresh(c, out["cards"] + out["anchored"])
         if skills:
             try:
                 out["skills"] = self.activate_skills(ctx, path, None, max_skills=max_skills, token_budget=token_budget)
@@ -506,7 +576,7 @@ class LocalService:
     def context(self, ctx: dict, file: str | None = None, message: str | None = None, *, event: str = "context",
                 session: str | None = None, budget: int | None = None, learn: str | None = None,
                 client: str | None = None, source: str | None = None, min_confidence: float | None = None,
-                commit: bool = True) -> api.ContextBlock:
+                commit: bool = True, symbol: str | None = None, line: int | None = None) -> api.ContextBlock:
         """The context block for an event (session-start | prompt | pre-tool | context), never repeating what the
         session (`session`) already received, under `budget` tokens; `learn` (off | confirm | auto) files the
         corrections a prompt states. Used by the hooks, `mnemo context`, MCP and the editor."""
@@ -522,7 +592,7 @@ class LocalService:
 
         return build_context(self.engine, c, activate, file=file, message=message, event=event, session=session,
                              budget=budget, learn=learn, client=client, source=source,
-                             min_confidence=min_confidence, commit=commit)
+                             min_confidence=min_confidence, commit=commit, symbol=symbol, line=line)
 
     def context_commit(self, ctx: dict, session: str | None = None, keys: list[str] | None = None,
                        last_file: str | None = None, reset: bool = False) -> api.ContextCommit:
@@ -542,4 +612,13 @@ class LocalService:
         c = _ctx(ctx)
         session = sessions.check_session(session)
         res = write_handoff(self.engine, c, summary or {}, session=session, client=client)
-        return {"handoff": res, "session_cleared": sessions.end(self.engine.home, session)}
+        out: dict[str, Any] = {"handoff": res, "session_cleared": sessions.end(self.engine.home, session)}
+        edited = (summary or {}).get("files_edited") if isinstance(summary, dict) else None
+        if edited and isinstance(edited, list) and c.root:  # the anchors into the files the session edited
+            from mnemo.core.lifecycle.anchors import check_files
+
+            try:
+                out["anchors"] = check_files(self.engine, c, [p for p in edited if isinstance(p, str)][:200])
+            except MnemoError as exc:  # the hand-off is written; a failed check must not lose it
+                log.warning("session end: anchor check failed: %s", exc)
+        return out

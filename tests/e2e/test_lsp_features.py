@@ -13,6 +13,7 @@ from lsp_helpers import (
     BANNER_LINE,
     KEY_COL,
     KEY_LINE,
+    POST_COL,
     POST_LINE,
     command,
     hover,
@@ -92,7 +93,7 @@ async def test_hover_shows_anchored_memory_and_skills(lsp):
     anchor = res["memory"]["anchors"][0]
     assert anchor["symbol"] == "PaymentsClient.post" and anchor["path"] == "src/client.py"
     assert anchor["kind"] == "method" and len(anchor["hash"]) == 64 and anchor["start_line"] == POST_LINE
-    text = await hover(lsp, uri, KEY_LINE, KEY_COL)
+    text = await hover(lsp, uri, POST_LINE, POST_COL)
     assert text is not None
     assert "`PaymentsClient.post`" in text
     assert "idempotency key" in text
@@ -156,12 +157,18 @@ async def test_every_code_action(lsp):
                                               end=t.Position(line=KEY_LINE, character=33)),
                                 context=t.CodeActionContext(diagnostics=[]))
     actions = await lsp.text_document_code_action_async(params)
+    assert all(isinstance(a, t.CodeAction) for a in actions), actions
+    # at most four, the most useful first: remember the selection, anchor the relevant note here, ..., the file's
+    assert len(actions) <= 4
+    assert actions[0].kind == "refactor.mnemo.remember" and actions[-1].kind == "source.mnemo.showInjection"
+    assert actions[1].kind == "refactor.mnemo.anchor" and actions[1].command.arguments[0]["id"] == mid
     by_kind = {}
-    for a in actions:
-        assert isinstance(a, t.CodeAction), a
-        by_kind.setdefault(a.kind, []).append(a)
-    assert set(by_kind) == {"refactor.mnemo.remember", "refactor.mnemo.anchor", "refactor.mnemo.promote",
-                            "refactor.mnemo.deprecate", "source.mnemo.showInjection", "refactor.mnemo.edit"}
+    for kind in ("refactor.mnemo.remember", "refactor.mnemo.anchor", "refactor.mnemo.promote",
+                 "refactor.mnemo.deprecate", "source.mnemo.showInjection", "refactor.mnemo.edit"):
+        params.context = t.CodeActionContext(diagnostics=[], only=[kind])  # every kind is one request away
+        by_kind[kind] = await lsp.text_document_code_action_async(params)
+        assert by_kind[kind] and {a.kind for a in by_kind[kind]} == {kind} and len(by_kind[kind]) <= 4, kind
+    params.context = t.CodeActionContext(diagnostics=[])
     assert "anchored to `PaymentsClient.post`" in by_kind["refactor.mnemo.remember"][0].title
 
     async def run(action):
@@ -265,6 +272,9 @@ async def test_stale_anchor_review_and_resolve(lsp):
         content_changes=[t.TextDocumentContentChangePartial(
             range=t.Range(start=t.Position(line=KEY_LINE, character=14), end=t.Position(line=KEY_LINE, character=24)),
             text="secrets.token_hex(8)")]))
+    lines = lsp.py.read_text().split("\n")   # the editor writes the file as it saves it
+    lines[KEY_LINE] = lines[KEY_LINE][:14] + "secrets.token_hex(8)" + lines[KEY_LINE][24:]
+    lsp.py.write_text("\n".join(lines))
     lsp.text_document_did_save(t.DidSaveTextDocumentParams(text_document=t.TextDocumentIdentifier(uri=uri)))
     await wait_for(lambda: any(c["reason"] == "review" for c in lsp.changes), 10, "a stale-anchor review")
     queue = await request(lsp, "mnemo/reviewQueue", {"kind": "stale_anchor"})
@@ -272,7 +282,7 @@ async def test_stale_anchor_review_and_resolve(lsp):
     item = queue["items"][0]
     assert item["item_id"] == mem["id"] and item["payload"]["reason"] == "changed"
     assert "update" in item["resolutions"]
-    stale = await hover(lsp, uri, KEY_LINE, KEY_COL)  # the hover says so, with the date the note was written
+    stale = await hover(lsp, uri, POST_LINE, POST_COL)  # the hover says so, with the date the note was written
     day = time.strftime("%Y-%m-%d", time.gmtime(mem["updated_at"]))
     assert stale is not None and f"code changed since this was written** ({day})" in stale and mem["id"] in stale
     checked = await command(lsp, "mnemo.checkAnchors", {"uri": uri})
@@ -280,7 +290,7 @@ async def test_stale_anchor_review_and_resolve(lsp):
     done = await command(lsp, "mnemo.resolveReview", {"id": item["id"], "resolution": "update"})
     assert done["resolution"] == "update"
     assert (await request(lsp, "mnemo/reviewQueue", {"kind": "stale_anchor"}))["total"] == 0
-    fresh = await hover(lsp, uri, KEY_LINE, KEY_COL)
+    fresh = await hover(lsp, uri, POST_LINE, POST_COL)
     assert fresh is not None and mem["id"] in fresh and "code changed" not in fresh
 
 

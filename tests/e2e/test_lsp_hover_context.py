@@ -14,8 +14,9 @@ import pytest_asyncio
 from lsp_helpers import (
     BANNER_COL,
     BANNER_LINE,
-    KEY_COL,
     KEY_LINE,
+    POST_COL,
+    POST_LINE,
     command,
     hover,
     make_workspace,
@@ -67,13 +68,13 @@ async def test_a_hover_is_one_owner_call(lsp):
         "uri": uri, "range": rng(KEY_LINE, 8, KEY_LINE, 33), "kind": "decision",
         "text": "post must send an idempotency key on every retry"}))["memory"]
     before = await settled_calls(lsp)
-    text = await hover(lsp, uri, KEY_LINE, KEY_COL)
+    text = await hover(lsp, uri, POST_LINE, POST_COL)
     after = Counter((await request(lsp, "mnemo/status"))["lsp"]["ownerCalls"])
     assert after - before == Counter({"hover_context": 1}), after - before
     assert text is not None and "anchored here" in text and mem["id"] in text
     assert "payments-python" in text  # the file's skill, in the same answer (or from the skills cache)
 
-    again = await hover(lsp, uri, KEY_LINE, KEY_COL)  # the same hover within the cache's lifetime: no call
+    again = await hover(lsp, uri, POST_LINE, POST_COL)  # the same hover within the cache's lifetime: no call
     status = await request(lsp, "mnemo/status")
     assert again == text and Counter(status["lsp"]["ownerCalls"]) == after
     assert status["lsp"]["recallCache"]["hits"] >= 1
@@ -95,5 +96,5 @@ async def test_a_file_and_lines_anchor_shows_on_its_lines(lsp):
     text = await hover(lsp, uri, 0, 8)
     assert text is not None and "anchored here" in text and mem["id"] in text
     # inside a symbol it is not "anchored here" (recall may still find it)
-    inside = await hover(lsp, uri, KEY_LINE, KEY_COL) or ""
+    inside = await hover(lsp, uri, POST_LINE, POST_COL) or ""
     assert "anchored here" not in inside

@@ -12,6 +12,8 @@ import pytest_asyncio
 from lsp_helpers import (
     KEY_COL,
     KEY_LINE,
+    POST_COL,
+    POST_LINE,
     PY_SOURCE,
     command,
     git,
@@ -57,18 +59,18 @@ async def test_branch_switch_applies_live(lsp):
     mem = (await command(lsp, "mnemo.rememberSelection", {
         "uri": uri, "range": rng(KEY_LINE, 8, KEY_LINE, 33), "text": "on this branch post retries are capped at 3"}))
     assert mem["memory"]["branch"] == "feature/retry"
-    assert "capped at 3" in (await hover(lsp, uri, KEY_LINE, KEY_COL) or "")
+    assert "capped at 3" in (await hover(lsp, uri, POST_LINE, POST_COL) or "")
 
     git(root, "checkout", "-q", "main")
     # no restart and no wait: every request reads .git/HEAD
-    assert await hover(lsp, uri, KEY_LINE, KEY_COL) is None
+    assert await hover(lsp, uri, POST_LINE, POST_COL) is None
     listed = await request(lsp, "mnemo/listMemories", {})
     assert listed["branch"] == "main" and listed["total"] == 0
     await wait_for(lambda: lsp.states[-1]["branch"] == "main", 10, "stateChanged back to main")
     assert any(c["reason"] == "branch" for c in lsp.changes)
 
     git(root, "checkout", "-q", "feature/retry")
-    assert "capped at 3" in (await hover(lsp, uri, KEY_LINE, KEY_COL) or "")
+    assert "capped at 3" in (await hover(lsp, uri, POST_LINE, POST_COL) or "")
 
 
 @pytest.mark.asyncio
@@ -131,10 +133,10 @@ async def test_ten_megabyte_document(lsp):
     t0 = time.perf_counter()
     big_uri = open_doc(lsp, big_path, text=big)
     # the server stays responsive while it takes the 10 MB in
-    small = await asyncio.wait_for(hover(lsp, small_uri, KEY_LINE, KEY_COL), 20)
+    small = await asyncio.wait_for(hover(lsp, small_uri, POST_LINE, POST_COL), 20)
     assert small and "idempotency" in small
-    mid = (lines // 2) // PY_SOURCE.count("\n") * PY_SOURCE.count("\n") + KEY_LINE
-    big_hover = await asyncio.wait_for(hover(lsp, big_uri, mid, KEY_COL), 30)
+    mid = (lines // 2) // PY_SOURCE.count("\n") * PY_SOURCE.count("\n") + POST_LINE
+    big_hover = await asyncio.wait_for(hover(lsp, big_uri, mid, POST_COL), 30)
     assert big_hover is not None and "PaymentsClient" in big_hover and ".post`" in big_hover
     took = time.perf_counter() - t0
     lenses = await lsp.text_document_code_lens_async(t.CodeLensParams(
@@ -146,7 +148,7 @@ async def test_ten_megabyte_document(lsp):
             range=t.Range(start=t.Position(line=0, character=0), end=t.Position(line=0, character=0)),
             text="# edited\n")]))
     t1 = time.perf_counter()
-    small_again = await asyncio.wait_for(hover(lsp, small_uri, KEY_LINE, KEY_COL), 20)
+    small_again = await asyncio.wait_for(hover(lsp, small_uri, POST_LINE, POST_COL), 20)
     assert small_again and time.perf_counter() - t1 < 10
     assert took < 30
     lsp.text_document_did_close(t.DidCloseTextDocumentParams(text_document=t.TextDocumentIdentifier(uri=big_uri)))
@@ -198,9 +200,9 @@ async def test_degraded_mode_and_recovery(tmp_path):
         warnings = [m for m in client.messages if m.type == t.MessageType.Warning]
         assert len(warnings) == 1 and warnings[0].message.startswith("Mnemo unavailable:")
         uri = open_doc(client, root / "src" / "client.py")
-        first = await hover(client, uri, KEY_LINE, KEY_COL)
+        first = await hover(client, uri, POST_LINE, POST_COL)
         assert first is not None and "Mnemo unavailable" in first
-        assert await hover(client, uri, KEY_LINE, KEY_COL) is None  # said once per document and outage
+        assert await hover(client, uri, POST_LINE, POST_COL) is None  # said once per document and outage
         lenses = await client.text_document_code_lens_async(t.CodeLensParams(
             text_document=t.TextDocumentIdentifier(uri=uri)))
         assert not lenses
@@ -220,7 +222,7 @@ async def test_degraded_mode_and_recovery(tmp_path):
         assert any("available again" in m.message for m in client.messages)
         res = await command(client, "mnemo.remember", {"text": "post sends an idempotency key"})
         assert res["status"] == "created"
-        assert "idempotency" in (await hover(client, uri, KEY_LINE, KEY_COL) or "")
+        assert "idempotency" in (await hover(client, uri, POST_LINE, POST_COL) or "")
     finally:
         await stop(client)
         stop_owner(home)
@@ -242,7 +244,7 @@ async def test_first_hover_waits_for_the_owner_it_starts(home, tmp_path):
     try:
         uri = open_doc(client, root / "src" / "client.py")
         assert not any(s.get("state") == "ready" for s in client.states)
-        assert "idempotency" in (await hover(client, uri, KEY_LINE, KEY_COL) or "")
+        assert "idempotency" in (await hover(client, uri, POST_LINE, POST_COL) or "")
     finally:
         await stop(client)
 
@@ -254,7 +256,7 @@ async def test_owner_killed_mid_session_is_restarted(lsp):
 
     uri = open_doc(lsp, lsp.root / "src" / "client.py")
     await command(lsp, "mnemo.remember", {"text": "post sends an idempotency key with every retry"})
-    assert "idempotency" in (await hover(lsp, uri, KEY_LINE, KEY_COL) or "")
+    assert "idempotency" in (await hover(lsp, uri, POST_LINE, POST_COL) or "")
     pid = (await request(lsp, "mnemo/status"))["owner"]["pid"]
     os.kill(pid, signal.SIGKILL)
     # the next calls notice, the server starts a new owner by itself and recovers
@@ -267,4 +269,4 @@ async def test_owner_killed_mid_session_is_restarted(lsp):
                    any(s.get("state") == "unavailable" for s in lsp.states), 60, "a restarted owner")
     status = await request(lsp, "mnemo/status")
     assert status["state"] == "ready" and status["owner"]["pid"] != pid
-    assert "idempotency" in (await hover(lsp, uri, KEY_LINE, KEY_COL) or "")
+    assert "idempotency" in (await hover(lsp, uri, POST_LINE, POST_COL) or "")

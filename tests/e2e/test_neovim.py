@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from lsp_helpers import KEY_COL, KEY_LINE, make_workspace, server_env, stop_owner
+from lsp_helpers import POST_COL, POST_LINE, make_workspace, server_env, stop_owner
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -74,7 +74,7 @@ def test_neovim_hover_shows_a_memory(tmp_path):
         script.write_text(HOVER_LUA)
         out = tmp_path / "hover.json"
         env.update({"MNEMO_NVIM_ROOT": str(root), "MNEMO_NVIM_PYTHON": sys.executable, "MNEMO_NVIM_OUT": str(out),
-                    "MNEMO_NVIM_LINE": str(KEY_LINE), "MNEMO_NVIM_COL": str(KEY_COL)})
+                    "MNEMO_NVIM_LINE": str(POST_LINE), "MNEMO_NVIM_COL": str(POST_COL)})
         proc = subprocess.run([nvim, "--headless", "-u", "NONE", "-i", "NONE", "-n", "-c", f"luafile {script}"],
                               env=env, cwd=root, capture_output=True, text=True, timeout=150)
         assert out.exists(), f"neovim wrote no result (rc {proc.returncode}): {proc.stderr[-2000:]}"

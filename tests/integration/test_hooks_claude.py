@@ -113,7 +113,8 @@ def run_hook(project: dict, event: str, fixture: str, session: str, tool: str | 
     assert len(cmds) == 1, cmds
     e = {**os.environ, "MNEMO_HOME": str(home or project["home"]), "MNEMO_HOOK_TIMEOUT": "20", **(env or {})}
     t0 = time.monotonic()
-    p = subprocess.run(cmds[0], shell=True, input=_input(fixture, project["repo"], session, transcript),
+    stdin = json.dumps(fixture) if isinstance(fixture, dict) else _input(fixture, project["repo"], session, transcript)
+    p = subprocess.run(cmds[0], shell=True, input=stdin,
                        capture_output=True, text=True, cwd=project["repo"], env=e, timeout=60)
     took = time.monotonic() - t0
     text = None
@@ -211,6 +212,58 @@ def test_session_end_hands_off_to_the_next_session_start(project, tmp_path):
     assert compacted and "Hand-off" in compacted             # after a compaction it is told again
 
 
+CLIENT = 'def post(url, body):\n    return send("POST", url, body)\n\n\ndef get(url):\n    return send("GET", url, None)\n'
+POST_NOTE = "post() must not follow redirects: the provider answers 307 to a mirror we do not trust"
+GET_NOTE = "get() responses are cached for 30 seconds by the gateway, so a read after a write can be old"
+
+
+def test_an_edit_gets_the_notes_on_its_code_and_session_end_checks_the_files_it_edited(project, tmp_path):
+    """Issue 20 point 5: the pre-tool hook of an Edit brings the memories anchored to the file (the symbol it edits
+    first, whatever their recall confidence); the session-end hook checks the anchors of the files the session
+    edited against the working tree and files the changed ones in Review."""
+    repo, home = project["repo"], project["home"]
+    (repo / "src" / "payments").mkdir(parents=True, exist_ok=True)
+    client = repo / "src" / "payments" / "client.py"
+    client.write_text(CLIENT)
+    ids = {}
+    for name, text in (("post", POST_NOTE), ("get", GET_NOTE)):
+        r = run_cli("remember", text, "--kind", "decision", "--json", home=home, cwd=repo)
+        assert r.returncode == 0, r.stderr
+        ids[name] = json.loads(r.stdout)["memory"]["id"]
+        r = run_cli("anchor", ids[name], "--file", "src/payments/client.py", "--symbol", name, home=home, cwd=repo)
+        assert r.returncode == 0, r.stderr
+    edit = {"session_id": "s-edit", "transcript_path": str(tmp_path / "none.jsonl"), "cwd": str(repo),
+            "permission_mode": "acceptEdits", "hook_event_name": "PreToolUse", "tool_name": "Edit",
+            "tool_input": {"file_path": str(client), "old_string": 'return send("GET", url, None)',
+                           "new_string": 'return send("GET", url, None, timeout=5)', "replace_all": False},
+            "tool_use_id": "toolu_01EditGet"}
+    text, err, rc, _ = run_hook(project, "PreToolUse", edit, "s-edit", tool="Edit")
+    assert rc == 0, err
+    assert text and "### Memories about `src/payments/client.py › get`" in text
+    assert text.index(GET_NOTE) < text.index(POST_NOTE)      # the symbol being edited first, then the file's others
+    assert "Warning:" not in text
+
+    def stale_items() -> list[str]:
+        r = run_cli("review", "--json", home=home, cwd=repo)
+        assert r.returncode == 0, r.stderr
+        return [i.get("item_id") for i in json.loads(r.stdout)["items"] if i["kind"] == "stale_anchor"]
+
+    assert ids["post"] not in stale_items()
+    client.write_text(CLIENT.replace('send("POST", url, body)', 'send("POST", url, body, redirects=False)'))
+    transcript = tmp_path / "transcript.jsonl"               # it edited src/payments/client.py
+    transcript.write_text((FIXTURES / "transcript.jsonl").read_text().replace("$CWD", str(repo)))
+    _text, err, rc, _ = run_hook(project, "SessionEnd", "session_end.json", "s-edit", transcript=transcript)
+    assert rc == 0, err
+    assert stale_items().count(ids["post"]) == 1 and ids["get"] not in stale_items()
+    read = {**edit, "session_id": "s-read", "tool_name": "Read", "tool_input": {"file_path": str(client)}}
+    text, err, rc, _ = run_hook(project, "PreToolUse", read, "s-read", tool="Read")
+    assert rc == 0, err
+    assert "Warning: the code this note is anchored to (`src/payments/client.py` › `post`) changed" in text
+    assert stale_items().count(ids["post"]) == 1            # read again: not filed twice
+    for mid in ids.values():  # (the module's later tests count what a prompt receives)
+        assert run_cli("forget", mid, home=home, cwd=repo).returncode == 0
+
+
 class _SilentOwner:
     """A socket at the owner's path that accepts connections and never answers (an owner stuck or overloaded)."""
 
@@ -255,12 +308,13 @@ def test_a_slow_owner_costs_the_agent_under_a_second_and_nothing_else(project, t
         owner.close()
 
 
-def test_with_no_owner_the_hook_answers_nothing_at_once_and_starts_one(project, tmp_path):
+def test_told_not_to_wait_the_hook_answers_nothing_at_once_and_starts_one(project, tmp_path):
     home = tmp_path / "down-home"
     home.mkdir()
     try:
         text, err, rc, took = run_hook(project, "UserPromptSubmit", "user_prompt_submit.json", "s-down",
-                                       home=home, env={"MNEMO_HOOK_TIMEOUT": "0.8", **OWNER_ENV})
+                                       home=home, env={"MNEMO_HOOK_TIMEOUT": "0.8", "MNEMO_HOOK_START_WAIT": "0",
+                                                       **OWNER_ENV})
         assert (text, rc) == (None, 0) and took < 1.0, took
         assert err.count("\n") == 1 and "no owner was running" in err
         from mnemo.daemon.client import DaemonService
@@ -278,6 +332,53 @@ def test_with_no_owner_the_hook_answers_nothing_at_once_and_starts_one(project, 
         svc.close()
     finally:
         _stop(home)
+
+
+def test_with_the_owner_stopped_session_start_starts_it_and_delivers_the_hand_off(project, tmp_path):
+    """Issue 20 point 6: a stopped owner (it exits after its idle time) no longer costs the session its hand-off:
+    the hook starts one (which warms this project as it starts) and waits for the block, within its bound."""
+    home = tmp_path / "cold-home"
+    home.mkdir()
+    transcript = tmp_path / "transcript.jsonl"
+    transcript.write_text((FIXTURES / "transcript.jsonl").read_text().replace("$CWD", str(project["repo"])))
+    env = {"MNEMO_HOOK_TIMEOUT": "0.8", "MNEMO_HOOK_START_WAIT": "25", **OWNER_ENV}  # a bound, not a timing
+    try:
+        r = run_cli("daemon", "start", "--json", home=home, cwd=project["repo"], env=OWNER_ENV)
+        assert r.returncode == 0, r.stderr
+        _text, err, rc, _ = run_hook(project, "SessionEnd", "session_end.json", "s-cold-0", transcript=transcript,
+                                     home=home, env={"MNEMO_HOOK_TIMEOUT": "20", **OWNER_ENV})
+        assert rc == 0, err
+        r = run_cli("context", "-m", "warm up", home=home, cwd=project["repo"], env=OWNER_ENV)  # as a used store
+        assert r.returncode == 0, r.stderr
+        _stop(home)
+        from mnemo.daemon.paths import socket_path
+
+        assert not socket_path(home).exists()
+        start, err, rc, _took = run_hook(project, "SessionStart", "session_start.json", "s-cold-1", home=home,
+                                         transcript=transcript, env=env)
+        assert rc == 0 and err == "", err
+        assert start and "### Hand-off from the last session" in start and "src/payments/client.py" in start
+        # the owner it started is up (still warming, it says so: the prompt gets the longer bound): the first
+        # prompt's block, with the default 0.8 s deadline
+        text, err, rc, _took = run_hook(project, "UserPromptSubmit", "user_prompt_submit.json", "s-cold-1",
+                                        home=home, env=env)
+        assert rc == 0 and err == "", err
+        assert text and "http-clients" in text
+    finally:
+        _stop(home)
+
+
+def test_an_owner_that_cannot_start_ends_the_wait_at_once(project, tmp_path):
+    """Fail-open stays: a store the owner cannot open makes it exit, and the hook gives up then, not at its bound."""
+    home = tmp_path / "broken-home"
+    home.mkdir()
+    (home / "mnemo.db").write_bytes(b"this is not a SQLite database" * 100)
+    text, err, rc, took = run_hook(project, "SessionStart", "session_start.json", "s-broken", home=home,
+                                   env={"MNEMO_HOOK_TIMEOUT": "0.8", "MNEMO_HOOK_START_WAIT": "25", **OWNER_ENV})
+    assert (text, rc) == (None, 0)
+    assert err.count("\n") == 1 and "did not answer" in err
+    assert took < 20, took  # the owner's exit ended the wait, long before the 25 s bound
+    _stop(home)
 
 
 def test_session_end_with_no_owner_still_writes_the_hand_off(project, tmp_path):

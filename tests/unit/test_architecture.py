@@ -47,7 +47,7 @@ LAYERS: dict[str, int] = {
     # floor 0
     "mnemo": 0, "mnemo.settings": 0, "mnemo.core": 0, "mnemo.core.team": 0,
     "mnemo.core.errors": 0, "mnemo.core.env": 0, "mnemo.core.text": 0, "mnemo.core.markdown": 0,
-    "mnemo.core.memory_md": 0, "mnemo.core.publish_format": 0,
+    "mnemo.core.memory_md": 0, "mnemo.core.publish_format": 0, "mnemo.core.code_context": 0,
     "mnemo.core.models": 1, "mnemo.core.relation": 1, "mnemo.core.relation_words": 1, "mnemo.core.identity": 2,
     "mnemo.core.filters": 2,
     "mnemo.core.config": 3,

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from mnemo.lsp import code_context as cc
+from mnemo.core import code_context as cc
 
 PY = '''import os
 

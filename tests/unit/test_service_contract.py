@@ -204,6 +204,8 @@ def test_every_result_has_its_declared_shape(engine, git_repo, tmp_path, monkeyp
                                         "end_line": 1, "hash": "x"}))
     assert check("check_anchors", s.check_anchors(ctx, "app.py", [{"name": "f", "hash": "y", "start_line": 0,
                                                                      "end_line": 1}]))["flagged"]
+    files = check("check_anchor_files", s.check_anchor_files(ctx, None))  # against app.py as it is: hash "x" is not
+    assert files["checked_files"] == 1 and files["stale"] and not files["flagged"]  # filed once, above
     hover = check("hover_context", s.hover_context(ctx, "app.py", 0, "f", "idempotency keys", min_confidence=0))
     assert [c["item_id"] for c in hover["anchored"]] == [mid] and hover["anchored"][0]["stale"] is True
     assert check("memory_cards", s.memory_cards(ctx, [mid, "mem-nope"]))["missing"] == ["mem-nope"]

@@ -24,6 +24,7 @@ from mnemo.api.records import Anchor, BatchNote, CodeSymbol, Ctx, Memory
 from mnemo.api.results import (
     ActivationResult,
     AnchorCheck,
+    AnchorsCheck,
     BranchDelete,
     BranchMergeReport,
     CompactReport,
@@ -210,6 +211,10 @@ class Service(Protocol):
     def check_anchors(self, ctx: Ctx, path: str, symbols: list[CodeSymbol] | None) -> AnchorCheck:
         """Compare the anchors in file `path` with its current symbols; changed ones go to Review."""
 
+    def check_anchor_files(self, ctx: Ctx, paths: list[str] | None = None) -> AnchorsCheck:
+        """Compare the anchors in `paths` (None: every anchored file of the project) with the working tree as it
+        is now (`mnemo anchors check`, the session-end hook); changed ones go to Review once."""
+
     # doctor, team, hand-off
     def doctor(self, ctx: Ctx) -> DoctorResult:
         """The store's health checks, as the owner sees them."""
@@ -224,9 +229,10 @@ class Service(Protocol):
     def context(self, ctx: Ctx, file: str | None = None, message: str | None = None, *, event: str = "context",
                 session: str | None = None, budget: int | None = None, learn: str | None = None,
                 client: str | None = None, source: str | None = None, min_confidence: float | None = None,
-                commit: bool = True) -> ContextBlock:
+                commit: bool = True, symbol: str | None = None, line: int | None = None) -> ContextBlock:
         """The context block for an event (session-start | prompt | pre-tool | context) under `budget` tokens,
-        never repeating what `session` already received; `learn` (off | confirm | auto) files stated corrections."""
+        never repeating what `session` already received; `learn` (off | confirm | auto) files stated corrections.
+        The memories anchored to `file` come first (those on `symbol`, or the symbol around `line`, before others)."""
 
     def context_commit(self, ctx: Ctx, session: str | None = None, keys: list[str] | None = None,
                        last_file: str | None = None, reset: bool = False) -> ContextCommit:
@@ -297,7 +303,7 @@ def call_arguments(method: str, args: tuple[Any, ...] = (), kwargs: dict[str, An
 
 
 __all__ = [
-    "LOCAL_ONLY", "SERVICE_METHODS", "ActivationResult", "Anchor", "AnchorCheck", "BatchNote", "BranchDelete",
+    "LOCAL_ONLY", "SERVICE_METHODS", "ActivationResult", "Anchor", "AnchorCheck", "AnchorsCheck", "BatchNote", "BranchDelete",
     "BranchMergeReport", "CodeSymbol", "CompactReport", "Ctx", "DecayReport", "DoctorResult", "Forgotten", "Health",
     "Hydrated", "IndexDocsResult", "MarkdownExport", "MarkdownImport", "Memory", "MemoryChange", "MemoryHistory",
     "MemoryList", "MergedBranches", "Progress", "PublishReport", "RecallResult", "RecentContext", "RememberBatchResult",

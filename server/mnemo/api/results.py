@@ -471,6 +471,18 @@ class AnchorCheck(TypedDict):
     ok: int
     flagged: list[dict[str, Any]]  # memory_id, review_id, anchor, reason, title
     cleared: list[dict[str, Any]]  # memory_id, anchor
+    stale: list[dict[str, Any]]  # memory_id, anchor, reason, title: every stale anchor found (new or in Review)
+
+
+class AnchorsCheck(TypedDict):
+    """`mnemo anchors check`: the anchors of the files checked against the working tree."""
+    checked_files: int
+    checked: int
+    ok: int
+    flagged: list[dict[str, Any]]  # newly filed in Review: memory_id, review_id, anchor, reason, title, path
+    cleared: list[dict[str, Any]]  # closed, the code is back: memory_id, anchor, path
+    stale: list[dict[str, Any]]  # every stale anchor found (new or already in Review): memory_id, anchor, reason, ...
+    skipped: list[str]  # files that could not be parsed (another language, too large)
 
 
 class AnchoredCard(Card, total=False):
@@ -520,3 +532,4 @@ class ContextCommit(TypedDict):
 class SessionEnd(TypedDict):
     handoff: dict[str, Any]
     session_cleared: bool
+    anchors: NotRequired[AnchorsCheck]  # the anchors into the files the session edited, checked

@@ -1,7 +1,13 @@
-"""`mnemo anchor ID --file F [--symbol S | --line N]` and `mnemo unanchor ID [--file F [--symbol S]]`.
+"""`mnemo anchor ID --file F [--symbol S | --line N]`, `mnemo unanchor ID [--file F [--symbol S]]` and
+`mnemo anchors check [FILE ...] [--all] [--json]`.
+
+`anchors check` compares the anchored code with the working tree (for scripts, CI and after a `git pull`): the
+named files, else the files git reports changed in the working tree, or with `--all` every file a memory of the
+project is anchored into. A changed or vanished anchor is filed in Review once (an item already there is not filed
+again). Exit code: 0 when no checked anchor is stale, 1 when some are (CI can fail on it), 2 on an error.
 
 `code_anchor` reads the file where the caller is (the CLI, the MCP server) and finds the symbol with tree-sitter
-(`mnemo.lsp.code_context`), so the anchor carries the hash of the code: a later save of a changed symbol marks
+(`mnemo.core.code_context`), so the anchor carries the hash of the code: a later save of a changed symbol marks
 the memory stale (`check_anchors`). The MCP `anchor` tool uses it too.
 """
 
@@ -30,6 +36,15 @@ def register(sub: argparse._SubParsersAction, common) -> None:
     common(p)
     p.set_defaults(func=cmd_anchor)
 
+    p = sub.add_parser("anchors", help="anchors of memories to code: `mnemo anchors check` against the working tree")
+    asub = p.add_subparsers(dest="anchors_action", required=True)
+    c = asub.add_parser("check", help="flag memories whose anchored code changed or vanished (exit 1 when any did)")
+    c.add_argument("files", nargs="*", help="only these files (default: those git reports changed in the working "
+                                           "tree; see --all)")
+    c.add_argument("--all", action="store_true", help="every file a memory of this project is anchored into")
+    common(c)
+    c.set_defaults(func=cmd_anchors_check)
+
     p = sub.add_parser("unanchor", help="detach a memory from code (every anchor, or those in --file)")
     p.add_argument("memory_id")
     p.add_argument("--file", default=None, help="only the anchors into this file")
@@ -50,7 +65,7 @@ def _resolve(root: str | None, file: str) -> Path:
 
 def _symbols(path: Path) -> list[Any] | None:
     """The symbols of a source file tree-sitter knows (None: another language, too large or unreadable)."""
-    from mnemo.lsp import code_context as cc  # lazy: tree-sitter grammars load on first use
+    from mnemo.core import code_context as cc  # lazy: tree-sitter grammars load on first use
 
     language = cc.language_for(str(path))
     if language is None or not path.is_file() or path.stat().st_size > MAX_SOURCE_BYTES:
@@ -129,3 +144,67 @@ def cmd_unanchor(args, service) -> int:
     say(("unanchored", "green"), f" {res['memory']['id']}: {res.get('message', '')}",
         (f"; still anchored to {', '.join(_where(a) for a in left)}" if left else "", "dim"))
     return 0
+
+
+def changed_files(root: str) -> list[str]:
+    """The files git reports changed in the working tree of `root` (modified, added, deleted, renamed: both names;
+    untracked too), relative to the root."""
+    import subprocess
+
+    try:
+        p = subprocess.run(["git", "-C", root, "status", "--porcelain=v1", "-z", "--untracked-files=all"],
+                           capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise InvalidInput(f"cannot ask git which files changed: {exc}",
+                           hint="name the files (mnemo anchors check FILE ...) or pass --all") from exc
+    if p.returncode != 0:
+        raise InvalidInput(f"{root} is not a git working tree (git: {p.stderr.decode(errors='replace').strip()})",
+                           hint="name the files (mnemo anchors check FILE ...) or pass --all")
+    out, parts = [], p.stdout.decode("utf-8", "replace").split("\0")
+    i = 0
+    while i < len(parts):
+        entry = parts[i]
+        i += 1
+        if len(entry) < 4:
+            continue
+        out.append(entry[3:])
+        if entry[0] in "RC":  # a rename or copy: the old name follows
+            out.append(parts[i])
+            i += 1
+    return list(dict.fromkeys(out))
+
+
+def cmd_anchors_check(args, service) -> int:
+    ctx = make_context(args)
+    root = ctx.get("root")
+    if args.all and args.files:
+        raise InvalidInput("give files or --all, not both")
+    if args.all:
+        paths = None
+    elif args.files:
+        paths = [str(_resolve(root, f)) for f in args.files]
+    else:
+        if not root:
+            raise InvalidInput("not inside a project", hint="run it inside the repository, or pass -C DIR")
+        paths = changed_files(root)
+    res = service.check_anchor_files(ctx, paths)
+    if args.json:
+        emit_json(res)
+        return 1 if res["stale"] else 0
+    what = "every anchored file" if args.all else ("the files named" if args.files else "the changed files")
+    say(f"checked {res['checked']} anchor{'s' if res['checked'] != 1 else ''} in {res['checked_files']} file"
+        f"{'s' if res['checked_files'] != 1 else ''} ({what})")
+    new = {(x["memory_id"], x["path"], x["anchor"].get("symbol")) for x in res["flagged"]}
+    for x in res["stale"]:
+        filed = "filed in Review" if (x["memory_id"], x["path"], x["anchor"].get("symbol")) in new \
+            else "already in Review"
+        say(("stale", "yellow"), f" {x['memory_id']} ", (_where({**x["anchor"], "path": x["path"]}), "bold"),
+            f" {x['reason']} — {x['title']} ({filed})")
+    for x in res["cleared"]:
+        say(("fixed", "green"), f" {x['memory_id']} ", (_where({**x["anchor"], "path": x["path"]}), "bold"),
+            " is back as it was anchored")
+    for path in res["skipped"]:
+        say(("skipped", "dim"), f" {path}: not a language Mnemo parses (or too large)")
+    if not res["stale"]:
+        say(("ok", "green"), " no stale anchors")
+    return 1 if res["stale"] else 0

@@ -111,6 +111,8 @@ def _register_store(sub: argparse._SubParsersAction, common) -> None:
     p = sub.add_parser("daemon", help="the owner process of the store")
     p.add_argument("action", choices=["start", "stop", "status", "run"])
     p.add_argument("--idle-timeout", type=float, default=None, help="seconds (default $MNEMO_IDLE_TIMEOUT or 900)")
+    p.add_argument("--warm", default=None, metavar="ROOT",
+                   help="run: prepare this project's first context as the owner starts (model, skills)")
     common(p)
     p.set_defaults(func=cmd_daemon, needs_service=False)
 
@@ -260,7 +262,7 @@ def cmd_daemon(args, _service) -> int:
     if args.action == "run":
         from mnemo.daemon.server import run_owner
 
-        return run_owner(home, idle_timeout=args.idle_timeout)
+        return run_owner(home, idle_timeout=args.idle_timeout, warm=args.warm)
     if args.action == "start":
         svc = DaemonService(home, client_name="cli")
         try:

@@ -65,6 +65,7 @@ def _register_context(sub: argparse._SubParsersAction, common) -> None:
     common(p)
     p.add_argument("--file", default=None, help="the file at hand (absolute or relative to the project)")
     p.add_argument("--message", "-m", default=None, help="the person's request")
+    p.add_argument("--symbol", default=None, help="the symbol at hand in --file (its anchored memories first)")
     p.add_argument("--budget", type=int, default=None, metavar="N",
                    help="tokens (default $MNEMO_CONTEXT_BUDGET or 2000)")
     p.add_argument("--format", choices=["md", "json"], default="md")
@@ -186,7 +187,7 @@ def cmd_context(args, service) -> int:
                                hint="use 100..20000, or pass --budget") from exc
     learn = args.learn or (os.environ.get("MNEMO_LEARN_CORRECTIONS") or "").strip().lower() or "off"
     res = service.context(make_context(args), file=args.file, message=args.message, event=args.event,
-                          session=args.session, budget=budget, learn=learn, client=args.client)
+                          session=args.session, budget=budget, learn=learn, client=args.client, symbol=args.symbol)
     if args.json or args.format == "json":
         emit_json(res)
         return 0

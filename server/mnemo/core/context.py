@@ -7,8 +7,17 @@ Events and what each adds (never what the session already received; everything u
   tier's memories and the learned preferences (kind `feedback`), the always-apply skills of the repository.
 - `prompt`: learns the corrections and preferences the prompt states (`core/corrections.py`), then the skills the
   prompt activates (with the last file the session touched) and the memories recall finds for it.
-- `pre-tool`: the skills whose globs match the file about to be read or edited.
-- `context` (`mnemo context`, the editor's tool): skills for the file and message, memories for the message.
+- `pre-tool`: the memories anchored to the file about to be read or edited, the skills whose globs match it.
+- `context` (`mnemo context`, the editor's tool): memories anchored to the file, skills for the file and message,
+  memories for the message.
+
+With a file at hand (`pre-tool`, `context`, a `prompt` naming one), the memories anchored to it come first (those
+on the symbol at hand, when known, before the file's others) and are not cut by the recall floor: a note about
+this code matters whatever the request's words. Every memory shown has its anchors checked against the working
+tree as the block is built (`lifecycle.anchors.freshen`): a note whose code changed still goes in, marked with a
+warning line saying its code changed and it waits in Review (it is filed there once, by the first read that sees
+the change). Stale notes are kept rather than held out: the agent is about to work on that code, and a note that
+says what the code used to do, flagged as such, is worth more than silence.
 
 Memories are quoted (`> `) under a header that says they are data with provenance, not instructions; only trusted,
 unflagged, active memories are injected unasked. Skill bodies are fenced (a body cannot close its fence). Skills
@@ -29,11 +38,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mnemo.core import corrections, sessions
-from mnemo.core.errors import InvalidInput
+from mnemo.core.anchored import anchored_context, project_path
+from mnemo.core.errors import InvalidInput, MnemoError
 from mnemo.core.lifecycle import hot_memories
+from mnemo.core.lifecycle.anchors import file_symbols, freshen
 from mnemo.core.memories import list_memories
 from mnemo.core.recall import recall
 from mnemo.core.recent import recent_context
+from mnemo.core.search import memory_visible
 from mnemo.core.text import estimate_tokens, strip_controls
 
 if TYPE_CHECKING:
@@ -47,6 +59,9 @@ MIN_BUDGET, MAX_BUDGET = 100, 20000
 MAX_BLOCK_CHARS = 9500           # Claude Code keeps hook output up to 10,000 characters in context
 MEMORY_MIN_CONFIDENCE = 0.35     # recall confidence a memory needs to be injected unasked (recall's own floor: 0.15)
 MAX_MEMORIES = 5
+MAX_ANCHORED = 5                 # memories anchored to the file at hand (not cut by the floor)
+STALE_WARNING = "Warning: the code this note is anchored to ({where}) changed since it was written; check the note " \
+                "against the code before relying on it (it waits in Review)."
 MAX_HOT = 8
 MAX_HANDOFFS = 2
 MAX_QUERY_CHARS = 2000
@@ -88,6 +103,8 @@ class Request:
     source: str | None = None
     min_confidence: float = MEMORY_MIN_CONFIDENCE
     commit: bool = True               # False: the caller confirms delivery with `commit` (a hook that may time out)
+    symbol: str | None = None         # the symbol at hand in `file` (its anchored memories first)
+    line: int | None = None           # the line at hand in `file` (0-based): the symbol around it, when no symbol
 
     @classmethod
     def checked(cls, **kw: Any) -> Request:
@@ -104,10 +121,12 @@ class Request:
         if not MIN_BUDGET <= r.budget <= MAX_BUDGET:
             raise InvalidInput(f"budget {r.budget} is out of range", hint=f"use {MIN_BUDGET}..{MAX_BUDGET} tokens "
                                "(MNEMO_CONTEXT_BUDGET or --budget)")
-        for name in ("file", "message"):
+        for name in ("file", "message", "symbol"):
             v = getattr(r, name)
             if v is not None and not isinstance(v, str):
                 raise InvalidInput(f"{name} must be text")
+        if r.line is not None and (isinstance(r.line, bool) or not isinstance(r.line, int) or r.line < 0):
+            raise InvalidInput(f"line must be a 0-based line number, got {r.line!r}")
         r.session = sessions.check_session(r.session)
         return r
 
@@ -166,13 +185,24 @@ def memory_meta(m: dict[str, Any], confidence: float | None = None) -> str:
     return "[" + " · ".join(_clean(p) for p in parts if p) + "]"
 
 
+def _stale_where(m: dict[str, Any], fresh: dict[str, Any] | None) -> str:
+    anchors = [x["anchor"] for x in (fresh or {}).get("anchors") or []] or \
+        [a for a in m.get("anchors") or [] if isinstance(a, dict)]
+    return ", ".join(f"`{_clean(a.get('path'))}`" + (f" › `{_clean(a['symbol'])}`" if a.get("symbol") else "")
+                     for a in anchors[:3]) or "its file"
+
+
 def _memory_item(m: dict[str, Any], section: str, text: str | None = None,
-                 confidence: float | None = None) -> Item:
+                 confidence: float | None = None, fresh: dict[str, Any] | None = None) -> Item:
+    """`fresh`: the memory's anchor check on read (`freshen`), when it is anchored: a stale note carries a warning."""
     mid = str(m.get("id") or m.get("item_id"))
     body = text if text is not None else (m.get("text") or m.get("compressed_summary") or m.get("title") or "")
-    rendered = f"{memory_meta(m, confidence)}\n{quote(body)}"
-    return Item(key=f"mem:{mid}", section=section, text=rendered, title=_clean(body)[:80], kind="memory", id=mid,
-                extra={"confidence": confidence})
+    stale = bool(fresh["stale"]) if fresh is not None else "stale_anchor" in (m.get("flags") or [])
+    warning = STALE_WARNING.format(where=_stale_where(m, fresh)) + "\n" if stale else ""
+    rendered = f"{memory_meta(m, confidence)}\n{warning}{quote(body)}"
+    key = f"mem:{mid}" + (":stale" if stale else "")  # a note that became stale is given again, with its warning
+    return Item(key=key, section=section, text=rendered, title=_clean(body)[:80], kind="memory", id=mid,
+                extra={"confidence": confidence, **({"stale": stale} if fresh is not None or stale else {})})
 
 
 def _skill_item(a: Any, file: str | None, root: str | None = None) -> Item:
@@ -248,9 +278,20 @@ def fit_budget(candidates: list[Item], ctx: Context, req: Request,
 
 
 # -- gathering ------------------------------------------------------------------------------------------------
+PLACE_FLAGS = frozenset({"stale_anchor"})  # about where a memory points, not what it says: it still goes in, warned
+
+
 def _injectable(m: dict[str, Any]) -> bool:
-    return (m.get("trust") or "trusted") == "trusted" and not m.get("flags") and (m.get("status") or "active") == \
-        "active"
+    return (m.get("trust") or "trusted") == "trusted" and not set(m.get("flags") or []) - PLACE_FLAGS and \
+        (m.get("status") or "active") == "active"
+
+
+def _freshen(engine: Engine, ctx: Context, ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The anchor check on read of the memories about to be shown (a failure leaves them as stored)."""
+    try:
+        return freshen(engine, ctx, ids)
+    except MnemoError:
+        return {}
 
 
 def handoff_items(engine: Engine, ctx: Context) -> list[Item]:
@@ -268,29 +309,61 @@ def standing_items(engine: Engine, ctx: Context) -> list[Item]:
                 if _injectable(m)]
     feedback.sort(key=lambda m: (-(m.get("confirmations") or 1), -(m.get("updated_at") or 0)))
     out, seen = [], set()
+    hot = [m for m in hot_memories(engine, ctx)[:MAX_HOT] if _injectable(m)]
+    fresh = _freshen(engine, ctx, [m["id"] for m in feedback[:MAX_HOT] + hot if m.get("anchors")])
     for m in feedback[:MAX_HOT]:
-        out.append(_memory_item(m, "### Preferences and corrections learned earlier"))
+        out.append(_memory_item(m, "### Preferences and corrections learned earlier", fresh=fresh.get(m["id"])))
         seen.add(m["id"])
-    for m in hot_memories(engine, ctx)[:MAX_HOT]:
-        if m["id"] not in seen and _injectable(m):
-            out.append(_memory_item(m, "### Always-offered memories (hot tier)"))
+    for m in hot:
+        if m["id"] not in seen:
+            out.append(_memory_item(m, "### Always-offered memories (hot tier)", fresh=fresh.get(m["id"])))
     return out
+
+
+def anchored_items(engine: Engine, ctx: Context, req: Request) -> list[Item]:
+    """The memories anchored to the file at hand, those on the symbol at hand first; not cut by the recall floor."""
+    if not req.file:
+        return []
+    symbol = req.symbol
+    if symbol is None and req.line is not None and ctx.root:
+        symbol = _symbol_at(ctx, req.file, req.line)
+    res = anchored_context(engine, ctx, req.file)
+    by_symbol = res["file_anchors"]
+    ids = list(dict.fromkeys((by_symbol.get(symbol, []) if symbol else [])
+                             + [i for ids in by_symbol.values() for i in ids]))
+    mems = engine.store.get_memories(ids)
+    shown = [mems[i].to_dict() for i in ids if i in mems and _injectable(mems[i].to_dict())
+             and memory_visible(mems[i], ctx)][:MAX_ANCHORED]
+    fresh = _freshen(engine, ctx, [m["id"] for m in shown])
+    where = _clean(res["path"]) + (f" › {_clean(symbol)}" if symbol else "")
+    return [_memory_item(m, f"### Memories about `{where}`", fresh=fresh.get(m["id"])) for m in shown]
+
+
+def _symbol_at(ctx: Context, file: str, line: int) -> str | None:
+    """The innermost symbol of `file` (as the working tree holds it) around `line`."""
+    rel = project_path(ctx, file)
+    syms = file_symbols(os.path.join(ctx.root, rel)) if rel and ctx.root else None
+    if not isinstance(syms, list):
+        return None
+    around = [s for s in syms if isinstance(s.get("start_line"), int) and s["start_line"] <= line <= s["end_line"]]
+    return min(around, key=lambda s: s["end_line"] - s["start_line"])["name"] if around else None
 
 
 def recalled_items(engine: Engine, ctx: Context, query: str, req: Request) -> list[Item]:
     res = recall(engine, ctx, query[:MAX_QUERY_CHARS], limit=MAX_MEMORIES, include_docs=False,
                  min_confidence=req.min_confidence)
     out = []
-    for card in res.get("cards") or []:
-        if card.get("source_kind", "note") != "note" or not _injectable({**card, "status": "active"}) \
-                or card.get("note_kind") == "handoff":   # hand-offs are for a session's start, not each prompt
-            continue
+    cards = [card for card in res.get("cards") or []
+             if card.get("source_kind", "note") == "note" and _injectable({**card, "status": "active"})
+             and card.get("note_kind") != "handoff"]   # hand-offs are for a session's start, not each prompt
+    fresh = _freshen(engine, ctx, [c["item_id"] for c in cards if c.get("anchors")])
+    for card in cards:
         text = card.get("compressed_summary") or card.get("title") or ""
         points = [p for p in card.get("key_points") or [] if p and p not in text]
         if points:
             text += "\n" + "\n".join(f"- {p}" for p in points)
         out.append(_memory_item({**card, "id": card.get("item_id"), "kind": card.get("note_kind")},
-                                "### Memories", text, card.get("confidence")))
+                                "### Memories", text, card.get("confidence"), fresh=fresh.get(card["item_id"])))
     return out
 
 
@@ -345,14 +418,19 @@ def gather(engine: Engine, ctx: Context, req: Request, activate: Callable[[str |
         part("skills", lambda: skill_items(activate(None, None), req, only_always=True, root=ctx.root))
     elif req.event == "prompt":
         if req.message and req.message.strip():
+            if req.file:
+                part("anchored memories", lambda: anchored_items(engine, ctx, req))
             part("memories", lambda: recalled_items(engine, ctx, req.message, req))
             part("skills", lambda: skill_items(activate(req.file or last_file, req.message), req, root=ctx.root))
     elif req.event == "pre-tool":
         if req.file:
+            part("anchored memories", lambda: anchored_items(engine, ctx, req))
             part("skills", lambda: skill_items(activate(req.file, None), req, only_glob=True, root=ctx.root,
                                                shown_file=display_path(ctx, req.file)))
     else:
         query = (req.message or "").strip() or (_file_query(req.file) if req.file else "")
+        if req.file:
+            part("anchored memories", lambda: anchored_items(engine, ctx, req))
         if query:
             part("memories", lambda: recalled_items(engine, ctx, query, req))
         part("skills", lambda: skill_items(activate(req.file, req.message), req, root=ctx.root,

@@ -388,6 +388,11 @@ _locks: dict[str, threading.Lock] = {}
 _registry_lock = threading.Lock()
 
 
+def configured_kind() -> str:
+    """The memory embedder's kind as configured (MNEMO_EMBEDDER, else the store's `embedder` setting)."""
+    return _configured_kind()
+
+
 def _configured_kind() -> str:
     raw = os.environ.get("MNEMO_EMBEDDER", "").strip().lower()
     if raw:

@@ -31,7 +31,8 @@ REQUEST_SHAPED_ENV = ("MNEMO_PROJECT_ROOT", "MNEMO_PROJECT_ID", "MNEMO_PROJECT_N
 START_TIMEOUT = float(os.environ.get("MNEMO_START_TIMEOUT", "30"))
 
 
-def spawn_owner(home: Path) -> subprocess.Popen:
+def spawn_owner(home: Path, warm: str | None = None) -> subprocess.Popen:
+    """Start an owner in the background (`warm`: the project root whose first context it prepares as it starts)."""
     lp = log_path(home)
     lp.parent.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
@@ -41,7 +42,7 @@ def spawn_owner(home: Path) -> subprocess.Popen:
         env.pop(name, None)
     with open(lp, "ab") as logf:
         return subprocess.Popen(
-            [sys.executable, "-m", "mnemo", "daemon", "run", "--home", str(home)],
+            [sys.executable, "-m", "mnemo", "daemon", "run", "--home", str(home), *(["--warm", warm] if warm else [])],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=logf, start_new_session=True,
             close_fds=True, env=env, cwd=str(home))
 

@@ -78,7 +78,8 @@ class _Handler(socketserver.StreamRequestHandler):
                         "details": {"pid": os.getpid(), "version": __version__}}})
                     return
                 greeted = True
-                self._send({"id": rid, "result": self.server.service.health()})
+                # `warming`: this owner is still preparing its first context (a hook may wait a little longer)
+                self._send({"id": rid, "result": {**self.server.service.health(), "warming": self.server.warming}})
                 continue
             if not greeted:
                 self._send({"id": rid, "error": InvalidInput("say hello first (version handshake)").to_dict()})
@@ -139,6 +140,7 @@ class OwnerServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.service = service
         self.fixed_idle_timeout = idle_timeout  # None: the store's `idle_timeout`, re-read every second
         self._lock = threading.Lock()
+        self.warming = False
         self._connections = 0
         self._active = 0
         self._last = time.monotonic()
@@ -219,8 +221,22 @@ def _setup_logging(home: Path) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def run_owner(home: Path, idle_timeout: float | None = None, embedder=None) -> int:
-    """Run the owner in this process until stopped or idle. Returns 0, or 3 when another owner holds the store."""
+def _warm(server: OwnerServer, root: str | None) -> None:
+    t0 = time.perf_counter()
+    server.warming = True
+    try:
+        server.service._warm(root)
+        log.info("warmed for %s in %.0f ms", root or "(no project)", (time.perf_counter() - t0) * 1000)
+    except Exception as exc:  # noqa: BLE001 - warming is an optimisation; the first request pays instead
+        log.warning("warming for %s failed: %s", root, exc)
+    finally:
+        server.warming = False
+
+
+def run_owner(home: Path, idle_timeout: float | None = None, embedder=None, warm: str | None = None) -> int:
+    """Run the owner in this process until stopped or idle. Returns 0, or 3 when another owner holds the store.
+    `warm`: a project root whose first context is prepared in the background as the owner starts (the model, the
+    project's skill engine, the corrections detector): a hook that started the owner waits for that block."""
     from mnemo.core.engine import Engine
 
     home = Path(home)
@@ -257,6 +273,9 @@ def run_owner(home: Path, idle_timeout: float | None = None, embedder=None) -> i
         signal.signal(signal.SIGTERM, _term)
         signal.signal(signal.SIGINT, _term)
     threading.Thread(target=server.idle_watch, name="mnemo-idle", daemon=True).start()
+    if warm is not None:  # (an owner a hook started; the others load what they need on first use)
+        server.warming = True  # from the first hello: the hook that started this owner waits for its block
+        threading.Thread(target=_warm, args=(server, warm), name="mnemo-warm", daemon=True).start()
     from mnemo.core.backup import backup_loop  # rolling daily backups of mnemo.db (SPEC §7 Recovery)
 
     threading.Thread(target=backup_loop, args=(home, server._stopping), name="mnemo-backup", daemon=True).start()

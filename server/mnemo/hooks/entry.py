@@ -6,14 +6,20 @@ context block within a deadline, and prints `{"hookSpecificOutput": {"hookEventN
 which Claude Code adds to the model's context (nothing at all when there is nothing new). Session end sends the
 transcript's summary for the hand-off note.
 
-It never blocks the agent: whatever happens (no owner, a slow owner, bad input, a bug) it exits 0 within the
-deadline (`MNEMO_HOOK_TIMEOUT`, default 0.8 s after its process started) with nothing on stdout and one line on stderr.
-When no owner runs it starts one in the background, so the next event finds it warm. It imports the standard
-library, the owner-socket client and the workspace identity only (start-up is most of a hook's latency).
+It never blocks the agent: whatever happens (a slow owner, bad input, a bug) it exits 0 within the deadline
+(`MNEMO_HOOK_TIMEOUT`, default 0.8 s after its process started) with nothing on stdout and one line on stderr.
+When no owner runs it starts one, which warms this project's first context as it starts (the model, the project's
+skill engine), and waits for its answer up to `MNEMO_HOOK_START_WAIT` (default 4 s after the hook's process
+started; 0: do not wait) — well inside the 10 s timeout `mnemo hooks install` gives Claude Code for each hook (past
+its timeout Claude Code cancels a hook and goes on without it). An owner process that exits at start (a store it
+cannot open) ends the wait at once; an owner that accepts and never answers costs the normal deadline. An owner
+that answers the handshake saying it is still warming up (it has just started) gets the same longer bound. It imports
+the standard library, the owner-socket client and the workspace identity only (start-up is most of a hook's
+latency).
 
 Settings (this process's environment; they travel with the request): `MNEMO_CONTEXT_BUDGET` (tokens, default
 2000), `MNEMO_LEARN_CORRECTIONS` (off | confirm | auto, default confirm), `MNEMO_HOOK_TIMEOUT` (seconds),
-`MNEMO_HOOKS=off` (do nothing). A bad value is refused: nothing is injected and stderr says which variable.
+`MNEMO_HOOK_START_WAIT` (seconds), `MNEMO_HOOKS=off` (do nothing). A bad value is refused: nothing is injected and stderr says which variable.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ EVENTS = {"session-start": "SessionStart", "prompt": "UserPromptSubmit", "pre-to
           "session-end": "SessionEnd"}
 FILE_TOOLS = frozenset({"Read", "Edit", "Write", "MultiEdit", "NotebookEdit"})
 DEFAULT_TIMEOUT = 0.8     # seconds from the process's start; leaves time to exit within a second
+DEFAULT_START_WAIT = 4.0  # seconds from the process's start, when it had to start the owner (installed timeout: 10)
+START_POLL = 0.02
 MAX_STDIN = 4 * 1024 * 1024
 CLIENT = "claude-code"
 
@@ -67,7 +75,8 @@ def settings() -> dict[str, Any]:
     if learn not in ("off", "confirm", "auto"):
         raise Refused(f"MNEMO_LEARN_CORRECTIONS={learn!r} is not off, confirm or auto; nothing was injected")
     return {"budget": int(_env_number("MNEMO_CONTEXT_BUDGET", 2000, 100, 20000, integer=True)),
-            "learn": learn, "timeout": _env_number("MNEMO_HOOK_TIMEOUT", DEFAULT_TIMEOUT, 0.1, 30.0)}
+            "learn": learn, "timeout": _env_number("MNEMO_HOOK_TIMEOUT", DEFAULT_TIMEOUT, 0.1, 30.0),
+            "start_wait": _env_number("MNEMO_HOOK_START_WAIT", DEFAULT_START_WAIT, 0.0, 30.0)}
 
 
 def read_input(stream=None) -> dict[str, Any]:
@@ -127,7 +136,32 @@ def context_params(event: str, data: dict[str, Any], ctx: dict[str, Any], cfg: d
         if path is None:
             return None
         params["file"] = path
+        line = edit_line(data, path)
+        if line is not None:
+            params["line"] = line                 # the memories on the symbol being edited come first
     return params
+
+
+def edit_line(data: dict[str, Any], path: str) -> int | None:
+    """The line (0-based) an Edit/MultiEdit changes: where its first `old_string` is in the file (None when not
+    found, or for another tool)."""
+    inp = data.get("tool_input") if isinstance(data.get("tool_input"), dict) else {}
+    old = inp.get("old_string")
+    if old is None and isinstance(inp.get("edits"), list) and inp["edits"] and isinstance(inp["edits"][0], dict):
+        old = inp["edits"][0].get("old_string")
+    if data.get("tool_name") not in ("Edit", "MultiEdit") or not isinstance(old, str) or not old.strip():
+        return None
+    if not os.path.isabs(path) and isinstance(data.get("cwd"), str):
+        path = os.path.join(data["cwd"], path)
+    try:
+        if os.path.getsize(path) > MAX_STDIN:
+            return None
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    at = text.find(old)
+    return text.count("\n", 0, at) if at >= 0 else None
 
 
 def emit(event: str, markdown: str) -> None:
@@ -137,8 +171,9 @@ def emit(event: str, markdown: str) -> None:
         sys.stdout.flush()
 
 
-def start_owner(h: str) -> None:
-    """Start an owner in the background (when none holds the store), so the next event finds one."""
+def start_owner(h: str, root: str | None = None) -> Any:
+    """Start an owner in the background when none holds the store, warming `root`'s first context as it starts.
+    Returns its process, True when another process holds the store already (an owner starting), None on failure."""
     try:
         from pathlib import Path
 
@@ -146,9 +181,46 @@ def start_owner(h: str) -> None:
 
         Path(h).mkdir(parents=True, exist_ok=True)
         if owner_lock_free(Path(h)):
-            spawn_owner(Path(h))
-    except Exception as exc:  # noqa: BLE001 - best effort; the line on stderr already says nothing was injected
+            return spawn_owner(Path(h), warm=root)
+        return True
+    except Exception as exc:  # noqa: BLE001 - best effort; the line on stderr says nothing was injected
         say(f"could not start the owner: {exc}")
+        return None
+
+
+def ask(h: str, deadline: float, event: str, params: dict[str, Any], ctx: dict[str, Any],
+        warming_deadline: float | None = None) -> dict[str, Any]:
+    """The block from the owner, printed for the agent, then counted as given (all before `deadline`, or before
+    `warming_deadline` when the owner says it is still warming up: it has just started)."""
+    from mnemo.hooks import wire
+
+    with wire.Owner(h, deadline, warming_deadline=warming_deadline) as owner:
+        res = owner.call("context", params) or {}
+        emit(event, res.get("markdown") or "")
+        delivered = res.get("delivered")
+        if delivered and (delivered.get("keys") or delivered.get("last_file") or delivered.get("reset")):
+            owner.call("context_commit", {"ctx": ctx, **delivered})  # the agent has it: count it as given
+    return res
+
+
+def ask_starting(h: str, deadline: float, event: str, params: dict[str, Any], ctx: dict[str, Any],
+                 proc: Any) -> dict[str, Any]:
+    """`ask` an owner that is starting: connect again every few milliseconds until `deadline`. An owner process
+    that exited (it could not open the store) ends the wait at once: fail open, its log says why."""
+    from mnemo.hooks import wire
+
+    while True:
+        try:
+            return ask(h, deadline, event, params, ctx)
+        except wire.OwnerUnavailable:
+            code = proc.poll() if hasattr(proc, "poll") else None
+            if code is not None and code != 3:
+                raise
+            if time.monotonic() + START_POLL >= deadline:
+                raise
+            if code == 3 or proc is True:  # the store was held (an owner stopping, or another one starting)
+                proc = start_owner(h, ctx.get("root")) or proc  # started again once the lock is free
+            time.sleep(START_POLL)
 
 
 def session_end(data: dict[str, Any], ctx: dict[str, Any], h: str, deadline: float, deferred: bool) -> None:
@@ -212,16 +284,22 @@ def run(argv: list[str], started: float) -> int:
     if params is None:
         return 0
     try:
-        with wire.Owner(h, deadline) as owner:
-            res = owner.call("context", params) or {}
-            emit(event, res.get("markdown") or "")
-            delivered = res.get("delivered")
-            if delivered and (delivered.get("keys") or delivered.get("last_file") or delivered.get("reset")):
-                owner.call("context_commit", {"ctx": ctx, **delivered})  # the agent has it: count it as given
+        res = ask(h, deadline, event, params, ctx, started + max(cfg["start_wait"], cfg["timeout"]))
     except wire.OwnerUnavailable:
-        start_owner(h)
-        say("no owner was running; starting one in the background, nothing injected this time")
-        return 0
+        proc = start_owner(h, ctx.get("root"))
+        wait = cfg["start_wait"]
+        if proc is None or wait <= 0:
+            say("no owner was running; starting one in the background, nothing injected this time")
+            return 0
+        try:  # a cold start: the owner warms this project's first context as it starts
+            res = ask_starting(h, started + max(wait, cfg["timeout"]), event, params, ctx, proc)
+        except wire.OwnerUnavailable:
+            say(f"no owner was running and the one started did not answer within {wait:g} s (see `mnemo doctor`); "
+                "nothing injected this time")
+            return 0
+        except wire.OwnerSlow:
+            say(f"no owner was running; the one started did not answer within {wait:g} s; nothing injected")
+            return 0
     except wire.OwnerSlow:
         say(f"the owner did not answer within {cfg['timeout']:g} s; nothing injected")
         return 0

@@ -40,8 +40,11 @@ class OwnerError(Exception):
 class Owner:
     """One connection to the owner of `home`; every call must be answered before `deadline` (monotonic)."""
 
-    def __init__(self, home: str, deadline: float, client: str = "hook"):
+    def __init__(self, home: str, deadline: float, client: str = "hook", warming_deadline: float | None = None):
+        """`warming_deadline`: a later deadline that applies once the owner's hello says it is still warming up
+        (an owner just started; one that never answers keeps `deadline`)."""
         self.path, self.deadline, self.client = socket_path(str(home)), deadline, client
+        self.warming_deadline = warming_deadline
         self._sock: socket.socket | None = None
         self._buf = b""
         self._id = 0
@@ -88,6 +91,9 @@ class Owner:
                     msg = json.loads(line)
                     if "error" in msg:
                         raise OwnerError(msg["error"])
+                    if msg.get("id") == 0 and isinstance(msg.get("result"), dict) and msg["result"].get("warming") \
+                            and self.warming_deadline is not None:
+                        self.deadline = max(self.deadline, self.warming_deadline)
                     if msg.get("id") == rid and "result" in msg:
                         return msg["result"]
                 self._sock.settimeout(self._left(method))

@@ -233,21 +233,15 @@ def card_markdown(card: Mapping[str, Any], anchored_here: bool = False, now: flo
     return head + quote(text) + "\n\n" + " · ".join(x for x in meta if x) + "  \n" + " · ".join(prov)
 
 
-def skills_line(activations: list[Mapping[str, Any]], misses: list[Mapping[str, Any]] | None = None) -> str:
-    """The active skills, then the nearest misses with their probability and the threshold they missed."""
-    out = ""
-    if activations:
-        names = ", ".join(code(str(a.get('name'))) for a in activations)
-        tokens = sum(int(a.get("token_cost") or 0) for a in activations if a.get("injected", True))
-        label = "skill" if len(activations) == 1 else "skills"
-        out = f"**Active {label}**: {names} (≈{tokens} tokens)"
-    near = [m for m in misses or [] if m.get("threshold") is not None][:3]
-    if near:
-        out += ("  \n" if out else "") + "Not active: " + ", ".join(
-            f"{code(str(m.get('name')))} {float(m.get('score') or 0):.2f} < {float(m['threshold']):.2f}"
-            if float(m.get("score") or 0) < float(m["threshold"]) else f"{code(str(m.get('name')))} (max reached)"
-            for m in near)
-    return out
+def skills_line(activations: list[Mapping[str, Any]]) -> str:
+    """The active skills and what they cost. (The skills that nearly activated, with the threshold they missed, are
+    for the Skills view and `mnemo skills activate`, not for a hover.)"""
+    if not activations:
+        return ""
+    names = ", ".join(code(str(a.get('name'))) for a in activations)
+    tokens = sum(int(a.get("token_cost") or 0) for a in activations if a.get("injected", True))
+    label = "skill" if len(activations) == 1 else "skills"
+    return f"**Active {label}**: {names} (≈{tokens} tokens)"
 
 
 def edit_link(card: Mapping[str, Any]) -> str:
@@ -261,13 +255,12 @@ def edit_link(card: Mapping[str, Any]) -> str:
 
 
 def hover_markdown(cards: list[Mapping[str, Any]], anchored_ids: set[str], activations: list[Mapping[str, Any]],
-                   symbol: str | None, misses: list[Mapping[str, Any]] | None = None,
-                   command_links: bool = False) -> str:
+                   symbol: str | None, command_links: bool = False) -> str:
     head = "**Mnemo**" + (f" · {code(symbol)}" if symbol else "")
     parts = [head]
     parts.extend(card_markdown(c, c.get("item_id") in anchored_ids) + (edit_link(c) if command_links else "")
                  for c in cards)
-    sl = skills_line(activations, misses)
+    sl = skills_line(activations)
     if sl:
         parts.append(sl)
     return "\n\n---\n\n".join(parts)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from lsprotocol import types as t
 
-    from mnemo.lsp import code_context as cc
+    from mnemo.core import code_context as cc
     from mnemo.lsp.editor import EditorContext
     from mnemo.lsp.owner import OwnerLink
     from mnemo.settings import Settings

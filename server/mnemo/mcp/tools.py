@@ -171,9 +171,10 @@ def _skill_tools(server: MCPServer, backend, workspace) -> None:
                           ] = 2000,
     ) -> str:
         """Everything Mnemo would put in front of you for this file and request, in one block under a token
-        budget: the skills and rules that apply (their text) and the memories recall finds (quoted, with
-        provenance). One call instead of `recall` + `activate_skills`; call it at the start of a task and before
-        editing a file. The same block Claude Code's hooks and `mnemo context` give."""
+        budget: the skills and rules that apply (their text) and the memories (quoted, with provenance): those
+        anchored to the file first, then those recall finds; a note whose code changed since it was written says
+        so. One call instead of `recall` + `activate_skills`; call it at the start of a task and before editing a
+        file. The same block Claude Code's hooks and `mnemo context` give."""
         _need_file_or_request(file, request)
         ctx = await workspace.context(mcp_ctx)
         res = await backend.call("context", ctx, file, request, event="context", budget=budget, client="any")

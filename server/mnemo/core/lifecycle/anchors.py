@@ -1,14 +1,25 @@
 """Anchors: a memory tied to code (file, symbol, line range, hash of the code). `check_anchors` with the file's
 current symbols opens one `stale_anchor` review item per changed or vanished anchor, and closes it when the code
-is back."""
+is back.
+
+Checked when read (`freshen`): every surface that shows memories (recall cards, `mnemo context`, the hooks, the
+hover, MCP) checks the anchors of the few memories it is about to show against the working tree: the files they
+are anchored into are parsed (tree-sitter, `core/code_context.py`; cached by size and modification time) and the
+anchored symbols' hashes compared. Only a change of state writes (`check_anchors`: the review item is filed once,
+the first time a read sees the change, and closed when the code is back); a read of an unchanged file writes
+nothing. `check_files` is the same check for whole files (`mnemo anchors check`, the session-end hook).
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
+from mnemo.core import code_context
 from mnemo.core.cards import summarize
 from mnemo.core.errors import InvalidInput
 from mnemo.core.memories import get
@@ -157,7 +168,7 @@ def check_anchors(engine: Engine, ctx: Context, path: str, symbols: list[dict[st
     ids = [r["id"] for r in rows if memory_visible(Light(r), ctx, include_cold=True, include_pending=True)]
     full = store.get_memories(ids)
     mems = [full[i] for i in ids if i in full]
-    out = {"path": rel, "checked": len(mems), "ok": 0, "flagged": [], "cleared": []}
+    out = {"path": rel, "checked": len(mems), "ok": 0, "flagged": [], "cleared": [], "stale": []}
     now = time.time()
     with store.write() as c:
         for m in mems:
@@ -175,12 +186,7 @@ def _check_memory(c, store: Store, ctx: Context, m: Memory, rel: str, gone: bool
             continue
         sym = a.get("symbol")
         cur = None if gone else current.get(sym if sym else None)
-        if gone or (sym and cur is None):
-            reason = "vanished"
-        elif cur is not None and a.get("hash") and cur.get("hash") and cur["hash"] != a["hash"]:
-            reason = "changed"
-        else:
-            reason = None
+        reason = anchor_reason(a, gone, current)
         key = anchor_key(a)
         if reason is None:
             out["ok"] += 1
@@ -194,3 +200,145 @@ def _check_memory(c, store: Store, ctx: Context, m: Memory, rel: str, gone: bool
                                    {"anchor": a, "reason": reason, "current": cur_info}, now=now)
             out["flagged"].append({"memory_id": m.id, "review_id": rid, "anchor": a, "reason": reason,
                                    "title": summarize(m.text, 60)})
+        out["stale"].append({"memory_id": m.id, "anchor": a, "reason": reason, "title": summarize(m.text, 60)})
+
+
+def anchor_reason(a: dict[str, Any], gone: bool, current: dict[str | None, dict]) -> str | None:
+    """Why anchor `a` is stale against the file's `current` symbols (`gone`: the file is): `vanished`, `changed`
+    (another hash), or None (fine; an anchor without a hash is fine while its file exists)."""
+    sym = a.get("symbol")
+    cur = None if gone else current.get(sym if sym else None)
+    if gone or (sym and cur is None):
+        return "vanished"
+    if cur is not None and a.get("hash") and cur.get("hash") and cur["hash"] != a["hash"]:
+        return "changed"
+    return None
+
+
+# -- the check on read ---------------------------------------------------------------------------------------------
+MAX_SOURCE_BYTES = 4 * 1024 * 1024  # a larger file is not parsed on read (its symbol anchors are left as they are)
+UNREADABLE = object()               # a file that exists but cannot be parsed (another language, too large)
+_PARSED: OrderedDict[str, tuple[tuple[int, int], list[dict[str, Any]] | object]] = OrderedDict()
+_PARSED_MAX = 256
+_parsed_lock = threading.Lock()
+
+
+def file_symbols(path: str) -> list[dict[str, Any]] | object | None:
+    """The symbols `path` holds now, as `check_anchors` takes them; None when the file is gone, `UNREADABLE` when it
+    cannot be parsed. Cached by (modification time, size): an unchanged file is parsed once."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return UNREADABLE
+    stamp = (st.st_mtime_ns, st.st_size)
+    with _parsed_lock:
+        hit = _PARSED.get(path)
+        if hit is not None and hit[0] == stamp:
+            _PARSED.move_to_end(path)
+            return hit[1]
+    language = code_context.language_for(path)
+    if language is None or st.st_size > MAX_SOURCE_BYTES:
+        syms: list[dict[str, Any]] | object = UNREADABLE
+    else:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+            syms = [s.current() for s in code_context.symbols(code_context.parse_document(text, language))]
+        except (OSError, ValueError, RuntimeError):
+            syms = UNREADABLE
+    with _parsed_lock:
+        _PARSED[path] = (stamp, syms)
+        _PARSED.move_to_end(path)
+        while len(_PARSED) > _PARSED_MAX:
+            _PARSED.popitem(last=False)
+    return syms
+
+
+def _by_name(symbols: list[dict[str, Any]] | None) -> dict[str | None, dict]:
+    return {(s.get("name") or None): s for s in symbols or []}
+
+
+def freshen(engine: Engine, ctx: Context, ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Check the anchors of the memories `ids` against the working tree now (the few a surface is about to show).
+    Returns `{id: {"stale": bool, "anchors": [{anchor, reason}]}}` for the anchored ones among them (the others are
+    not in it). A change of state files (or closes) the `stale_anchor` review item through `check_anchors`, once;
+    without a project root nothing is read and the stored state is returned."""
+    ids = [i for i in dict.fromkeys(ids) if isinstance(i, str)]
+    if not ids:
+        return {}
+    store = engine.store
+    mems = {k: m for k, m in store.get_memories(ids).items() if m.anchors and m.scope == "project"
+            and m.project_id == ctx.project_id}
+    out = {mid: {"stale": "stale_anchor" in m.flags, "anchors": []} for mid, m in mems.items()}
+    if not mems or not ctx.root:
+        return out
+    paths: dict[str, list[Memory]] = {}
+    for m in mems.values():
+        for a in m.anchors:
+            if isinstance(a, dict) and isinstance(a.get("path"), str):
+                paths.setdefault(a["path"], []).append(m)
+    changed: set[str] = set()
+    for rel, ms in paths.items():
+        cur = file_symbols(os.path.join(ctx.root, rel))
+        if cur is UNREADABLE:
+            continue
+        current = _by_name(cur)  # type: ignore[arg-type]
+        for m in ms:
+            open_keys = set(_stale_items(store, m.id)) if "stale_anchor" in m.flags else set()
+            for a in m.anchors:
+                if not isinstance(a, dict) or a.get("path") != rel:
+                    continue
+                if cur is None and not (a.get("hash") or a.get("symbol")):
+                    continue  # a file anchor to a file not (yet) in this working tree: nothing was anchored to change
+                reason = anchor_reason(a, cur is None, current)
+                if reason is not None:
+                    out[m.id]["anchors"].append({"anchor": a, "reason": reason})
+                if (reason is not None) != (anchor_key(a) in open_keys):
+                    changed.add(rel)
+    for rel in changed:  # the state changed since the last check: file (or close) the review items, once
+        cur = file_symbols(os.path.join(ctx.root, rel))
+        if cur is not UNREADABLE:
+            check_anchors(engine, ctx, rel, cur)  # type: ignore[arg-type]
+    if changed:
+        fresh = store.get_memories(list(mems))
+        for mid, m in fresh.items():
+            out[mid]["stale"] = "stale_anchor" in m.flags
+    return out
+
+
+def check_files(engine: Engine, ctx: Context, paths: list[str] | None = None) -> dict[str, Any]:
+    """`check_anchors` against the working tree for `paths` (relative to the project root or absolute; None: every
+    file a memory of this project is anchored into). Returns `{checked_files, checked, ok, flagged, cleared, stale,
+    skipped}`: `stale` lists every stale anchor found (new or already in Review), `skipped` the files that could not
+    be parsed."""
+    if not ctx.root:
+        raise InvalidInput("checking anchors needs a project root",
+                           hint="run it inside the repository (or pass -C DIR)")
+    anchored = engine.store.anchored_paths(ctx.project_id, ctx.visible_branches())
+    if paths is None:
+        rels = sorted(anchored)
+    else:  # (files no memory is anchored into have nothing to check)
+        rels = []
+        for p in paths:
+            try:
+                rel = rel_path(ctx, p)
+            except InvalidInput:  # a file outside the project has no anchors of it
+                continue
+            if rel in anchored and rel not in rels:
+                rels.append(rel)
+    out: dict[str, Any] = {"checked_files": 0, "checked": 0, "ok": 0, "flagged": [], "cleared": [], "stale": [],
+                           "skipped": []}
+    for rel in rels:
+        cur = file_symbols(os.path.join(ctx.root, rel))
+        if cur is UNREADABLE:
+            out["skipped"].append(rel)
+            continue
+        res = check_anchors(engine, ctx, rel, cur)  # type: ignore[arg-type]
+        out["checked_files"] += 1
+        for k in ("checked", "ok"):
+            out[k] += res[k]
+        for k in ("flagged", "cleared", "stale"):
+            out[k] += [{**x, "path": rel} for x in res[k]]
+    return out

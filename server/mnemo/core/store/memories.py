@@ -264,6 +264,21 @@ class MemoryTable:
                 out.append({**{k: row[k] for k in VISIBILITY_COLUMNS}, "anchors": anchors})
         return out
 
+    def anchored_paths(self, project_id: str, branches: Sequence[str] | None = None) -> set[str]:
+        """Every file path a project memory (on `branches` plus the branch-independent ones; None: every branch) is
+        anchored into (`mnemo anchors check --all`)."""
+        sql = "SELECT anchors FROM memories WHERE project_id=? AND scope='project' AND anchors != '[]'"
+        params: list[Any] = [project_id]
+        if branches is not None:
+            sql += f" AND (branch IS NULL OR branch IN ({marks(len(branches))}))" if branches else \
+                " AND branch IS NULL"
+            params.extend(branches)
+        out: set[str] = set()
+        for row in self.conn().execute(sql, params):
+            out.update(a["path"] for a in json.loads(row["anchors"])
+                       if isinstance(a, dict) and isinstance(a.get("path"), str))
+        return out
+
     def on_branch(self, project_id: str, branch: str, *, live_only: bool = False) -> list[Memory]:
         """This project's memories written on `branch` (oldest first); `live_only`: not superseded, deprecated or
         rejected."""

@@ -1,5 +1,10 @@
 """`textDocument/hover`: the memories most relevant to the symbol under the cursor, and the file's active skills.
 
+A quiet hover: inside a function, class or method it answers only on the symbol's definition (its name, the lines
+from its decorators to its name), once per symbol, not on every identifier of its body (`requests.post` inside
+`charge()` gets no Mnemo card; `charge` on its `def` line does). The skills that nearly activated are not listed
+(the Skills view and `mnemo skills activate` show them).
+
 Memories anchored to the enclosing symbol come first (outside any symbol: file + lines anchors covering the line),
 then recall hits for a query built from the code context (identifier, enclosing names, signature, docstring) above
 `mnemo.hover.minConfidence`: all of it from one `hover_context` call to the owner (none when cached, `editor.py`),
@@ -13,6 +18,7 @@ import logging
 
 from lsprotocol import types as t
 
+from mnemo.core import code_context as cc
 from mnemo.core.errors import MnemoError
 from mnemo.lsp import convert
 from mnemo.lsp.feature import LanguageFeature, Server
@@ -20,6 +26,12 @@ from mnemo.lsp.owner import UNAVAILABLE, Unavailable
 
 log = logging.getLogger("mnemo.lsp.hover")
 FIRST_CONNECT_WAIT_S = 15.0  # a hover asked while the link to the owner is first made waits for it (then answers)
+
+
+def on_definition(code: cc.CodeContext, line: int) -> bool:
+    """Whether `line` is where the symbol at the cursor is defined (decorators to name), or outside any symbol."""
+    sym = code.symbol
+    return sym is None or sym.start_line <= line <= max(sym.start_line, sym.name_line)
 
 
 class HoverFeature(LanguageFeature):
@@ -40,7 +52,7 @@ class HoverFeature(LanguageFeature):
         if found is None:
             return None
         code, snap = found
-        if not code.word:
+        if not code.word or not on_definition(code, params.position.line):
             return None
         ctx = await self.server.run_blocking(self.server.ctx_for, uri)
         rel = self.server.rel_path(uri, ctx)
@@ -63,8 +75,7 @@ class HoverFeature(LanguageFeature):
             return None
         skills = answer.get("skills") or {}
         md = convert.hover_markdown(cards, anchored_ids, skills.get("activations", []),
-                                    symbol.qualname if symbol else code.word, skills.get("dropped", []),
-                                    command_links=self._edit_links())
+                                    symbol.qualname if symbol else code.word, command_links=self._edit_links())
         return t.Hover(contents=t.MarkupContent(kind=t.MarkupKind.Markdown, value=md),
                        range=self.server.documents.word_range(snap, params.position, code.word))
 
