@@ -327,6 +327,11 @@ class MarkdownRemoved(TypedDict):
     file: str
 
 
+class MarkdownUnreadable(TypedDict):
+    file: str
+    reason: str  # "not UTF-8 text (byte 0xff at offset 12); nothing was read from it"
+
+
 class MarkdownImport(TypedDict):
     """markdown_import: what reading the files back did (or, `dry_run`, would do); `removed` memories are here and
     in no file: reported, never deleted."""
@@ -340,6 +345,7 @@ class MarkdownImport(TypedDict):
     created: list[MarkdownNew]
     skipped: list[MarkdownSkip]
     removed: list[MarkdownRemoved]
+    unreadable: list[MarkdownUnreadable]  # files of the folder that are not UTF-8 text: nothing read from them
 
 
 class SnapshotMergeReport(TypedDict):

@@ -1,0 +1,134 @@
+"""Issue 21, input and messages: what a person types (or pipes) into the real CLI, and what it says back. Every
+test runs `python -m mnemo` subprocesses on a temporary store and git repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mnemo.daemon.client import DaemonService
+
+ENV = {"MNEMO_EMBEDDER": "hash", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+@pytest.fixture
+def mnemo(home, git_repo):
+    def run(*args: str, stdin: bytes | None = None, ok: bool | None = True) -> subprocess.CompletedProcess:
+        env = dict(os.environ, MNEMO_HOME=str(home), **ENV)
+        r = subprocess.run([sys.executable, "-m", "mnemo", *args], cwd=git_repo, env=env, input=stdin or b"",
+                           capture_output=True, timeout=120)
+        r.out, r.err = r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace")
+        if ok:
+            assert r.returncode == 0, r.err + r.out
+        return r
+
+    yield run
+    DaemonService(home, autostart=False).shutdown()
+
+
+def as_json(r) -> dict:
+    return json.loads(r.out)
+
+
+def no_traceback(home: Path, *outputs: str) -> None:
+    for text in outputs:
+        assert "Traceback" not in text and "codec can't" not in text, text
+    for log in home.rglob("*.log"):
+        assert "Traceback" not in log.read_text(errors="replace"), log.read_text(errors="replace")[-2000:]
+
+
+def test_invalid_utf8_in_an_argument_is_refused_clearly(mnemo, home):
+    """Item 6: `mnemo remember "$(printf 'a \\xff\\xfe')"` ended in "remember failed: 'utf-8' codec can't encode
+    ... see daemon.log" with a traceback in the log."""
+    bad = os.fsdecode(b"a \xff\xfe")
+    r = mnemo("remember", bad, ok=False)
+    assert r.returncode == 2
+    assert "the text argument is not valid UTF-8 (byte 0xff" in r.err and "what to do" in r.err, r.err
+    r = mnemo("remember", "fine text", "--kind", os.fsdecode(b"k\xe9"), ok=False)
+    assert "--kind is not valid UTF-8 (byte 0xe9" in r.err, r.err
+    r = mnemo("recall", bad, "--json", ok=False)
+    assert as_json(r)["error"]["code"] == "invalid_input"
+    no_traceback(home, r.out, r.err)
+    assert as_json(mnemo("list", "--json"))["total"] == 0
+
+
+def test_a_binary_md_file_is_refused_per_file(mnemo, home, tmp_path):
+    """Item 6: a binary `.md` ended the whole import in "markdown_import failed: 'utf-8' codec can't decode...";
+    now that file is named with the byte, and the other files of the folder still go in."""
+    mid = as_json(mnemo("remember", "staging deploys need the VPN", "--json"))["memory"]["id"]
+    out = tmp_path / "export"
+    mnemo("export", str(out))
+    [exported] = list(out.glob("*.md"))
+    exported.write_text(exported.read_text().replace("staging deploys need the VPN", "staging deploys need VPN 2"))
+    (out / "zz-image.md").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe\x00binary")
+    r = mnemo("import", str(out), "--json")
+    res = as_json(r)
+    assert [e["id"] for e in res["edited"]] == [mid], res
+    assert res["unreadable"] == [{"file": "zz-image.md", "reason": "not UTF-8 text (byte 0x89 at offset 0); nothing "
+                                                                   "was read from it"}]
+    human = mnemo("import", str(out))
+    assert "unreadable zz-image.md: not UTF-8 text (byte 0x89" in human.out
+    r = mnemo("import", str(out / "zz-image.md"), ok=False)
+    assert r.returncode == 2 and "zz-image.md is not UTF-8 text (byte 0x89 at offset 0)" in r.err, r.err
+    no_traceback(home, r.out, r.err, human.out, human.err)
+    assert as_json(mnemo("list", "--json"))["memories"][0]["text"] == "staging deploys need VPN 2"
+
+
+def test_remember_dash_reads_standard_input(mnemo):
+    """Item 7: `printf x | mnemo remember -` stored the text "-"."""
+    res = as_json(mnemo("remember", "-", "--json", stdin="deploys go through the blue/green switch\n".encode()))
+    assert res["memory"]["text"] == "deploys go through the blue/green switch"
+    mid = res["memory"]["id"]
+    edited = as_json(mnemo("edit", mid, "--text", "-", "--json", stdin=b"deploys go through the canary first"))
+    assert edited["memory"]["text"] == "deploys go through the canary first"
+    r = mnemo("remember", "-", stdin=b"", ok=False)
+    assert r.returncode == 2 and "standard input is empty" in r.err
+    r = mnemo("remember", "-", stdin=b"a \xff", ok=False)
+    assert "standard input is not valid UTF-8 text (byte 0xff at offset 2)" in r.err
+    assert [m["text"] for m in as_json(mnemo("list", "--json"))["memories"]] == ["deploys go through the canary first"]
+
+
+def test_tag_and_tags_are_one_spelling_everywhere(mnemo):
+    """Item 7: `remember --tags a,b` was refused while `edit --tags a,b` worked."""
+    a = as_json(mnemo("remember", "payments retry with backoff", "--tags", "payments,retries", "--json"))["memory"]
+    assert a["tags"] == ["payments", "retries"]
+    b = as_json(mnemo("remember", "search uses BM25", "--tag", "search", "--tag", "ranking,bm25", "--json"))["memory"]
+    assert b["tags"] == ["search", "ranking", "bm25"]
+    assert as_json(mnemo("edit", a["id"], "--tag", "payments", "--tags", "api", "--json"))["memory"]["tags"] == \
+        ["payments", "api"]
+    listed = as_json(mnemo("list", "--tags", "payments,api", "--json"))
+    assert [m["id"] for m in listed["memories"]] == [a["id"]]
+    recalled = as_json(mnemo("recall", "ranking", "--tags", "bm25", "--min-confidence", "0", "--json"))
+    assert {c["item_id"] for c in recalled["cards"]} == {b["id"]}
+    assert as_json(mnemo("edit", a["id"], "--tags", "", "--json"))["memory"]["tags"] == []
+
+
+def test_list_refuses_a_limit_out_of_range(mnemo):
+    """Item 7: `list --limit -1` dropped a row and `--limit 0` listed nothing; refused now, as `recall` does."""
+    for text in ("one note", "another note", "a third note"):
+        mnemo("remember", text)
+    for limit in ("-1", "0"):
+        r = mnemo("list", "--limit", limit, ok=False)
+        assert r.returncode == 2 and f"limit {limit} is out of range" in r.err and "1..5000" in r.err, r.err
+    assert as_json(mnemo("list", "--limit", "2", "--json"))["total"] == 3
+    assert len(as_json(mnemo("list", "--limit", "2", "--json"))["memories"]) == 2
+
+
+def test_a_closed_pipe_ends_quietly(mnemo, home, git_repo):
+    """Item 8: `mnemo list --json | head -1` ended in a BrokenPipeError traceback. The reader here closes its end
+    before the command writes, so every write hits a closed pipe (what `head` does once it has its line)."""
+    mnemo("remember", "a note to list")
+    env = dict(os.environ, MNEMO_HOME=str(home), **ENV)
+    for args in (["list", "--json"], ["list"], ["stats"], ["--help"], ["recall", "note"]):
+        proc = subprocess.Popen([sys.executable, "-m", "mnemo", *args], cwd=git_repo, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        proc.wait(timeout=120)
+        assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, (args, err)
+        assert proc.returncode in (0, 1, 141), (args, proc.returncode, err)  # rich exits 1 on a closed pipe
