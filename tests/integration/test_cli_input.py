@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from team_server import chroma_server  # noqa: F401 - fixture
 
 from mnemo.daemon.client import DaemonService
 
@@ -81,7 +82,7 @@ def test_a_binary_md_file_is_refused_per_file(mnemo, home, tmp_path):
 
 def test_remember_dash_reads_standard_input(mnemo):
     """Item 7: `printf x | mnemo remember -` stored the text "-"."""
-    res = as_json(mnemo("remember", "-", "--json", stdin="deploys go through the blue/green switch\n".encode()))
+    res = as_json(mnemo("remember", "-", "--json", stdin=b"deploys go through the blue/green switch\n"))
     assert res["memory"]["text"] == "deploys go through the blue/green switch"
     mid = res["memory"]["id"]
     edited = as_json(mnemo("edit", mid, "--text", "-", "--json", stdin=b"deploys go through the canary first"))
@@ -132,3 +133,39 @@ def test_a_closed_pipe_ends_quietly(mnemo, home, git_repo):
         proc.wait(timeout=120)
         assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, (args, err)
         assert proc.returncode in (0, 1, 141), (args, proc.returncode, err)  # rich exits 1 on a closed pipe
+
+
+@pytest.mark.team
+def test_promote_and_deprecate_name_the_scope_they_reached(mnemo, home, chroma_server):  # noqa: F811
+    """Item 9: `mnemo promote ID --to team` printed "promoted ID → project" although the note reached the team
+    store, and `deprecate` likewise named the local scope only. A real Chroma team server."""
+    from mnemo.core.team.settings import save_settings
+
+    save_settings(home, chroma_server.url, None, "cli-input")
+    mid = as_json(mnemo("remember", "payments retries use exponential backoff", "--json"))["memory"]["id"]
+    out = mnemo("promote", mid, "--to", "team").out
+    rid = next(w for w in out.split() if w.startswith("team-"))
+    assert f"promoted {mid} → team" in out and "project" not in out.splitlines()[0], out
+    assert f"shared with the team (cli-input) as {rid}" in out
+    as_team = as_json(mnemo("recall", "payments retries backoff", "--scope", "team", "--min-confidence", "0",
+                            "--json"))
+    assert [c["item_id"] for c in as_team["cards"]] == [rid]
+    out = mnemo("deprecate", mid, "--reason", "moved to the gateway").out
+    assert f"deprecated {mid} (project scope)" in out, out
+    assert f"its team copy {rid} is still shared: `mnemo deprecate {rid}`" in out, out
+    out = mnemo("deprecate", rid, "--reason", "moved to the gateway").out
+    assert f"deprecated {rid} (team scope)" in out and "for the whole team" in out, out
+    mid2 = as_json(mnemo("remember", "search indexes rebuild nightly", "--json"))["memory"]["id"]
+    assert f"promoted {mid2} → global" in mnemo("promote", mid2).out
+
+
+def test_a_queued_promotion_says_team_not_project(mnemo, home):
+    """Item 9, the team server down: the promotion is queued for the team; the line says so."""
+    from team_server import free_port
+
+    from mnemo.core.team.settings import save_settings
+
+    save_settings(home, f"http://127.0.0.1:{free_port()}", None, "cli-input")
+    mid = as_json(mnemo("remember", "deploy windows are Tuesday and Thursday", "--json"))["memory"]["id"]
+    out = mnemo("promote", mid, "--to", "team").out
+    assert f"queued {mid} → team" in out and "unreachable" in out, out

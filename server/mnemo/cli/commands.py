@@ -183,17 +183,26 @@ def cmd_hydrate(args, service) -> int:
     return 0
 
 
-def _print_status(args, res: dict[str, Any]) -> int:
+def _print_status(args, res: dict[str, Any], moved: bool = False) -> int:
+    """`promoted ID → team`, `deprecated ID (project scope)`: the scope the change took effect in
+    (`res["scope"]`), never the local memory's when the note went to the team; the result's message after it."""
     if args.json:
         emit_json(res)
         return 0
     m = res.get("memory") or {}
-    say((res["status"], "green"), f" {m.get('id') or res.get('id')}" + (f" → {m['scope']}" if m.get("scope") else ""))
+    scope = res.get("scope") or m.get("scope")
+    where = ""
+    if scope:
+        where = f" → {scope}" if moved else f" ({scope} scope)"
+    style = "green" if res["status"] not in ("queued",) else "yellow"
+    say((res["status"], style), f" {m.get('id') or res.get('id')}{where}")
+    if res.get("message"):
+        say((str(res["message"]), "dim"))
     return 0
 
 
 def cmd_promote(args, service) -> int:
-    return _print_status(args, service.promote(_ctx(args), args.memory_id, args.to))
+    return _print_status(args, service.promote(_ctx(args), args.memory_id, args.to), moved=True)
 
 
 def cmd_deprecate(args, service) -> int:

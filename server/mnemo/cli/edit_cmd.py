@@ -10,6 +10,7 @@ from mnemo.cli.context import make_context
 from mnemo.cli.output import console, emit_json, line, say, when
 from mnemo.core.models import DEFAULT_KINDS, MEMORY_TYPES, SOURCES, STATUSES
 
+
 class TagsAction(argparse.Action):
     """`--tag a --tag b`, `--tags a,b`, `--tag a,b`: one spelling everywhere, every value split on commas; the
     result is the list of tags (empty when only "" was given: `edit --tags ""` removes every tag)."""

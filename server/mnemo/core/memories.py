@@ -54,7 +54,7 @@ def promote(engine: Engine, ctx: Context, mem_id: str, to: str = "global") -> di
     with engine.store.write() as c:
         engine.store.move_to_scope(c, m, to, prov, time.time())
     engine.changed()
-    return {"status": "promoted", "memory": engine.store.get_memory(m.id).to_dict()}
+    return {"status": "promoted", "scope": to, "memory": engine.store.get_memory(m.id).to_dict()}
 
 
 def deprecate(engine: Engine, ctx: Context, mem_id: str, reason: str | None = None) -> dict[str, Any]:
@@ -66,7 +66,19 @@ def deprecate(engine: Engine, ctx: Context, mem_id: str, reason: str | None = No
         engine.store.update_memory(c, m.id, deprecated=True, deprecated_reason=reason or "deprecated",
                                    updated_at=time.time())
     engine.changed()
-    return {"status": "deprecated", "memory": engine.store.get_memory(m.id).to_dict()}
+    return {"status": "deprecated", "scope": m.scope, "memory": engine.store.get_memory(m.id).to_dict(),
+            "message": deprecated_message(m)}
+
+
+def deprecated_message(m: Memory) -> str:
+    """Where the deprecation took effect, and the team copy it did not touch (a promote to the team shares a copy:
+    deprecating the local memory leaves that copy in everyone's recall)."""
+    text = f"deprecated in the {m.scope} scope (kept in history, out of recall)"
+    shared = (m.provenance or {}).get("promoted_to_team") or {}
+    if shared.get("record_id"):
+        text += (f"; its team copy {shared['record_id']} is still shared: `mnemo deprecate {shared['record_id']}` "
+                 "takes it out of the team's recall")
+    return text
 
 
 def forget(engine: Engine, ctx: Context, mem_id: str, reason: str | None = None) -> dict[str, Any]:
