@@ -8,7 +8,8 @@ transcript's summary for the hand-off note.
 
 It never blocks the agent: whatever happens (no owner, a slow owner, bad input, a bug) it exits 0 within the
 deadline (`MNEMO_HOOK_TIMEOUT`, default 0.8 s after its process started) with nothing on stdout and one line on stderr.
-When no owner runs it starts one in the background, so the next event finds it warm. It imports the standard
+When no owner runs it starts one in the background, so the next event finds it warm; when no owner can run (a
+damaged store, a home that is not a directory) its one line says why and what to do (`mnemo doctor --repair`). It imports the standard
 library, the owner-socket client and the workspace identity only (start-up is most of a hook's latency).
 
 Settings (this process's environment; they travel with the request): `MNEMO_CONTEXT_BUDGET` (tokens, default
@@ -137,18 +138,87 @@ def emit(event: str, markdown: str) -> None:
         sys.stdout.flush()
 
 
-def start_owner(h: str) -> None:
-    """Start an owner in the background (when none holds the store), so the next event finds one."""
+def start_owner(h: str) -> str | None:
+    """Start an owner in the background (when none holds the store), so the next event finds one. Returns None,
+    or the one line saying why no owner can start here (a home that is not a directory, ...)."""
     try:
         from pathlib import Path
 
         from mnemo.daemon.client import owner_lock_free, spawn_owner
 
+        if os.path.exists(h) and not os.path.isdir(h):
+            return (f"cannot start the Mnemo owner: MNEMO_HOME={h} is a file, not a directory; nothing injected. "
+                    "What to do: point MNEMO_HOME at a directory (`mnemo doctor` checks it)")
         Path(h).mkdir(parents=True, exist_ok=True)
         if owner_lock_free(Path(h)):
             spawn_owner(Path(h))
-    except Exception as exc:  # noqa: BLE001 - best effort; the line on stderr already says nothing was injected
-        say(f"could not start the owner: {exc}")
+    except Exception as exc:  # noqa: BLE001 - said in the one line, never raised into the agent
+        return (f"cannot start the Mnemo owner in {h}: {exc}; nothing injected. What to do: set MNEMO_HOME to a "
+                "directory this user can write (`mnemo doctor` checks it)")
+    return None
+
+
+# -- why no owner answers: one true line, naming the fix ---------------------------------------------------------
+REPAIR = "run `mnemo doctor --repair` (it keeps the damaged file aside and salvages every readable note)"
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def error_line(error: dict[str, Any], what: str = "nothing injected") -> str:
+    """An error the owner answered or wrote (its `type`/`code`, `message`, `hint`) as the hook's one line."""
+    message = str(error.get("message") or "the owner failed").split("; nothing can be")[0]
+    if error.get("code") == "store_corrupt" or error.get("type") == "StoreCorrupt":
+        return f"{message}; {what}. What to do: {REPAIR}"
+    hint = error.get("hint")
+    return f"{message}; {what}" + (f". What to do: {hint}" if hint else "")
+
+
+def last_failure(h: str) -> dict[str, Any] | None:
+    """The error the last owner that could not start wrote (owner-failed.json; an owner that starts removes it),
+    unless the store file changed after it (a repair): then it no longer says anything."""
+    try:
+        with open(os.path.join(h, "owner-failed.json"), encoding="utf-8") as f:
+            failed = json.load(f)
+        error = failed.get("error") if isinstance(failed, dict) else None
+        db = os.path.join(h, "mnemo.db")
+        if isinstance(error, dict) and not (os.path.exists(db) and os.path.getmtime(db) > float(failed["at"]) + 1):
+            return error
+    except (OSError, ValueError, TypeError, KeyError):
+        pass
+    return None
+
+
+def store_damage(h: str) -> dict[str, Any] | None:
+    """The store's damage when it is known without an owner: the last owner's start failure said so, or the
+    database file's header is not SQLite's. None when nothing says the store is damaged."""
+    db = os.path.join(h, "mnemo.db")
+    error = last_failure(h)
+    if error is not None and (error.get("code") == "store_corrupt" or error.get("type") == "StoreCorrupt"):
+        return error
+    try:
+        with open(db, "rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError:
+        return None
+    if head and head != SQLITE_HEADER:
+        return {"code": "store_corrupt", "message": f"the store at {db} is damaged (the file is not an SQLite "
+                                                    "database)"}
+    return None
+
+
+def owner_down(h: str, what: str = "nothing injected this time") -> str:
+    """The one line for an event that found no owner: a damaged store and its fix (no owner is started: it could
+    not open the store), a home where no owner can start, or the owner being started now."""
+    damage = store_damage(h)
+    if damage is not None:
+        return error_line(damage, what)
+    problem = start_owner(h)
+    if problem is not None:
+        return problem
+    failed = last_failure(h)  # another reason the last owner could not start: said, and tried again
+    if failed is not None:
+        return error_line({**failed, "message": f"the last Mnemo owner could not start: {failed.get('message')}"},
+                          f"{what} (starting another)")
+    return f"no owner was running; starting one in the background, {what}"
 
 
 def session_end(data: dict[str, Any], ctx: dict[str, Any], h: str, deadline: float, deferred: bool) -> None:
@@ -175,6 +245,10 @@ def session_end(data: dict[str, Any], ctx: dict[str, Any], h: str, deadline: flo
     try:
         wire.call(h, "session_end", params, deadline)
     except wire.OwnerUnavailable:
+        damage = store_damage(h)
+        if damage is not None:  # no owner can open this store: the hand-off cannot wait for one
+            say(error_line(damage, "the hand-off was not written"))
+            return
         defer(data)
         say("no owner was running; the hand-off is written in the background once one has started")
 
@@ -219,8 +293,7 @@ def run(argv: list[str], started: float) -> int:
             if delivered and (delivered.get("keys") or delivered.get("last_file") or delivered.get("reset")):
                 owner.call("context_commit", {"ctx": ctx, **delivered})  # the agent has it: count it as given
     except wire.OwnerUnavailable:
-        start_owner(h)
-        say("no owner was running; starting one in the background, nothing injected this time")
+        say(owner_down(h))
         return 0
     except wire.OwnerSlow:
         say(f"the owner did not answer within {cfg['timeout']:g} s; nothing injected")
@@ -251,7 +324,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         pass
     except Exception as exc:  # noqa: BLE001 - a hook must never block or break the agent
-        say(f"hook failed, nothing injected: {type(exc).__name__}: {exc}")
+        from mnemo.hooks import wire
+
+        if isinstance(exc, wire.OwnerError):  # e.g. the owner runs on a store found damaged: say it and the fix
+            say(error_line(exc.error))
+        else:
+            say(f"hook failed, nothing injected: {type(exc).__name__}: {exc}")
     return 0
 
 
