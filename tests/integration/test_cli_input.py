@@ -169,3 +169,38 @@ def test_a_queued_promotion_says_team_not_project(mnemo, home):
     mid = as_json(mnemo("remember", "deploy windows are Tuesday and Thursday", "--json"))["memory"]["id"]
     out = mnemo("promote", mid, "--to", "team").out
     assert f"queued {mid} → team" in out and "unreachable" in out, out
+
+
+def test_review_update_on_a_vanished_symbol_says_it_and_history_keeps_it(mnemo, home, git_repo):
+    """Item 12: `review resolve N update` on an anchor whose symbol vanished dropped the anchor silently, and
+    `history` showed neither that nor forget and restore."""
+    from mnemo.core.identity import detect_context
+
+    (git_repo / "pay.py").write_text("class Pay:\n    def charge(self, amount):\n        return amount\n")
+    mid = as_json(mnemo("remember", "charge must be idempotent: retries reuse the key", "--json"))["memory"]["id"]
+    mnemo("anchor", mid, "--file", "pay.py", "--symbol", "charge")
+    (git_repo / "pay.py").write_text("class Pay:\n    def bill(self, amount):\n        return amount\n")
+    svc = DaemonService(home, autostart=False)  # what the editor sends on save: the file's symbols now
+    try:
+        checked = svc.check_anchors(detect_context(git_repo).to_dict(), "pay.py", [{"name": "Pay.bill",
+                                                                                 "hash": "1" * 64}])
+    finally:
+        svc.close()
+    assert checked["flagged"], checked
+    [item] = [it for it in as_json(mnemo("review", "--json"))["items"] if it["kind"] == "stale_anchor"]
+    out = mnemo("review", "resolve", str(item["id"]), "update").out
+    assert "dropped the anchor pay.py › Pay.charge" in out and "no longer in the file" in out, out
+    assert as_json(mnemo("history", mid, "--json"))["events"][0]["event"] == "anchor dropped"
+    human = mnemo("history", mid).out
+    assert "anchor dropped (pay.py › Pay.charge: the symbol is no longer in the file" in human, human
+
+    mnemo("forget", mid, "--reason", "the charge flow was rewritten")
+    hist = as_json(mnemo("history", mid, "--json"))
+    assert hist["forgotten"] is True and hist["events"][-1]["event"] == "forgotten"
+    assert hist["events"][-1]["detail"] == "the charge flow was rewritten"
+    assert "forgotten (`mnemo restore` brings it back)" in mnemo("history", mid).out
+    mnemo("restore", mid)
+    hist = as_json(mnemo("history", mid, "--json"))
+    assert hist["forgotten"] is False
+    assert [e["event"] for e in hist["events"]] == ["anchor dropped", "forgotten", "restored"]
+    assert "restored (from its tombstone)" in mnemo("history", mid).out

@@ -105,9 +105,18 @@ class MemoryVersion(TypedDict):
     current: NotRequired[bool]
 
 
+class MemoryEvent(TypedDict):
+    at: float
+    by: str
+    event: str  # anchor dropped | forgotten | restored
+    detail: NotRequired[str]
+
+
 class MemoryHistory(TypedDict):
     id: str
     versions: list[MemoryVersion]  # oldest first, the current one last
+    events: list[MemoryEvent]  # what happened to it besides its text: an anchor dropped, forgotten, restored
+    forgotten: bool  # the memory is forgotten (its history read from the tombstone, until the retention passes)
 
 
 class RecallResult(TypedDict):
@@ -398,6 +407,8 @@ class ReviewResolution(TypedDict):
     changed: NotRequired[list[str]]
     merge: NotRequired[BranchMergeReport]  # branch_merge items answered `merge`
     trusted: NotRequired[int]  # snapshot_merge items: memories now trusted
+    dropped_anchors: NotRequired[list[str]]  # stale_anchor answered `update`: anchors whose symbol vanished
+    message: NotRequired[str]  # what the answer did that is not obvious from it (an anchor dropped)
 
 
 class BranchDelete(TypedDict):

@@ -120,11 +120,15 @@ def cmd_history(args, service) -> int:
         emit_json(res)
         return 0
     c = console()
-    say((res["id"], "bold"), f"  {len(res['versions'])} version(s)", c=c)
+    say((res["id"], "bold"), f"  {len(res['versions'])} version(s)",
+        ("  forgotten (`mnemo restore` brings it back)", "yellow") if res.get("forgotten") else "", c=c)
     for v in res["versions"]:
         head = f"v{v['version']}" + (" (current)" if v.get("current") else "")
         say((head, "bold"), f"  {when(v['written_at'])} by ", (v["written_by"], "cyan"), ": ", v["why"], c=c)
         say((f"   {v['type']} · {v['kind']} · importance {v['importance']:g} · tags "
              f"{', '.join(v['tags']) or '-'}", "dim"), c=c)
         c.print(line("   ", v["text"]), soft_wrap=True)
+    for e in res.get("events") or []:
+        say(("event", "bold"), f"  {when(e['at'])} by ", (e["by"], "cyan"), ": ", (e["event"], "yellow"),
+            f" ({e['detail']})" if e.get("detail") else "", c=c)
     return 0

@@ -3,13 +3,14 @@ the store's statistics."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
 from mnemo.core import safety
 from mnemo.core.errors import InvalidInput, NotFound
 from mnemo.core.filters import Filter, matches
-from mnemo.core.models import Context, Memory, check_read_scope, check_status, check_type
+from mnemo.core.models import Context, Memory, check_read_scope, check_status, check_type, with_event
 from mnemo.core.search import memory_visible
 from mnemo.core.team.ops import deprecate_team, promote_to_team
 
@@ -85,9 +86,12 @@ def forget(engine: Engine, ctx: Context, mem_id: str, reason: str | None = None)
     """Deleted, with a tombstone (a snapshot merge never brings it back) that keeps the memory for `restore` until
     the forget retention (`forget_retention_days`) has passed."""
     m = get(engine, ctx, mem_id)
+    now = time.time()
+    detail, _found = safety.redact_secrets(reason) if reason else (None, [])
+    kept = dataclasses.replace(m, provenance=with_event(m.provenance, "forgotten", ctx.user, detail, now))
     with engine.store.write() as c:
-        engine.store.forget_memory(c, m, reason, time.time())
-        engine.store.keep_forgotten(c, m)
+        engine.store.forget_memory(c, m, reason, now)
+        engine.store.keep_forgotten(c, kept)  # `history` and `restore` read it
     engine.changed()
     return {"status": "forgotten", "id": m.id, "tombstone": True, "restorable": True}
 
