@@ -71,6 +71,19 @@ def deprecate(engine: Engine, ctx: Context, mem_id: str, reason: str | None = No
             "message": deprecated_message(m)}
 
 
+def store_bytes(home, db) -> dict[str, Any]:
+    """The store's size on disk: the database file, its write-ahead log (committed writes not yet checkpointed
+    into the file: megabytes of them right after a burst of writes) and their total."""
+    def size(path) -> int:
+        try:
+            return path.stat().st_size
+        except OSError:
+            return 0
+
+    main, wal = size(db), size(db.with_name(db.name + "-wal"))
+    return {"home": str(home), "db_bytes": main, "wal_bytes": wal, "total_bytes": main + wal}
+
+
 def deprecated_message(m: Memory) -> str:
     """Where the deprecation took effect, and the team copy it did not touch (a promote to the team shares a copy:
     deprecating the local memory leaves that copy in everyone's recall)."""
@@ -135,5 +148,5 @@ def stats(engine: Engine, ctx: Context) -> dict[str, Any]:
         "tags": engine.store.tag_counts(ctx.project_id),
         "index": index_info,
         "model_id": loaded.model_id if loaded is not None else None,
-        "store": {"home": str(engine.home), "db_bytes": db.stat().st_size if db.exists() else 0},
+        "store": store_bytes(engine.home, db),
     }
