@@ -219,3 +219,19 @@ def test_stats_counts_the_write_ahead_log(mnemo, home, tmp_path):
     assert store["total_bytes"] == store["db_bytes"] + store["wal_bytes"]
     human = mnemo("stats").out
     assert "wal_bytes" in human and "total_bytes" in human
+
+
+def test_a_filtered_recall_shows_every_match_unless_a_floor_is_asked(mnemo):
+    """Item 14: a filtered recall asks for what matches the filter: every match, ranked, with its confidence (the
+    store-wide floor hid the README's own example note at 0.11); a floor the call gives still applies."""
+    mid = as_json(mnemo("remember", "payments API requires idempotency keys on every POST", "--kind", "decision",
+                        "--tag", "payments", "--json"))["memory"]["id"]
+    mnemo("remember", "the nightly export writes CSV files to the finance bucket", "--kind", "lesson")
+    res = as_json(mnemo("recall", "zebra migration patterns", "--kind", "decision", "--tag", "payments", "--json"))
+    assert [c["item_id"] for c in res["cards"]] == [mid] and res["min_confidence"] == 0, res
+    assert res["cards"][0]["confidence"] < 0.15, res  # shown although under the default floor, with its confidence
+    res = as_json(mnemo("recall", "zebra migration patterns", "--kind", "decision", "--min-confidence", "0.9",
+                        "--json"))
+    assert res["cards"] == [] and res["hidden_low_confidence"] == 1, res
+    res = as_json(mnemo("recall", "zebra migration patterns", "--json"))  # no filter: the floor as before
+    assert res["min_confidence"] == 0.15

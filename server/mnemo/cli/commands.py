@@ -52,7 +52,8 @@ def _register_read_write(sub: argparse._SubParsersAction, common) -> None:
     p.add_argument("--no-docs", action="store_true", help="memories only, no Markdown blocks")
     p.add_argument("--cold", action="store_true", help="search the cold tier (archive) too")
     p.add_argument("--min-confidence", type=float, default=None, metavar="C",
-                   help="hide hits below this confidence, 0..1 (default 0.15 or MNEMO_MIN_CONFIDENCE; 0 shows all)")
+                   help="hide hits below this confidence, 0..1 (default 0.15 or MNEMO_MIN_CONFIDENCE; with a filter "
+                        "such as --kind or --tag: 0, every match shown with its confidence; 0 shows all)")
     add_filter_args(p, listing=False)
     common(p)
     p.set_defaults(func=cmd_recall)
