@@ -235,3 +235,26 @@ def test_a_filtered_recall_shows_every_match_unless_a_floor_is_asked(mnemo):
     assert res["cards"] == [] and res["hidden_low_confidence"] == 1, res
     res = as_json(mnemo("recall", "zebra migration patterns", "--json"))  # no filter: the floor as before
     assert res["min_confidence"] == 0.15
+
+
+def test_the_owner_refuses_text_that_is_not_unicode_from_any_client(mnemo, home, git_repo):
+    """Item 6, every surface: a lone surrogate reaching the owner (from a client that let bytes that were not UTF-8
+    through: an editor, a script on the socket) ended in "remember failed: 'utf-8' codec can't encode ... see
+    daemon.log" with a traceback. The owner now refuses it naming the argument; its log stays clean."""
+    from mnemo.core.errors import InvalidInput
+    from mnemo.core.identity import detect_context
+
+    mnemo("daemon", "start")
+    ctx = detect_context(git_repo).to_dict()
+    svc = DaemonService(home, autostart=False)  # the owner's socket client, which the CLI, LSP and MCP use
+    try:
+        with pytest.raises(InvalidInput) as exc:
+            svc.remember(ctx, "a \udcff\udcfe")
+        assert "`text` is not valid Unicode (it holds a lone surrogate, \\udcff" in exc.value.message
+        with pytest.raises(InvalidInput) as exc:
+            svc.remember(ctx, "fine text", tags=["ok", "bad \udce9"])
+        assert "`tags[1]` is not valid Unicode" in exc.value.message
+        assert svc.list_memories(ctx)["total"] == 0
+    finally:
+        svc.close()
+    no_traceback(home)

@@ -41,22 +41,6 @@ def _request_id(obj: Any) -> str | int | None:
     return rid if isinstance(rid, str | int) and not isinstance(rid, bool) else None
 
 
-def _lone_surrogate(obj: Any, path: str = "") -> tuple[str, str] | None:
-    """(where, the character) of the first lone UTF-16 surrogate in a parsed message, or None. `json` joins a valid
-    pair into one character, so any surrogate left is half of a pair: not Unicode, refused by the SDK's parser."""
-    if isinstance(obj, str):
-        bad = next((ch for ch in obj if 0xD800 <= ord(ch) <= 0xDFFF), None)
-        return (path or "the message", bad) if bad else None
-    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
-    for key, value in items:
-        where = f"{path}.{key}" if path and isinstance(key, str) else f"{path}[{key}]" if path else str(key)
-        found = _lone_surrogate(key, f"a name in {path or 'the message'}") if isinstance(key, str) else None
-        found = found or _lone_surrogate(value, where)
-        if found:
-            return found
-    return None
-
-
 def _error(rid: Any, code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
 
@@ -73,8 +57,10 @@ def protocol_error(line: str) -> dict[str, Any] | None:
     except (ValueError, RecursionError) as exc:  # RecursionError: a nesting bomb ([[[[...) must not kill us
         return _error(None, -32700, f"Parse error: {exc}")
     rid = _request_id(obj)
+    from mnemo.core.text import lone_surrogate
+
     try:
-        lone = _lone_surrogate(obj)
+        lone = lone_surrogate(obj)
     except RecursionError:
         lone = None
     if lone is not None:
