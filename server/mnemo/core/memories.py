@@ -14,8 +14,6 @@ from mnemo.core.models import Context, Memory, check_read_scope, check_status, c
 from mnemo.core.search import memory_visible
 from mnemo.core.team.ops import deprecate_team, promote_to_team
 
-MAX_LIST = 5000  # rows one `list_memories` call returns at most (the sidebar pages with offset)
-
 if TYPE_CHECKING:
     from mnemo.core.engine import Engine
 
@@ -120,9 +118,9 @@ def list_memories(engine: Engine, ctx: Context, *, scope: str = "hybrid", branch
         check_type(type)
     if status is not None:
         check_status(status)
-    if not 1 <= int(limit) <= MAX_LIST or int(offset) < 0:  # -1 used to drop the last row, 0 to list nothing
+    if int(limit) < 1 or int(offset) < 0:  # -1 used to drop the last row, 0 to list nothing
         raise InvalidInput(f"limit {limit} is out of range" if int(offset) >= 0 else f"offset {offset} is negative",
-                           hint=f"use a limit of 1..{MAX_LIST} and an offset of 0 or more")
+                           hint="use a limit of 1 or more and an offset of 0 or more")
     scopes = {"hybrid": ("project", "global"), "project": ("project",), "global": ("global",),
               "team": ("team",)}[scope]
     rows = engine.store.listed(ctx.project_id, scopes, type=type, kind=kind, status=status, branch=branch)
