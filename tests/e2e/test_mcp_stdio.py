@@ -308,3 +308,53 @@ def test_the_context_tool_gives_the_hooks_block(workspace, server_env):
             assert "give a file, a request, or both" in await call_error(s, "context")
 
     anyio.run(scenario)
+
+
+def test_a_lone_surrogate_or_bad_utf8_gets_an_answer(workspace, server_env):
+    """Issue 21 item 5: `{"text": "x \\udcff"}` (a lone surrogate, accepted by Python's json, refused by the SDK's
+    parser) got no answer at all and the client hung; bytes that are not UTF-8 were turned into U+FFFD and stored.
+    Raw JSON-RPC bytes over a real `mnemo mcp`: each gets an error naming what was wrong, with the request's id,
+    nothing is stored, and the server keeps serving."""
+    env = {**os.environ, **server_env}
+    proc = subprocess.Popen([sys.executable, "-m", "mnemo", "mcp"], cwd=workspace, env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+    def send(line: bytes) -> None:
+        proc.stdin.write(line + b"\n")
+        proc.stdin.flush()
+
+    def receive() -> dict:
+        ready, _, _ = select.select([proc.stdout], [], [], 30)
+        assert ready, "no answer: the client would hang"
+        return json.loads(proc.stdout.readline())
+
+    def remember(rid: int, text: bytes) -> bytes:
+        return (b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"remember","arguments":'
+                b'{"text":"%s"}}}' % (rid, text))
+
+    try:
+        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+                        ).encode())
+        assert receive()["result"]["serverInfo"]["name"] == "mnemo"
+        send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        send(remember(2, rb"x \udcff"))
+        reply = receive()
+        assert reply["id"] == 2 and reply["error"]["code"] == -32700, reply
+        assert "`params.arguments.text` holds a lone surrogate (\\udcff)" in reply["error"]["message"]
+        assert "nothing was done" in reply["error"]["message"]
+        send(remember(3, b"a \xff\xfe b"))
+        reply = receive()
+        assert reply["id"] == 3 and "not valid UTF-8 (byte 0xff" in reply["error"]["message"], reply
+        send(remember(4, rb"a pair \ud83d\ude00 is fine"))
+        reply = receive()
+        assert reply["id"] == 4 and "remembered" in reply["result"]["content"][0]["text"], reply
+        send(b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"list_memories","arguments":{}}}')
+        listed = receive()["result"]["content"][0]["text"]
+        assert "a pair \U0001f600 is fine" in listed, listed
+        assert "\ufffd" not in listed, listed
+        assert listed.count("mem-") == 1, listed
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=20)
+    assert proc.returncode == 0

@@ -105,9 +105,18 @@ class MemoryVersion(TypedDict):
     current: NotRequired[bool]
 
 
+class MemoryEvent(TypedDict):
+    at: float
+    by: str
+    event: str  # anchor dropped | forgotten | restored
+    detail: NotRequired[str]
+
+
 class MemoryHistory(TypedDict):
     id: str
     versions: list[MemoryVersion]  # oldest first, the current one last
+    events: list[MemoryEvent]  # what happened to it besides its text: an anchor dropped, forgotten, restored
+    forgotten: bool  # the memory is forgotten (its history read from the tombstone, until the retention passes)
 
 
 class RecallResult(TypedDict):
@@ -160,7 +169,7 @@ class Stats(TypedDict):
     tags: dict[str, int]  # tag -> how many memories of this project (and global) carry it
     index: dict[str, Any]  # ready, indexed_seq, store_seq, rebuilds, last_error
     model_id: str | None
-    store: dict[str, Any]  # home, db_bytes
+    store: dict[str, Any]  # home, db_bytes (the file), wal_bytes (its write-ahead log), total_bytes
     tiers: dict[str, dict[str, Any]]  # hot | warm | cold -> count, meaning, top
 
 
@@ -327,6 +336,11 @@ class MarkdownRemoved(TypedDict):
     file: str
 
 
+class MarkdownUnreadable(TypedDict):
+    file: str
+    reason: str  # "not UTF-8 text (byte 0xff at offset 12); nothing was read from it"
+
+
 class MarkdownImport(TypedDict):
     """markdown_import: what reading the files back did (or, `dry_run`, would do); `removed` memories are here and
     in no file: reported, never deleted."""
@@ -340,6 +354,7 @@ class MarkdownImport(TypedDict):
     created: list[MarkdownNew]
     skipped: list[MarkdownSkip]
     removed: list[MarkdownRemoved]
+    unreadable: list[MarkdownUnreadable]  # files of the folder that are not UTF-8 text: nothing read from them
 
 
 class PublishedFile(TypedDict):
@@ -420,6 +435,8 @@ class ReviewResolution(TypedDict):
     changed: NotRequired[list[str]]
     merge: NotRequired[BranchMergeReport]  # branch_merge items answered `merge`
     trusted: NotRequired[int]  # snapshot_merge items: memories now trusted
+    dropped_anchors: NotRequired[list[str]]  # stale_anchor answered `update`: anchors whose symbol vanished
+    message: NotRequired[str]  # what the answer did that is not obvious from it (an anchor dropped)
 
 
 class BranchDelete(TypedDict):

@@ -58,8 +58,52 @@ def _lsp_main(argv: list[str]) -> int:
     return int(args.func(args, None) or 0)
 
 
+# Arguments that name files: a path may hold any bytes the file system allows. Every other text argument reaches the
+# store, where it must be Unicode.
+PATH_ARGS = frozenset({"dir", "dirs", "file", "root", "path", "home", "project_root", "settings", "vsix", "ca_cert",
+                       "tls_cert", "tls_key", "token_file"})
+
+
+def undecodable_argument(args: argparse.Namespace, argv: list[str]) -> MnemoError | None:
+    """The error for a text argument that is not valid UTF-8 (Python keeps its bytes as lone surrogates, which
+    no store, socket or JSON encoder takes), naming the option and the byte; None when every text is valid."""
+    from mnemo.core.errors import InvalidInput
+
+    for name, value in vars(args).items():
+        if name in PATH_ARGS or name == "func":
+            continue
+        for text in value if isinstance(value, list) else [value]:
+            if not isinstance(text, str):
+                continue
+            bad = next((i for i, ch in enumerate(text) if 0xDC80 <= ord(ch) <= 0xDCFF), None)
+            if bad is not None:
+                shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+                opt = "--" + name.replace("_", "-")
+                label = opt if any(a.split("=", 1)[0] in (opt, opt.rstrip("s")) for a in argv) else f"the {name} argument"
+                return InvalidInput(f"{label} is not valid UTF-8 (byte 0x{ord(text[bad]) - 0xDC00:02x} in "
+                                    f"'{shown[:60]}'); nothing was done",
+                                    hint="pass the text in UTF-8 (check the terminal's or the file's encoding)")
+    return None
+
+
 def main(argv: list[str] | None = None, service=None) -> int:
-    """Run one command. `service`: use this Service instead of opening one (tests; it is not closed here)."""
+    """Run one command. `service`: use this Service instead of opening one (tests; it is not closed here). Output
+    cut short by the reader (`mnemo list --json | head -1`) ends the command quietly, like any Unix tool."""
+    try:
+        return _main(argv, service)
+    except BrokenPipeError:
+        import os
+
+        try:  # the interpreter flushes stdout once more at exit: point it at nothing, so that flush is quiet too
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+        return 141  # 128 + SIGPIPE: what a shell reports for a command whose reader went away
+
+
+def _main(argv: list[str] | None, service) -> int:
     if argv is None:
         argv = sys.argv[1:]
     if argv[:1] == ["lsp"]:
@@ -74,6 +118,12 @@ def main(argv: list[str] | None = None, service=None) -> int:
         parser.print_help()
         return 0
     as_json = getattr(args, "json", False)
+    bad = undecodable_argument(args, argv)
+    if bad is not None:
+        from mnemo.cli.output import print_error
+
+        print_error(bad, as_json)
+        return 2
     own = service is None
     try:
         if own and getattr(args, "needs_service", True):

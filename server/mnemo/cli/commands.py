@@ -9,7 +9,7 @@ from typing import Any
 
 from mnemo.cli import quickstart
 from mnemo.cli.context import make_context
-from mnemo.cli.edit_cmd import add_filter_args, filter_kwargs
+from mnemo.cli.edit_cmd import add_filter_args, add_tag_args, filter_kwargs, text_or_stdin
 from mnemo.cli.output import (
     console,
     emit_json,
@@ -33,10 +33,10 @@ def register(sub: argparse._SubParsersAction, common) -> None:
 
 def _register_read_write(sub: argparse._SubParsersAction, common) -> None:
     p = sub.add_parser("remember", help="store a memory in this project")
-    p.add_argument("text")
+    p.add_argument("text", help="the note (- reads it from standard input)")
     p.add_argument("--type", default="project", help=f"one of {', '.join(MEMORY_TYPES)} (default project)")
     p.add_argument("--kind", default="fact", help=f"free-form; usually one of {', '.join(DEFAULT_KINDS)}")
-    p.add_argument("--tag", action="append", dest="tags", default=[], help="a tag (repeatable)")
+    add_tag_args(p, "its tags", default=[])
     p.add_argument("--importance", type=float, default=0.5, help="0..1 (default 0.5)")
     p.add_argument("--scope", default="project", help="always project; global/team are reached by promote")
     p.add_argument("--source", default="user", choices=["user", "agent"], help="who writes it (default user)")
@@ -52,7 +52,8 @@ def _register_read_write(sub: argparse._SubParsersAction, common) -> None:
     p.add_argument("--no-docs", action="store_true", help="memories only, no Markdown blocks")
     p.add_argument("--cold", action="store_true", help="search the cold tier (archive) too")
     p.add_argument("--min-confidence", type=float, default=None, metavar="C",
-                   help="hide hits below this confidence, 0..1 (default 0.15 or MNEMO_MIN_CONFIDENCE; 0 shows all)")
+                   help="hide hits below this confidence, 0..1 (default 0.15 or MNEMO_MIN_CONFIDENCE; with a filter "
+                        "such as --kind or --tag: 0, every match shown with its confidence; 0 shows all)")
     add_filter_args(p, listing=False)
     common(p)
     p.set_defaults(func=cmd_recall)
@@ -129,7 +130,7 @@ def _ctx(args):
 
 
 def cmd_remember(args, service) -> int:
-    res = service.remember(_ctx(args), args.text, type=args.type, kind=args.kind, tags=args.tags,
+    res = service.remember(_ctx(args), text_or_stdin(args.text), type=args.type, kind=args.kind, tags=args.tags,
                            importance=args.importance, scope=args.scope, source=args.source)
     if args.json:
         emit_json(res)
@@ -185,17 +186,26 @@ def cmd_hydrate(args, service) -> int:
     return 0
 
 
-def _print_status(args, res: dict[str, Any]) -> int:
+def _print_status(args, res: dict[str, Any], moved: bool = False) -> int:
+    """`promoted ID → team`, `deprecated ID (project scope)`: the scope the change took effect in
+    (`res["scope"]`), never the local memory's when the note went to the team; the result's message after it."""
     if args.json:
         emit_json(res)
         return 0
     m = res.get("memory") or {}
-    say((res["status"], "green"), f" {m.get('id') or res.get('id')}" + (f" → {m['scope']}" if m.get("scope") else ""))
+    scope = res.get("scope") or m.get("scope")
+    where = ""
+    if scope:
+        where = f" → {scope}" if moved else f" ({scope} scope)"
+    style = "green" if res["status"] not in ("queued",) else "yellow"
+    say((res["status"], style), f" {m.get('id') or res.get('id')}{where}")
+    if res.get("message"):
+        say((str(res["message"]), "dim"))
     return 0
 
 
 def cmd_promote(args, service) -> int:
-    return _print_status(args, service.promote(_ctx(args), args.memory_id, args.to))
+    return _print_status(args, service.promote(_ctx(args), args.memory_id, args.to), moved=True)
 
 
 def cmd_deprecate(args, service) -> int:

@@ -101,6 +101,12 @@ def _abs(path: str) -> str:
     return str(Path(path).expanduser().resolve())
 
 
+def _print_resolved(r: dict[str, Any]) -> None:
+    say(("resolved", "green"), f" #{r['id']} ({r['kind']}): {r['resolution']}")
+    if r.get("message"):
+        say((str(r["message"]), "yellow"))
+
+
 def _done(args, res: dict[str, Any], human) -> int:
     if args.json:
         emit_json(res)
@@ -279,7 +285,7 @@ def cmd_review(args, service) -> int:
             raise InvalidInput("review resolve needs an id and a resolution",
                                hint="e.g. `mnemo review resolve 3 supersede` (see `mnemo review` for ids)")
         res = service.review_resolve(ctx, args.review_id, args.resolution)
-        return _done(args, res, lambda r: say(("resolved", "green"), f" #{r['id']} ({r['kind']}): {r['resolution']}"))
+        return _done(args, res, _print_resolved)
     res = service.review_list(ctx, kind=args.kind, include_resolved=args.include_resolved)
 
     def human(r):

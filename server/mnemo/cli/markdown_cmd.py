@@ -59,6 +59,8 @@ def _print_import(res: dict[str, Any]) -> None:
         say(("  skip ", "yellow"), f"{s.get('id') or ''} at {s.get('where') or '?'}: {s['reason']}")
     for r in res["removed"]:
         say(("  not in the files ", "yellow"), f"{r['id']} ({r['file']}): {r['title']}")
+    for u in res.get("unreadable") or []:
+        say(("  unreadable ", "yellow"), f"{u['file']}: {u['reason']}")
     if res.get("ignored"):
         say((f"  left alone (not Mnemo memories files): {', '.join(res['ignored'])}", "dim"))
     if res["removed"]:

@@ -4,7 +4,10 @@ The client (the session-end hook) reads its agent's transcript and sends a summa
 edited, the commands that failed, the last reply. This module turns it into one short note of kind `handoff`
 (type project: on this branch), which `recent_context` and the next session's start show first. Secrets in the
 summary (a token in a failed command line) are redacted, never refused: a hand-off must not be lost to them.
-Hand-offs are a log of what happened, not a claim, so they land active whatever the write policy.
+Hand-offs are a log of what happened, not a claim, so they land active whatever the write policy and are never
+weighed against other notes as a conflict (a flagged one, instruction-like text from the transcript, still waits in
+Review like any agent note). A newer hand-off of the same session (its end fired again, e.g. with another reason)
+replaces the older one: the older is superseded by it and stays in history.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from mnemo.core.errors import InvalidInput
 from mnemo.core.safety import redact_secrets
 from mnemo.core.text import strip_controls
-from mnemo.core.write import remember
+from mnemo.core.write import confirm, draft, find_duplicate, land
 
 if TYPE_CHECKING:
     from mnemo.core.engine import Engine
@@ -76,17 +79,52 @@ def compose(summary: dict[str, Any], client: str | None = None, branch: str | No
     return text if len(text) <= MAX_NOTE_CHARS else text[: MAX_NOTE_CHARS - 1] + "…"
 
 
+def earlier_handoffs(engine: Engine, ctx: Context, session: str | None) -> list:
+    """This project's active hand-offs written by the same session (its end can fire more than once)."""
+    if not session:
+        return []
+    return [m for m in engine.store.listed(ctx.project_id, ("project",), kind="handoff", status="active")
+            if not m.superseded_by and not m.deprecated
+            and ((m.provenance or {}).get("handoff") or {}).get("session") == session]
+
+
 def write_handoff(engine: Engine, ctx: Context, summary: dict[str, Any], *, session: str | None = None,
                   client: str | None = None) -> dict[str, Any]:
-    """Store the note (nothing when the session did nothing worth handing off)."""
+    """Store the note (nothing when the session did nothing worth handing off); it replaces the same session's
+    earlier hand-off."""
     text = compose(summary, client, ctx.branch)
     if not text:
         return {"status": "empty", "memory": None, "message": "nothing to hand off"}
     text, _found = redact_secrets(text)
-    prov = {"handoff": {"client": client, "session": (session or "")[:200] or None, "at": time.time(),
+    session = (session or "")[:200] or None
+    prov = {"handoff": {"client": client, "session": session, "at": time.time(),
                         "transcript": _short(summary.get("transcript") or "", 300) or None}}
-    return remember(engine, ctx, text, type="project", kind="handoff", tags=["handoff", "auto"], importance=0.4,
-                    source="agent", status="active", provenance=prov)
+    mem, suspicious = draft(ctx, text, type="project", kind="handoff", tags=["handoff", "auto"], importance=0.4,
+                            source="agent", status="active", provenance=prov)
+    if suspicious:  # instruction-like text from the transcript: waits in Review like any flagged agent note
+        res = land(engine, ctx, mem, suspicious, "review")
+        engine.changed()
+        return res
+    store, now = engine.store, time.time()
+    same = find_duplicate(engine, ctx, mem.content_hash, mem.branch)
+    if same is not None:  # the very same hand-off again
+        with store.write() as c:
+            confirm(c, store, same.id, mem.importance, now)
+        return {"status": "confirmed", "memory": store.get_memory(same.id).to_dict(),
+                "message": "the same hand-off is already stored", "conflicts": []}
+    older = earlier_handoffs(engine, ctx, session)
+    vec = engine.embed([mem.text])[0]
+    with store.write() as c:
+        store.insert_memory(c, mem, vec, engine.model_id)
+        for old in older:
+            store.update_memory(c, old.id, reindex=True, superseded_by=mem.id, updated_at=now)
+    engine.changed()
+    message = "hand-off written"
+    if older:
+        message += (f"; it replaces {', '.join(o.id for o in older)} (this session's earlier hand-off, kept in "
+                    "history)")
+    return {"status": "created", "memory": store.get_memory(mem.id).to_dict(), "message": message,
+            "conflicts": [], "replaced": [o.id for o in older]}
 
 
-__all__ = ["compose", "write_handoff"]
+__all__ = ["compose", "earlier_handoffs", "write_handoff"]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from mnemo.core import config, memories
 from mnemo.core.errors import InvalidInput, NotFound
 from mnemo.core.memories import get
-from mnemo.core.models import BRANCH_INDEPENDENT_TYPES, Context, Memory
+from mnemo.core.models import BRANCH_INDEPENDENT_TYPES, Context, Memory, with_event
 from mnemo.core.neighbours import relate
 from mnemo.core.policy import check_on_conflict
 from mnemo.core.store import partition_for
@@ -164,13 +164,30 @@ def _result(engine: Engine, mem_id: str, new: Memory, found, on_conflict: str, v
 def history(engine: Engine, ctx: Context, mem_id: str) -> dict[str, Any]:
     """Every version of a memory, oldest first, the current one last: its text and fields, who wrote it, when and
     why (`created` for the first)."""
-    m = get(engine, ctx, mem_id)
+    forgotten = False
+    try:
+        m = get(engine, ctx, mem_id)
+    except NotFound:
+        m = _from_tombstone(engine, ctx, mem_id)  # forgotten: its history is kept until the retention passes
+        if m is None:
+            raise
+        forgotten = True
     earlier = engine.store.versions(m.id)
     current = _version_row(m, len(earlier) + 1, 0.0)
     current.pop("replaced_at")
     versions = [{k: v for k, v in row.items() if k != "memory_id"} for row in earlier]
     versions.append({**{k: v for k, v in current.items() if k != "memory_id"}, "current": True})
-    return {"id": m.id, "versions": versions}
+    events = [e for e in (m.provenance or {}).get("events") or [] if isinstance(e, dict)]
+    return {"id": m.id, "versions": versions, "events": events, "forgotten": forgotten}
+
+
+def _from_tombstone(engine: Engine, ctx: Context, mem_id: str) -> Memory | None:
+    tomb = engine.store.forgotten(mem_id) if isinstance(mem_id, str) else None
+    if tomb is None or tomb["memory"] is None or (tomb["scope"] == "project"
+                                                  and tomb["project_id"] != ctx.project_id):
+        return None
+    names = {f.name for f in dataclasses.fields(Memory)}
+    return Memory(**{k: v for k, v in tomb["memory"].items() if k in names})
 
 
 # -- undo a forget ---------------------------------------------------------------------------------------------
@@ -215,6 +232,7 @@ def unforget(engine: Engine, ctx: Context, mem_id: str) -> dict[str, Any]:
                            hint="raise `mnemo config set forget_retention_days N` to keep forgotten text longer")
     names = {f.name for f in dataclasses.fields(Memory)}
     m = Memory(**{k: v for k, v in tomb["memory"].items() if k in names})
+    m = dataclasses.replace(m, provenance=with_event(m.provenance, "restored", ctx.user, "from its tombstone"))
     vec = engine.embed([m.text])[0]
     with engine.store.write() as c:
         engine.store.insert_memory(c, m, vec, engine.model_id)

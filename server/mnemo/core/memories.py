@@ -3,13 +3,14 @@ the store's statistics."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
 from mnemo.core import safety
 from mnemo.core.errors import InvalidInput, NotFound
 from mnemo.core.filters import Filter, matches
-from mnemo.core.models import Context, Memory, check_read_scope, check_status, check_type
+from mnemo.core.models import Context, Memory, check_read_scope, check_status, check_type, with_event
 from mnemo.core.search import memory_visible
 from mnemo.core.team.ops import deprecate_team, promote_to_team
 
@@ -52,7 +53,7 @@ def promote(engine: Engine, ctx: Context, mem_id: str, to: str = "global") -> di
     with engine.store.write() as c:
         engine.store.move_to_scope(c, m, to, prov, time.time())
     engine.changed()
-    return {"status": "promoted", "memory": engine.store.get_memory(m.id).to_dict()}
+    return {"status": "promoted", "scope": to, "memory": engine.store.get_memory(m.id).to_dict()}
 
 
 def deprecate(engine: Engine, ctx: Context, mem_id: str, reason: str | None = None) -> dict[str, Any]:
@@ -64,16 +65,44 @@ def deprecate(engine: Engine, ctx: Context, mem_id: str, reason: str | None = No
         engine.store.update_memory(c, m.id, deprecated=True, deprecated_reason=reason or "deprecated",
                                    updated_at=time.time())
     engine.changed()
-    return {"status": "deprecated", "memory": engine.store.get_memory(m.id).to_dict()}
+    return {"status": "deprecated", "scope": m.scope, "memory": engine.store.get_memory(m.id).to_dict(),
+            "message": deprecated_message(m)}
+
+
+def store_bytes(home, db) -> dict[str, Any]:
+    """The store's size on disk: the database file, its write-ahead log (committed writes not yet checkpointed
+    into the file: megabytes of them right after a burst of writes) and their total."""
+    def size(path) -> int:
+        try:
+            return path.stat().st_size
+        except OSError:
+            return 0
+
+    main, wal = size(db), size(db.with_name(db.name + "-wal"))
+    return {"home": str(home), "db_bytes": main, "wal_bytes": wal, "total_bytes": main + wal}
+
+
+def deprecated_message(m: Memory) -> str:
+    """Where the deprecation took effect, and the team copy it did not touch (a promote to the team shares a copy:
+    deprecating the local memory leaves that copy in everyone's recall)."""
+    text = f"deprecated in the {m.scope} scope (kept in history, out of recall)"
+    shared = (m.provenance or {}).get("promoted_to_team") or {}
+    if shared.get("record_id"):
+        text += (f"; its team copy {shared['record_id']} is still shared: `mnemo deprecate {shared['record_id']}` "
+                 "takes it out of the team's recall")
+    return text
 
 
 def forget(engine: Engine, ctx: Context, mem_id: str, reason: str | None = None) -> dict[str, Any]:
     """Deleted, with a tombstone (a snapshot merge never brings it back) that keeps the memory for `restore` until
     the forget retention (`forget_retention_days`) has passed."""
     m = get(engine, ctx, mem_id)
+    now = time.time()
+    detail, _found = safety.redact_secrets(reason) if reason else (None, [])
+    kept = dataclasses.replace(m, provenance=with_event(m.provenance, "forgotten", ctx.user, detail, now))
     with engine.store.write() as c:
-        engine.store.forget_memory(c, m, reason, time.time())
-        engine.store.keep_forgotten(c, m)
+        engine.store.forget_memory(c, m, reason, now)
+        engine.store.keep_forgotten(c, kept)  # `history` and `restore` read it
     engine.changed()
     return {"status": "forgotten", "id": m.id, "tombstone": True, "restorable": True}
 
@@ -89,6 +118,9 @@ def list_memories(engine: Engine, ctx: Context, *, scope: str = "hybrid", branch
         check_type(type)
     if status is not None:
         check_status(status)
+    if int(limit) < 1 or int(offset) < 0:  # -1 used to drop the last row, 0 to list nothing
+        raise InvalidInput(f"limit {limit} is out of range" if int(offset) >= 0 else f"offset {offset} is negative",
+                           hint="use a limit of 1 or more and an offset of 0 or more")
     scopes = {"hybrid": ("project", "global"), "project": ("project",), "global": ("global",),
               "team": ("team",)}[scope]
     rows = engine.store.listed(ctx.project_id, scopes, type=type, kind=kind, status=status, branch=branch)
@@ -114,5 +146,5 @@ def stats(engine: Engine, ctx: Context) -> dict[str, Any]:
         "tags": engine.store.tag_counts(ctx.project_id),
         "index": index_info,
         "model_id": loaded.model_id if loaded is not None else None,
-        "store": {"home": str(engine.home), "db_bytes": db.stat().st_size if db.exists() else 0},
+        "store": store_bytes(engine.home, db),
     }

@@ -23,6 +23,23 @@ TRUST = ("trusted", "untrusted")
 STATUSES = ("active", "pending", "rejected")
 
 
+MAX_EVENTS = 50  # the events a memory's provenance keeps (the newest)
+
+
+def with_event(provenance: dict | None, event: str, by: str | None, detail: str | None = None,
+               at: float | None = None) -> dict:
+    """The provenance with one more entry in its `events`: what `history` lists besides the versions of the text
+    (an anchor dropped in Review, forgotten, restored), with when, who and why."""
+    import time
+
+    entry = {"at": time.time() if at is None else at, "by": by or "unknown", "event": event}
+    if detail:
+        entry["detail"] = str(detail)[:500]
+    prov = dict(provenance or {})
+    prov["events"] = [*(prov.get("events") or []), entry][-MAX_EVENTS:]
+    return prov
+
+
 def check_type(value: str) -> str:
     if value not in MEMORY_TYPES:
         raise InvalidInput(f"unknown memory type {value!r}", hint=f"use one of: {', '.join(MEMORY_TYPES)}")

@@ -58,9 +58,9 @@ def ranked(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", l
            min_confidence: float | None = None, qvec=None, filters: Filter | None = None) -> dict[str, Any]:
     """`recall` without the checks of its arguments (hydration asks with a stored note's text and vector)."""
     t0 = time.perf_counter()
-    min_confidence = check_min_confidence(min_confidence)
     parts = scope_parts(ctx, scope)
     filters = dataclasses.replace(filters or Filter(), types=tuple(types or ()))
+    min_confidence = floor_for(min_confidence, filters)
     # a filter drops candidates after the search: a larger pool keeps `limit` hits within reach
     pool = max(50, limit * 10) if filters.is_empty() else max(200, limit * 40)
     warnings: list[str] = []
@@ -90,6 +90,15 @@ def ranked(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", l
     return {"query": query, "scope": scope, "cards": cards, "warnings": warnings,
             "took_ms": round((time.perf_counter() - t0) * 1000, 2),
             "min_confidence": min_confidence, "hidden_low_confidence": hidden}
+
+
+def floor_for(min_confidence: Any, filters: Filter) -> float:
+    """The minimum confidence of this recall: the call's own, else 0 when it filters (a filtered recall asks for
+    what matches the filter, ranked by meaning, each with its confidence: the README's `recall "retries" --kind
+    decision --tag payments` must find the payments decision at 0.11), else the store-wide floor."""
+    if min_confidence is None and not filters.is_empty():
+        return 0.0
+    return check_min_confidence(min_confidence)
 
 
 def _candidates(engine: Engine, parts: list[str], query: str, qvec, pool: int,

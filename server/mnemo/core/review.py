@@ -6,6 +6,7 @@ sharing."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sqlite3
 import time
@@ -13,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from mnemo.core.cards import summarize
 from mnemo.core.errors import InvalidInput, NotFound
-from mnemo.core.lifecycle.anchors import reanchor, refresh_stale_flag
-from mnemo.core.models import Context, Memory
+from mnemo.core.lifecycle.anchors import anchor_key, reanchor, refresh_stale_flag
+from mnemo.core.models import Context, Memory, with_event
 from mnemo.core.search import branch_visible
 from mnemo.core.sharing.branches import branch_merge
 
@@ -167,8 +168,11 @@ def review_resolve(engine: Engine, ctx: Context, review_id: int | str, resolutio
     now = time.time()
     changed: list[str] = []
     extra = {}
+    resolver = _RESOLVERS[kind]
+    if kind == "stale_anchor":  # what it drops is recorded with who answered
+        resolver = functools.partial(_stale_anchor, by=ctx.user)
     with store.write() as c:
-        _RESOLVERS[kind](c, store, row, resolution, now, changed, extra)
+        resolver(c, store, row, resolution, now, changed, extra)
     engine.changed()
     return {"id": rid, "kind": kind, "resolution": resolution, "changed": [i for i in changed if i], **extra}
 
@@ -210,13 +214,25 @@ def _pending(c, store: Store, row, resolution: str, now: float, changed: list, e
     store.resolve_reviews(c, [row["id"]], resolution, now)
 
 
-def _stale_anchor(c, store: Store, row, resolution: str, now: float, changed: list, extra: dict) -> None:
+def _stale_anchor(c, store: Store, row, resolution: str, now: float, changed: list, extra: dict,
+                  by: str | None = None) -> None:
     mid = row["item_id"]
     m = store.get_memory(mid)
     if m is not None:
         if resolution == "update":
-            store.update_memory(c, mid, anchors=reanchor(m.anchors, json.loads(row["payload"] or "{}")),
-                                updated_at=now)
+            anchors = reanchor(m.anchors, json.loads(row["payload"] or "{}"))
+            dropped = dropped_anchors(m.anchors, anchors)
+            prov = m.provenance
+            for a in dropped:  # the symbol vanished: the anchor goes; said in the answer and kept in `history`
+                prov = with_event(prov, "anchor dropped", by, f"{a['where']}: the symbol is no longer in the file "
+                                                              f"(review #{row['id']})", now)
+            store.update_memory(c, mid, anchors=anchors, updated_at=now,
+                                **({"provenance": prov} if dropped else {}))
+            if dropped:
+                extra["dropped_anchors"] = [a["where"] for a in dropped]
+                extra["message"] = (f"dropped the anchor {', '.join(a['where'] for a in dropped)} of {mid}: the "
+                                    "symbol is no longer in the file; the note stays, unanchored (`mnemo anchor "
+                                    f"{mid} --file F --symbol S` ties it to the code again)")
         elif resolution == "deprecate":
             store.update_memory(c, mid, reindex=True, deprecated=True,
                                 deprecated_reason="anchored code changed or vanished", updated_at=now)
@@ -224,6 +240,12 @@ def _stale_anchor(c, store: Store, row, resolution: str, now: float, changed: li
     store.resolve_reviews(c, [row["id"]], resolution, now)
     if m is not None:
         refresh_stale_flag(c, store, mid)
+
+
+def dropped_anchors(before: list[dict], after: list[dict]) -> list[dict[str, str]]:
+    """The anchors `update` removed (their symbol vanished), each with where it pointed ("path › symbol")."""
+    kept = {anchor_key(a) for a in after}
+    return [{"where": " › ".join(str(x) for x in anchor_key(a) if x)} for a in before if anchor_key(a) not in kept]
 
 
 def _snapshot_merge(c, store: Store, row, resolution: str, now: float, changed: list, extra: dict) -> None:

@@ -141,3 +141,20 @@ def visible(text: object, keep: str = "\n\t") -> str:
 def strip_controls(text: object, keep: str = "\n\t") -> str:
     """`text` without control characters (those of `visible`), for text handed to a model."""
     return _CONTROL_RE.sub(lambda m: m.group(0) if m.group(0) in keep else "", str(text).replace("\r\n", "\n"))
+
+
+def lone_surrogate(obj: object, path: str = "") -> tuple[str, str] | None:
+    """(where, the character) of the first lone UTF-16 surrogate in a decoded JSON value (a key or a string at any
+    depth), or None. A lone surrogate is half of a pair: not Unicode, so no store, socket or encoder takes it; it
+    comes from `\\udcff` in JSON or from bytes that are not UTF-8 (Python's surrogateescape)."""
+    if isinstance(obj, str):
+        bad = next((ch for ch in obj if 0xD800 <= ord(ch) <= 0xDFFF), None)
+        return (path or "the value", bad) if bad else None
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list | tuple) else ()
+    for key, value in items:
+        where = f"{path}.{key}" if path and isinstance(key, str) else f"{path}[{key}]" if path else str(key)
+        found = lone_surrogate(key, f"a name in {path or 'the message'}") if isinstance(key, str) else None
+        found = found or lone_surrogate(value, where)
+        if found:
+            return found
+    return None

@@ -31,6 +31,22 @@ MAX_LINE = 32 * 1024 * 1024
 UNGUARDED = frozenset({"doctor", "health"})  # answered even when the store is damaged
 
 
+def unicode_problem(params: dict[str, Any]) -> None:
+    """Refuse a request holding text that is not Unicode (a lone surrogate: from bytes that were not UTF-8, or a
+    `\\udcff` escape) naming the argument, before anything runs; it used to reach the store and end in "remember
+    failed: 'utf-8' codec can't encode ..." with a traceback in the log, whatever the client."""
+    from mnemo.core.text import lone_surrogate
+
+    try:
+        found = lone_surrogate(params)
+    except RecursionError:
+        return  # too deep to walk: the call's own checks refuse it
+    if found is not None:
+        where, ch = found
+        raise InvalidInput(f"`{where}` is not valid Unicode (it holds a lone surrogate, \\u{ord(ch):04x}: bytes "
+                           "that were not UTF-8); nothing was done", hint="send the text as UTF-8")
+
+
 class _Handler(socketserver.StreamRequestHandler):
     server: OwnerServer
 
@@ -99,6 +115,7 @@ class _Handler(socketserver.StreamRequestHandler):
             damaged = self.server.store_problem() if method not in UNGUARDED else None
             if damaged is not None:  # a damaged store answers every request with what to run, at once
                 raise damaged
+            unicode_problem(params)
             wants_progress = params.pop("_progress", False)
             params = call_arguments(method, (), params, wire=True)  # InvalidInput naming what it takes
             if wants_progress:

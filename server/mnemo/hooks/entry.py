@@ -13,9 +13,10 @@ skill engine), and waits for its answer up to `MNEMO_HOOK_START_WAIT` (default 4
 started; 0: do not wait) — well inside the 10 s timeout `mnemo hooks install` gives Claude Code for each hook (past
 its timeout Claude Code cancels a hook and goes on without it). An owner process that exits at start (a store it
 cannot open) ends the wait at once; an owner that accepts and never answers costs the normal deadline. An owner
-that answers the handshake saying it is still warming up (it has just started) gets the same longer bound. It imports
-the standard library, the owner-socket client and the workspace identity only (start-up is most of a hook's
-latency).
+that answers the handshake saying it is still warming up (it has just started) gets the same longer bound. When no
+owner can run (a damaged store, a home that is not a directory) its one line says why and what to do (`mnemo doctor
+--repair`). It imports the standard library, the owner-socket client and the workspace identity only (start-up is
+most of a hook's latency).
 
 Settings (this process's environment; they travel with the request): `MNEMO_CONTEXT_BUDGET` (tokens, default
 2000), `MNEMO_LEARN_CORRECTIONS` (off | confirm | auto, default confirm), `MNEMO_HOOK_TIMEOUT` (seconds),
@@ -173,19 +174,23 @@ def emit(event: str, markdown: str) -> None:
 
 def start_owner(h: str, root: str | None = None) -> Any:
     """Start an owner in the background when none holds the store, warming `root`'s first context as it starts.
-    Returns its process, True when another process holds the store already (an owner starting), None on failure."""
+    Returns its process, True when another process holds the store already (an owner starting), or a str: the one
+    line saying why no owner can start here (a home that is not a directory, ...)."""
     try:
         from pathlib import Path
 
         from mnemo.daemon.client import owner_lock_free, spawn_owner
 
+        if os.path.exists(h) and not os.path.isdir(h):
+            return (f"cannot start the Mnemo owner: MNEMO_HOME={h} is a file, not a directory; nothing injected. "
+                    "What to do: point MNEMO_HOME at a directory (`mnemo doctor` checks it)")
         Path(h).mkdir(parents=True, exist_ok=True)
         if owner_lock_free(Path(h)):
             return spawn_owner(Path(h), warm=root)
         return True
-    except Exception as exc:  # noqa: BLE001 - best effort; the line on stderr says nothing was injected
-        say(f"could not start the owner: {exc}")
-        return None
+    except Exception as exc:  # noqa: BLE001 - said in the one line, never raised into the agent
+        return (f"cannot start the Mnemo owner in {h}: {exc}; nothing injected. What to do: set MNEMO_HOME to a "
+                "directory this user can write (`mnemo doctor` checks it)")
 
 
 def ask(h: str, deadline: float, event: str, params: dict[str, Any], ctx: dict[str, Any],
@@ -219,8 +224,68 @@ def ask_starting(h: str, deadline: float, event: str, params: dict[str, Any], ct
             if time.monotonic() + START_POLL >= deadline:
                 raise
             if code == 3 or proc is True:  # the store was held (an owner stopping, or another one starting)
-                proc = start_owner(h, ctx.get("root")) or proc  # started again once the lock is free
+                again = start_owner(h, ctx.get("root"))  # started again once the lock is free
+                if isinstance(again, str):
+                    raise
+                proc = again or proc
             time.sleep(START_POLL)
+
+
+# -- why no owner answers: one true line, naming the fix ---------------------------------------------------------
+REPAIR = "run `mnemo doctor --repair` (it keeps the damaged file aside and salvages every readable note)"
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def error_line(error: dict[str, Any], what: str = "nothing injected") -> str:
+    """An error the owner answered or wrote (its `type`/`code`, `message`, `hint`) as the hook's one line."""
+    message = str(error.get("message") or "the owner failed").split("; nothing can be")[0]
+    if error.get("code") == "store_corrupt" or error.get("type") == "StoreCorrupt":
+        return f"{message}; {what}. What to do: {REPAIR}"
+    hint = error.get("hint")
+    return f"{message}; {what}" + (f". What to do: {hint}" if hint else "")
+
+
+def last_failure(h: str) -> dict[str, Any] | None:
+    """The error the last owner that could not start wrote (owner-failed.json; an owner that starts removes it),
+    unless the store file changed after it (a repair): then it no longer says anything."""
+    try:
+        with open(os.path.join(h, "owner-failed.json"), encoding="utf-8") as f:
+            failed = json.load(f)
+        error = failed.get("error") if isinstance(failed, dict) else None
+        db = os.path.join(h, "mnemo.db")
+        if isinstance(error, dict) and not (os.path.exists(db) and os.path.getmtime(db) > float(failed["at"]) + 1):
+            return error
+    except (OSError, ValueError, TypeError, KeyError):
+        pass
+    return None
+
+
+def store_damage(h: str) -> dict[str, Any] | None:
+    """The store's damage when it is known without an owner: the last owner's start failure said so, or the
+    database file's header is not SQLite's. None when nothing says the store is damaged."""
+    db = os.path.join(h, "mnemo.db")
+    error = last_failure(h)
+    if error is not None and (error.get("code") == "store_corrupt" or error.get("type") == "StoreCorrupt"):
+        return error
+    try:
+        with open(db, "rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError:
+        return None
+    if head and head != SQLITE_HEADER:
+        return {"code": "store_corrupt", "message": f"the store at {db} is damaged (the file is not an SQLite "
+                                                    "database)"}
+    return None
+
+
+def owner_down(h: str, what: str = "nothing injected this time") -> str:
+    """The one line for an event that found no owner and started one without waiting for it (its caller checked
+    `store_damage` and started it): why the last owner could not start, if it could not, or the start itself."""
+    failed = last_failure(h)  # another reason the last owner could not start: said, and tried again
+    if failed is not None:
+        return error_line({**failed, "message": f"the last Mnemo owner could not start: {failed.get('message')}"},
+                          f"{what} (starting another)")
+    return f"no owner was running; starting one in the background, {what}"
 
 
 def session_end(data: dict[str, Any], ctx: dict[str, Any], h: str, deadline: float, deferred: bool) -> None:
@@ -247,6 +312,10 @@ def session_end(data: dict[str, Any], ctx: dict[str, Any], h: str, deadline: flo
     try:
         wire.call(h, "session_end", params, deadline)
     except wire.OwnerUnavailable:
+        damage = store_damage(h)
+        if damage is not None:  # no owner can open this store: the hand-off cannot wait for one
+            say(error_line(damage, "the hand-off was not written"))
+            return
         defer(data)
         say("no owner was running; the hand-off is written in the background once one has started")
 
@@ -286,16 +355,27 @@ def run(argv: list[str], started: float) -> int:
     try:
         res = ask(h, deadline, event, params, ctx, started + max(cfg["start_wait"], cfg["timeout"]))
     except wire.OwnerUnavailable:
+        damage = store_damage(h)
+        if damage is not None:  # no owner can open it: say so and name the fix, start none
+            say(error_line(damage, "nothing injected this time"))
+            return 0
         proc = start_owner(h, ctx.get("root"))
         wait = cfg["start_wait"]
+        if isinstance(proc, str):
+            say(proc)
+            return 0
         if proc is None or wait <= 0:
-            say("no owner was running; starting one in the background, nothing injected this time")
+            say(owner_down(h))
             return 0
         try:  # a cold start: the owner warms this project's first context as it starts
             res = ask_starting(h, started + max(wait, cfg["timeout"]), event, params, ctx, proc)
         except wire.OwnerUnavailable:
-            say(f"no owner was running and the one started did not answer within {wait:g} s (see `mnemo doctor`); "
-                "nothing injected this time")
+            failed = last_failure(h)  # the owner started here could not open the store: say why and the fix
+            if failed is not None:
+                say(error_line(failed, "nothing injected this time"))
+            else:
+                say(f"no owner was running and the one started did not answer within {wait:g} s (see `mnemo "
+                    "doctor`); nothing injected this time")
             return 0
         except wire.OwnerSlow:
             say(f"no owner was running; the one started did not answer within {wait:g} s; nothing injected")
@@ -329,7 +409,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         pass
     except Exception as exc:  # noqa: BLE001 - a hook must never block or break the agent
-        say(f"hook failed, nothing injected: {type(exc).__name__}: {exc}")
+        from mnemo.hooks import wire
+
+        if isinstance(exc, wire.OwnerError):  # e.g. the owner runs on a store found damaged: say it and the fix
+            say(error_line(exc.error))
+        else:
+            say(f"hook failed, nothing injected: {type(exc).__name__}: {exc}")
     return 0
 
 

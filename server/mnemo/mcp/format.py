@@ -227,8 +227,8 @@ def format_status(res: dict[str, Any], verb: str) -> str:
     mid = m.get("id") or res.get("id")
     msg = res.get("message") or res.get("status")
     line = f"{verb}: {mid} · {msg}"
-    if m.get("scope"):
-        line += f" · scope {m['scope']}"
+    if res.get("scope") or m.get("scope"):  # where the change took effect: "team" for a note sent to the team
+        line += f" · scope {res.get('scope') or m['scope']}"
     for c in res.get("conflicts") or []:
         line += (f"\n{c.get('relation') or 'conflict'} with {c.get('id')} (scope {c.get('scope')}, similarity "
                  f"{c.get('similarity') or 0:.2f}, resolution {c.get('resolution') or 'review'}):\n"

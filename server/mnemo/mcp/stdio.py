@@ -36,24 +36,49 @@ class _WireWriter:
             self.raw.flush()
 
 
+def _request_id(obj: Any) -> str | int | None:
+    rid = obj.get("id") if isinstance(obj, dict) else None
+    return rid if isinstance(rid, str | int) and not isinstance(rid, bool) else None
+
+
+def _error(rid: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
+
+
 def protocol_error(line: str) -> dict[str, Any] | None:
     """The JSON-RPC error reply for a line that is not a valid message (the SDK drops such lines silently, which
-    leaves a client waiting forever); None for a valid message."""
+    leaves a client waiting forever); None for a valid message. A line the SDK's own parser would refuse (a lone
+    surrogate such as `\\udcff`, which Python's json accepts) is answered here too, with the request's id when it
+    has one, so the client waiting for that id gets its answer."""
     import mcp_types
 
     try:
         obj = json.loads(line)
     except (ValueError, RecursionError) as exc:  # RecursionError: a nesting bomb ([[[[...) must not kill us
-        return {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": f"Parse error: {exc}"}}
+        return _error(None, -32700, f"Parse error: {exc}")
+    rid = _request_id(obj)
+    from mnemo.core.text import lone_surrogate
+
+    try:
+        lone = lone_surrogate(obj)
+    except RecursionError:
+        lone = None
+    if lone is not None:
+        where, ch = lone
+        return _error(rid, -32700, f"Parse error: `{where}` holds a lone surrogate (\\u{ord(ch):04x}), half of a "
+                                   "UTF-16 pair, which is not valid Unicode; nothing was done. Send the text as "
+                                   "valid UTF-8 (or a complete \\ud8xx\\udcxx pair)")
     try:
         mcp_types.jsonrpc_message_adapter.validate_python(obj, by_name=False)
-        return None
     except Exception:  # noqa: BLE001 - any validation failure is an invalid request
-        rid = obj.get("id") if isinstance(obj, dict) else None
-        if not isinstance(rid, str | int) or isinstance(rid, bool):
-            rid = None
         what = "a JSON object" if not isinstance(obj, dict) else "a JSON-RPC 2.0 request, notification or response"
-        return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32600, "message": f"Invalid Request: expected {what}"}}
+        return _error(rid, -32600, f"Invalid Request: expected {what}")
+    try:  # what the SDK runs on the line: anything it would drop is answered instead
+        mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except Exception as exc:  # noqa: BLE001
+        first = (getattr(exc, "errors", lambda: [{}])() or [{}])[0]
+        return _error(rid, -32700, f"Parse error: {first.get('msg') or exc}")
+    return None
 
 
 class _GuardedStdin:
@@ -78,7 +103,18 @@ class _GuardedStdin:
                     "code": -32600, "message": f"Invalid Request: a message larger than {self.max_line:,} bytes "
                                                "(raise MNEMO_MCP_MAX_MESSAGE_BYTES to allow it)"}})
                 continue
-            line = data.decode("utf-8", errors="replace")
+            try:
+                line = data.decode("utf-8")
+            except UnicodeDecodeError as exc:  # answered, never turned into U+FFFD and stored as if sent
+                rid = None
+                try:
+                    rid = _request_id(json.loads(data.decode("utf-8", errors="replace")))
+                except (ValueError, RecursionError):
+                    pass
+                self.out.reply(_error(rid, -32700, f"Parse error: the message is not valid UTF-8 (byte "
+                                                   f"0x{data[exc.start]:02x} at offset {exc.start}); nothing was "
+                                                   "done. Send the message as UTF-8"))
+                continue
             if not line.strip():
                 continue
             err = protocol_error(line)

@@ -97,7 +97,8 @@ def _memory_tools(server: MCPServer, backend, workspace) -> None:
         include_docs: Annotated[bool, Field(description="also search the repository's Markdown docs")] = True,
         min_confidence: Annotated[float | None, Field(
             ge=0, le=1, description="hide hits below this confidence (default 0.15, the store's "
-                                    "MNEMO_MIN_CONFIDENCE; 0 shows every hit)")] = None,
+                                    "MNEMO_MIN_CONFIDENCE; with a filter below: 0, every match with its "
+                                    "confidence; 0 shows every hit)")] = None,
         types: Annotated[list[Literal["project", "reference", "user", "feedback"]] | None,
                          Field(description="only memories of these types")] = None,
         kind: Annotated[str | None, Field(description="only this kind (decision, lesson, ...)")] = None,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from mnemo.core.cards import summarize
 from mnemo.core.memories import get
-from mnemo.core.models import Context, Memory
+from mnemo.core.models import Context, Memory, with_event
 from mnemo.core.policy import parse_now, settings
 from mnemo.core.search import memory_visible
 
@@ -146,7 +146,8 @@ def restore(engine: Engine, ctx: Context, memory_id: str) -> dict[str, Any]:
         base = store.base_importance(m.id)
         base = settings().restore_importance if base is None else base
         store.update_memory(c, m.id, reindex=True, tier="warm", last_accessed=now,
-                            importance=max(m.importance, float(base)))  # as it was before it decayed
+                            importance=max(m.importance, float(base)),  # as it was before it decayed
+                            provenance=with_event(m.provenance, "restored", ctx.user, "from the archive", now))
         store.clear_decay(c, m.id)
     engine.changed()
     return {"status": "restored", "memory": store.get_memory(m.id).to_dict(), "message": "back in recall"}

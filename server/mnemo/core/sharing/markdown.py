@@ -80,8 +80,25 @@ def export_markdown(engine: Engine, ctx: Context, path: str, scopes: list[str] |
 
 
 # -- import ------------------------------------------------------------------------------------------------------
-def read_files(path: str) -> list[tuple[str, str, str, list[dict[str, Any]]]]:
-    """(file name, scope, type, entries) of `path` (a file, or the `*.md` files of a directory), all checked."""
+def _read_text(f: Path, unreadable: list[dict[str, str]] | None) -> str | None:
+    """The file's text; a file that is not UTF-8 text (a binary file named .md) is refused with the byte and its
+    offset: alone it stops the import, in a folder it is listed in `unreadable` and the other files still go in."""
+    data = f.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        reason = (f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); nothing was read from it")
+    if unreadable is None:
+        raise InvalidInput(f"{f.name} is {reason}", hint="import a Markdown file saved as UTF-8 (as `mnemo export "
+                                                         "--format md` writes them)")
+    unreadable.append({"file": f.name, "reason": reason})
+    return None
+
+
+def read_files(path: str, unreadable: list[dict[str, str]] | None = None,
+               ) -> list[tuple[str, str, str, list[dict[str, Any]]]]:
+    """(file name, scope, type, entries) of `path` (a file, or the `*.md` files of a directory), all checked. A
+    folder's file that is not UTF-8 text goes to `unreadable` (when given) instead of stopping the import."""
     p = Path(os.path.expanduser(str(path)))
     if p.is_dir():
         files = sorted(f for f in p.glob("*.md") if f.is_file())
@@ -96,7 +113,9 @@ def read_files(path: str) -> list[tuple[str, str, str, list[dict[str, Any]]]]:
                            hint="import the files of one export (one per scope and type)")
     out, seen = [], {}
     for f in files:
-        text = f.read_text(encoding="utf-8")
+        text = _read_text(f, unreadable if p.is_dir() else None)
+        if text is None:
+            continue
         if p.is_dir() and not memory_md.is_memories_file(text, f.name):
             out.append((f.name, "", "", None))  # another Markdown file in the folder (a README): left alone
             continue
@@ -112,7 +131,9 @@ def read_files(path: str) -> list[tuple[str, str, str, list[dict[str, Any]]]]:
                 seen[e["id"]] = f"{f.name}:{e['line']}"
         out.append((f.name, scope, type_, entries))
     if all(entries is None for _, _, _, entries in out):
-        raise InvalidInput(f"no Mnemo memories files in {path}",
+        also = f" ({len(unreadable)} file(s) not UTF-8 text: {', '.join(u['file'] for u in unreadable)})" \
+            if unreadable else ""
+        raise InvalidInput(f"no Mnemo memories files in {path}{also}",
                            hint="export some with `mnemo export --format md DIR`")
     return out
 
@@ -212,7 +233,8 @@ def _restore(engine: Engine, ctx: Context, mems: list[Memory], report: dict[str,
 
 def import_markdown(engine: Engine, ctx: Context, path: str, dry_run: bool = False) -> dict[str, Any]:
     """Read exported (and perhaps edited) Markdown back; see the module's docstring. `dry_run`: plan only."""
-    read = read_files(path)
+    unreadable: list[dict[str, str]] = []
+    read = read_files(path, unreadable)
     files = [f for f in read if f[3] is not None]
     plan = plan_import(engine, ctx, files)
     names = {f"{n}:{e['line']}": n for n, _, _, entries in files for e in entries}
@@ -226,7 +248,7 @@ def import_markdown(engine: Engine, ctx: Context, path: str, dry_run: bool = Fal
         "edited": [{"id": mid, "where": w, "fields": sorted(ch)} for w, mid, ch, _, _ in plan["edit"]],
         "restored": [] if not dry_run else [e["id"] for _, _, _, e in plan["restore"]],
         "created": [] if not dry_run else [{"where": w} for w, _, _, _ in plan["new"]],
-        "skipped": list(plan["skipped"]), "removed": plan["removed"]}
+        "skipped": list(plan["skipped"]), "removed": plan["removed"], "unreadable": unreadable}
     if dry_run:
         return report
     for entry, (_where, mid, changes, _type, _e) in zip(report["edited"], plan["edit"], strict=True):

@@ -64,10 +64,10 @@ def promote_to_team(engine: Engine, ctx: Context, m: Memory) -> dict[str, Any]:
         sent = team.drain(only=[rid])
     mem = engine.store.get_memory(m.id).to_dict()
     if rid in sent:
-        return {"status": "promoted", "memory": mem, "team": {"record_id": rid, "status": "shared",
+        return {"status": "promoted", "scope": "team", "memory": mem, "team": {"record_id": rid, "status": "shared",
                                                                "namespace": team.settings.namespace},
                 "message": f"shared with the team ({team.settings.namespace}) as {rid}"}
-    return {"status": "queued", "memory": mem,
+    return {"status": "queued", "scope": "team", "memory": mem,
             "team": {"record_id": rid, "status": "queued", "namespace": team.settings.namespace,
                      "retry_in_s": round(team.breaker.retry_in(), 1), "error": team.breaker.last_error},
             "message": "the team server is unreachable: the promotion is queued and will be sent when it answers"}
