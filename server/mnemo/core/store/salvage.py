@@ -469,5 +469,88 @@ def _orphans(pages: Pages, known: set[int], out: Salvage, skip: frozenset[str]) 
             out.count("orphan_rows")
 
 
-__all__ = ["BadCell", "Pages", "Row", "Salvage", "TableDef", "decode_record", "fits", "read_wal", "salvage",
-           "table_def"]
+# -- carving ------------------------------------------------------------------------------------------------------
+def carve_page(data: bytes, start: int, end: int, t: TableDef) -> list[list[Any]]:
+    """Records of table `t` found at any byte offset of a page whose structure is lost (its header overwritten, a
+    free page, an old WAL frame): a record is kept only when its header and body account for every byte exactly
+    and its values fit the table's shape, so random bytes do not pass for a row."""
+    ncols = len(t.columns)
+    found, o = [], start
+    while o < end - 2:
+        rec = _record_at(data, o, end, ncols)
+        if rec is not None and fits(t, rec[0]):
+            found.append(rec[0])
+            o = rec[1]
+            continue
+        o += 1
+    return found
+
+
+def _record_at(data: bytes, o: int, end: int, ncols: int) -> tuple[list[Any], int] | None:
+    try:
+        hlen, i = varint(data, o)
+        if hlen < ncols + 1 or hlen > 9 * ncols + 2 or o + hlen > end:
+            return None
+        types, body = [], 0
+        while i < o + hlen:
+            t, i = varint(data, i)
+            if t in (10, 11):
+                return None
+            types.append(t)
+            body += _INT_SIZES.get(t, 8 if t == 7 else (0 if t < 12 else (t - 12) // 2))
+        if len(types) != ncols or i != o + hlen or o + hlen + body > end:
+            return None
+        return decode_record(bytes(data[o:o + hlen + body])), o + hlen + body
+    except (BadCell, IndexError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def wal_frames(path: Path, page_size: int) -> list[bytes]:
+    """Every frame a WAL file holds, committed or not, current or left over from an earlier generation of the log
+    (their pages can hold rows the database file no longer has). No checksum is required: what is carved from
+    them is checked record by record."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return []
+    if len(data) < 32 or _u32(data, 0) not in (0x377F0682, 0x377F0683):
+        return []
+    ps = _u32(data, 8) or page_size
+    if ps < 512 or ps > 65536 or ps & (ps - 1):
+        ps = page_size
+    return [data[off + 24:off + 24 + ps] for off in range(32, len(data) - 24 - ps + 1, 24 + ps)]
+
+
+def carve(db: Path, table: str, t: TableDef, extra_pages: list[bytes] | None = None) -> list[tuple[str, list[Any]]]:
+    """(where, values) of every record shaped like a row of `t` on the pages of `db` that are not intact b-tree
+    pages (their header is damaged or they are free), on every frame of its WAL, and on `extra_pages`."""
+    db = Path(db)
+    out: list[tuple[str, list[Any]]] = []
+    pages = Pages(db)
+    try:
+        free = freelist(pages, Salvage())
+        for n in range(1, pages.count + 1):
+            try:
+                data, hdr, kind = _page_kind(pages, n)
+            except (BadCell, IndexError):
+                continue
+            if n not in free and kind in (TABLE_LEAF, TABLE_INTERIOR, INDEX_LEAF, INDEX_INTERIOR):
+                try:  # an intact page is read by the b-tree walk; only the cells of one that fails are carved
+                    _cell_offsets(data, hdr, kind in (TABLE_INTERIOR, INDEX_INTERIOR), pages.usable)
+                    continue
+                except BadCell:
+                    pass
+            where = "a free page" if n in free else "a damaged page"
+            out.extend((where, v) for v in carve_page(data, 0, pages.usable, t))
+        frames = wal_frames(db.with_name(db.name + "-wal"), pages.size)
+    finally:
+        pages.close()
+    for data in frames:
+        out.extend(("the write-ahead log", v) for v in carve_page(data, 0, len(data), t))
+    for data in extra_pages or []:
+        out.extend(("a damaged page", v) for v in carve_page(data, 0, len(data), t))
+    return out
+
+
+__all__ = ["BadCell", "Pages", "Row", "Salvage", "TableDef", "carve", "carve_page", "decode_record", "fits",
+           "read_wal", "salvage", "table_def", "wal_frames"]
