@@ -438,6 +438,18 @@ def _json_dict(v: Any) -> dict:
     return out if isinstance(out, dict) else {}
 
 
+def _remember_lost(plain: dict[str, list[dict[str, Any]]], lost: list[str]) -> None:
+    """The ids no copy holds, kept in meta: a Markdown import may restore them with their ids."""
+    rows = plain.setdefault("meta", [])
+    old = next((r for r in rows if r.get("key") == "repair_lost_memories"), None)
+    before = _json_list(old.get("value")) if old else []
+    merged = sorted({i for i in [*before, *lost] if isinstance(i, str)})
+    if old is not None:
+        old["value"] = json.dumps(merged)
+    elif merged:
+        rows.append({"key": "repair_lost_memories", "value": json.dumps(merged), "_rank": 3, "_rowid": 0})
+
+
 def _add_reviews(plain: dict[str, list[dict[str, Any]]], rows: list[dict[str, Any]]) -> None:
     """The Review items of the salvaged notes, numbered after every review item the store had."""
     existing = plain.setdefault("review", [])
@@ -494,6 +506,9 @@ def repair_store_file(home: Path) -> dict[str, Any]:
     vectors.update({i: (model_id, b) for i, b in zip(missing, blobs, strict=True)})
     plain = _plain_tables(salv, back, s)
     _add_reviews(plain, review_rows)
+    kept = {i for i, (t, _r) in chosen.items() if t == "memories"}
+    lost = lost_report(named, kept, deleted, salv)
+    _remember_lost(plain, [e["id"] for e in lost])
     tmp = home / ".mnemo.db.repair"
     _remove_tmp(tmp)
     last_seq = max((r.get("seq") or 0 for src in (salv, back) for r in src.get("changes", [])), default=0)
@@ -504,8 +519,6 @@ def repair_store_file(home: Path) -> dict[str, Any]:
         return {"restored": False, "skipped_backups": skipped, "salvage": s.stats,
                 "message": f"the rebuilt store failed its check ({state}); nothing was changed",
                 "hint": "report this; the damaged store is unchanged"}
-    kept = {i for i, (t, _r) in chosen.items() if t == "memories"}
-    lost = lost_report(named, kept, deleted, salv)
     aside = home / f"damaged-{datetime.now(UTC).strftime(backup.STAMP)}"
     _fsync(tmp)
     _move_aside(home, aside)
