@@ -174,6 +174,7 @@ class IndexDocsResult(TypedDict):
     skipped: int
     blocks_written: int
     problems: list[dict[str, Any]]
+    secrets: list[dict[str, Any]]  # secrets redacted in the stored blocks: path, line, kind, masked preview
 
 
 class SkillList(TypedDict):

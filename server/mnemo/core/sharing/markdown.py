@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mnemo.core import memory_md
+from mnemo.core import memory_md, safety
 from mnemo.core.edits import edit_memory
 from mnemo.core.errors import InvalidInput, MnemoError
 from mnemo.core.lifecycle.anchors import rel_path
@@ -190,6 +190,11 @@ def _drafted(ctx: Context, where: str, name: str, scope: str, type_: str, e: dic
           else mem.created_at)
     # a project memory whose entry names no branch is on the current one (a global memory has no branch)
     branch = None if mem.branch is None or scope != "project" else e.get("branch", mem.branch)
+    try:  # the metadata line is free text too: the note's secrets policy (`draft` checked text, kind, tags, anchors)
+        branch = safety.screen_field(branch, "branch", "import", mode=ctx.secrets)
+    except MnemoError as exc:
+        exc.message = f"{where}: {exc.message}; nothing was imported"
+        raise
     return dataclasses.replace(mem, id=e["id"], scope=scope, branch=branch, created_at=at)
 
 
