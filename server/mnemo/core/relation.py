@@ -20,9 +20,16 @@ regression over them whose coefficients are stored below (`MODEL`, fit on the tu
   with the signal's tokens masked: does the rest still say the same thing?), the cue kinds, the slot's features,
   how many words were replaced in place with no signal to explain them ("retry webhooks 5 times" / "retry emails 3
   times" changes the number AND the subject: another fact), how many words differ, how many are shared.
+- Exchanged roles: the same things in each other's places, every other word in its place ("Caroline taught
+  Melanie to paint" / "Melanie taught Caroline to paint"; not "X and Y" / "Y and X", a symmetric pair) and a claim
+  about every X next to one about a qualified X ("the checkout service logs in JSON" / "every service logs in
+  JSON") are another fact: both can hold, neither says the other (a confirmation would lose one).
 - A pair without a cue is never a conflict. It is the same claim (a paraphrase, or a refinement that adds detail)
   when its cosine is high, or when one note's content words are (nearly) all in the other and the cosine is
-  moderate; anything else is another fact about something nearby (stored on its own). A pair with a cue the model
+  moderate; anything else is another fact about something nearby (stored on its own). Two or more short spans
+  replaced are a rewording only when none of them holds a name, an identifier or a number and the real model's
+  cosine reaches `two_slot_cosine` ("requires ... request" / "needs ... call"); "the frontend team deploys on
+  Mondays" / "the backend team ... Wednesdays" stays two facts. A pair with a cue the model
   does not call a conflict is never folded into a confirmation either.
 
 The model and the thresholds are fit on the tune split of `bench/data/conflict_pairs.jsonl` (`python
