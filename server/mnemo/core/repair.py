@@ -35,10 +35,10 @@ from typing import Any
 from mnemo.core import backup
 from mnemo.core.embeddings import get_embedder
 from mnemo.core.index import DenseIndex
-from mnemo.core.models import Memory
+from mnemo.core.models import DEFAULT_KINDS, MEMORY_TYPES, Memory
 from mnemo.core.store import salvage as sv
 from mnemo.core.store import schema
-from mnemo.core.store.codec import memory_fts_text, vec_to_blob
+from mnemo.core.store.codec import memory_fts_text, memory_text, vec_to_blob
 from mnemo.core.store.rebuild import ITEMS, read_backup, write_store
 from mnemo.core.text import content_hash
 
@@ -341,10 +341,19 @@ def salvage_notes(db: Path, s: sv.Salvage, salv: dict, chosen: dict[str, tuple[s
         if isinstance(r.get("item_id"), str) and isinstance(r.get("at"), int | float):
             changes[r["item_id"]].append(float(r["at"]))
     kept_rows = [r for t, r in chosen.values() if t == "memories"]
+    # a record whose header the damage destroyed: its id's tail and its text may still stand; the text is taken
+    # only when it matches the content hash the file's index keeps for the id
+    torn_ids = {i: meta[i]["content_hash"] for i in want if i not in fts and not carved.get(i) and
+                isinstance(meta.get(i, {}).get("content_hash"), str)}
+    kinds = tuple(sorted({*DEFAULT_KINDS, *(r.get("kind") for r in kept_rows if isinstance(r.get("kind"), str))}))
+    torn = sv.torn_texts(db, torn_ids, content_hash, MEMORY_TYPES, kinds) if torn_ids else {}
     out: dict[str, dict[str, Any]] = {}
     reviews: list[dict[str, Any]] = []
     for item_id in sorted(want):
-        got = _salvage_one(item_id, carved.get(item_id, []), fts.get(item_id), versions.get(item_id),
+        indexed = fts.get(item_id)
+        if indexed is None and item_id in torn:
+            indexed = _torn_indexed(torn[item_id], meta[item_id])
+        got = _salvage_one(item_id, carved.get(item_id, []), indexed, versions.get(item_id),
                            meta.get(item_id, {}), changes.get(item_id, []), kept_rows, now)
         if got is None:
             continue
@@ -357,12 +366,19 @@ def salvage_notes(db: Path, s: sv.Salvage, salv: dict, chosen: dict[str, tuple[s
     return out, reviews
 
 
+def _torn_indexed(t: dict[str, Any], meta: dict[str, Any]) -> tuple[str, Any, str, dict[str, Any]]:
+    """A torn record's text as the full-text table would hold it (the same split applies), marked as such."""
+    kind = t.get("kind") or "fact"
+    return memory_text(t["text"], t.get("tags") or [], kind), meta.get("part"), "a torn row", t
+
+
 def _salvage_one(item_id: str, carved: list[tuple[str, dict[str, Any]]], indexed: tuple[Any, Any] | None,
                  version: dict[str, Any] | None, meta: dict[str, Any], at: list[float],
                  kept_rows: list[dict[str, Any]], now: float) -> tuple[dict[str, Any], str, list[str]] | None:
     good = [(w, r) for w, r in carved if _quality("memories", {**r, "_rank": 1}) == 2]
     best = max(good, key=lambda wr: (wr[1].get("updated_at") or 0, wr[0] == "a damaged page"), default=None)
-    c0, part = indexed if indexed else (None, None)
+    c0, part = indexed[:2] if indexed else (None, None)
+    torn = indexed[3] if indexed and len(indexed) > 3 else None
     if best is not None and (c0 is None or memory_fts_text(Memory.from_row(best[1])) == c0):
         row = dict(best[1])  # the whole row, its text the indexed one: only its status is held for Review
         where, guessed = best[0], []
@@ -375,6 +391,12 @@ def _salvage_one(item_id: str, carved: list[tuple[str, dict[str, Any]]], indexed
         if split is not None:
             text, kind, tags, guessed = split
             where = "the full-text index"
+            if torn is not None:  # the text (exact by its hash), type and kind read after it, tags when they parsed
+                text, kind, tags = torn["text"], torn.get("kind") or "fact", torn.get("tags") or []
+                guessed = [g for g, ok in (("kind", "kind" in torn), ("tags", "tags" in torn)) if not ok]
+                where = "a torn row (its text matched by the hash the file's index keeps)"
+                if torn.get("type"):
+                    base = {**base, "type": torn["type"]}
         elif version is not None:
             text, kind, tags, guessed = version["text"], version["kind"], vtags or [], ["text: an earlier version"]
             where = "an earlier version (memory_versions)"

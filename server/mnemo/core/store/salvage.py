@@ -23,6 +23,7 @@ from __future__ import annotations
 import mmap
 import sqlite3
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -552,5 +553,77 @@ def carve(db: Path, table: str, t: TableDef, extra_pages: list[bytes] | None = N
     return out
 
 
-__all__ = ["BadCell", "Pages", "Row", "Salvage", "TableDef", "carve", "carve_page", "decode_record", "fits",
+def torn_texts(db: Path, wanted: dict[str, str], digest: Callable[[str], str], types: tuple[str, ...],
+               kinds: tuple[str, ...], tiers: tuple[str, ...] = ("warm", "cold", "hot"),
+               max_text: int = 8192) -> dict[str, dict[str, Any]]:
+    """Notes whose record lost its header (the damage ended inside it) but whose id's tail and text still stand in
+    `db` or its WAL: id -> {text, type?, kind?, tags?}. `wanted` maps each id to the content hash the file's own
+    index keeps for it; a text is taken only when `digest(text)` equals that hash, so nothing is guessed about
+    where it ends. After the text come the type and the kind (read when they are one of `types` / `kinds`), and
+    further on the tier and the tags (a JSON list), read when they parse."""
+    blobs = []
+    for path in (Path(db), Path(db).with_name(Path(db).name + "-wal")):
+        try:
+            blobs.append(path.read_bytes())
+        except OSError:
+            continue
+    out: dict[str, dict[str, Any]] = {}
+    for item_id, want in wanted.items():
+        tail = item_id[-12:].encode()
+        for raw in blobs:
+            pos = raw.find(tail)
+            while pos >= 0 and item_id not in out:
+                start = pos + len(tail)
+                got = _text_at(raw, start, want, digest, max_text, types)
+                if got is not None:
+                    text, end = got
+                    out[item_id] = {"text": text, **_after_text(raw, end, types, kinds, tiers)}
+                pos = raw.find(tail, pos + 1)
+    return out
+
+
+def _text_at(raw: bytes, start: int, want: str, digest: Callable[[str], str], max_text: int,
+             types: tuple[str, ...]) -> tuple[str, int] | None:
+    """The text starting at `start` whose hash is `want`: it ends where a record's next value (the type) begins,
+    so only those ends are tried."""
+    import re
+
+    window = raw[start:start + max_text + 16]
+    for m in re.finditer(b"|".join(re.escape(t.encode()) for t in types), window):
+        try:
+            text = window[:m.start()].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if text and digest(text) == want:
+            return text, start + m.start()
+    return None
+
+
+def _after_text(raw: bytes, pos: int, types: tuple[str, ...], kinds: tuple[str, ...],
+                tiers: tuple[str, ...]) -> dict[str, Any]:
+    import json
+    import re
+
+    out: dict[str, Any] = {}
+    rest = raw[pos:pos + 4096].decode("utf-8", "replace")
+    typ = next((t for t in sorted(types, key=len, reverse=True) if rest.startswith(t)), None)
+    if typ is None:
+        return out
+    out["type"] = typ
+    kind = next((k for k in sorted(kinds, key=len, reverse=True) if rest[len(typ):].startswith(k)), None)
+    if kind is None:
+        return out
+    out["kind"] = kind
+    m = re.search("(?:" + "|".join(map(re.escape, tiers)) + r")(?=\[)", rest[len(typ) + len(kind):])
+    if m is not None:
+        try:
+            tags, _end = json.JSONDecoder().raw_decode(rest[len(typ) + len(kind) + m.end():])
+        except ValueError:
+            return out
+        if isinstance(tags, list) and all(isinstance(t, str) for t in tags):
+            out["tags"] = tags
+    return out
+
+
+__all__ = ["BadCell", "Pages", "Row", "Salvage", "TableDef", "carve", "carve_page", "torn_texts", "decode_record", "fits",
            "read_wal", "salvage", "table_def", "wal_frames"]
