@@ -107,6 +107,20 @@ def build(home: Path, n: int, seed: int = 7, backup_at: float = 0.3) -> Truth:
     return Truth(rows(home / "mnemo.db"), rows(Path(taken["path"])), forgotten, taken["name"])
 
 
+def columns(db: Path, table: str = "memories") -> list[str]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
+    finally:
+        conn.close()
+
+
+def readable_texts(files: list[Path], texts: dict[str, str]) -> set[str]:
+    """Ids whose text (UTF-8, whole) still stands somewhere in these files: what a repair can bring back."""
+    blobs = [f.read_bytes() for f in files if f.exists()]
+    return {i for i, t in texts.items() if any(t.encode() in b for b in blobs)}
+
+
 def damage(db: Path, fraction: float, nbytes: int = 64 * 1024, seed: int = 0) -> int:
     """Overwrite `nbytes` with random bytes at `fraction` of the file (not page-aligned), as a bad disk would."""
     size = db.stat().st_size

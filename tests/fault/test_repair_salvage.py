@@ -47,18 +47,38 @@ def pristine(tmp_path_factory) -> tuple[Path, S.Truth]:
     return home, S.build(home, SIZE)
 
 
-def check_recovered(home: Path, truth: S.Truth, report: dict) -> dict:
-    got = S.rows(home / "mnemo.db")
+SAME_WHEN_SALVAGED = ("id", "text", "content_hash", "kind", "tags", "project_id", "scope", "part")
+
+
+def check_recovered(home: Path, truth: S.Truth, report: dict, minimum: float = 0.95) -> dict:
+    """Every recovered row is its latest or backed-up version, or a salvaged one (pending, flagged, with a Review
+    item, its text and what the indexes hold exactly the latest); every note whose text the damaged file still
+    holds is back (issue 21, item 1); the report lists exactly the others."""
+    db = home / "mnemo.db"
+    got, cols = S.rows(db), S.columns(db)
     lost = set(truth.live) - set(got)
     assert not set(got) - set(truth.live), "a forgotten or unknown memory came back"
     assert not truth.forgotten & set(report["maybe_lost_memories"]), "a forgotten memory was listed as lost"
     assert set(report["maybe_lost_memories"]) == lost, "the report must list exactly the unrecovered ids"
-    stale = [i for i, row in got.items() if row != truth.live[i] and row != truth.in_backup.get(i)]
+    salvaged = {i for i, row in got.items() if "salvaged" in json.loads(dict(zip(cols, row, strict=True))["flags"])}
+    pending = {r[2] for r in S.rows(db, "review").values() if r[1] == "pending" and r[7] is None}
+    for i in salvaged:
+        now, was = dict(zip(cols, got[i], strict=True)), dict(zip(cols, truth.live[i], strict=True))
+        assert {k: now[k] for k in SAME_WHEN_SALVAGED} == {k: was[k] for k in SAME_WHEN_SALVAGED}, i
+        assert now["status"] == "pending" and i in pending, f"{i}: a salvaged note waits in Review"
+    stale = [i for i, row in got.items() if i not in salvaged and row != truth.live[i]
+             and row != truth.in_backup.get(i)]
     assert not stale, f"{len(stale)} recovered rows are neither the latest nor the backed-up version"
-    assert len(got) >= 0.95 * len(truth.live), f"recovered {len(got)} of {len(truth.live)}"
-    assert backup.check_db(home / "mnemo.db") == "ok"
-    assert Path(report["damaged_moved_to"], "mnemo.db").exists(), "the damaged file is kept"
-    return {"recovered": len(got), "total": len(truth.live), "listed": len(report["maybe_lost_memories"])}
+    aside = Path(report["damaged_moved_to"])
+    readable = S.readable_texts([aside / "mnemo.db", aside / "mnemo.db-wal"],
+                                {i: dict(zip(cols, truth.live[i], strict=True))["text"] for i in truth.live})
+    assert not readable & lost, f"{len(readable & lost)} notes still readable in the damaged file were not recovered"
+    assert len(got) >= minimum * len(truth.live), f"recovered {len(got)} of {len(truth.live)}"
+    assert backup.check_db(db) == "ok"
+    assert Path(aside, "mnemo.db").exists(), "the damaged file is kept"
+    assert report["salvaged"] == len(salvaged)
+    return {"recovered": len(got), "total": len(truth.live), "listed": len(report["maybe_lost_memories"]),
+            "salvaged": len(salvaged), "readable_lost": len(readable & lost)}
 
 
 def test_damaged_store_doctor_and_recall_name_the_repair_then_repair_recovers(pristine, tmp_path):
@@ -136,4 +156,45 @@ def test_repair_salvage_at_offsets(pristine, tmp_path, fraction, monkeypatch):
     figure("test_repair_salvage[offsets]", f"64 KiB overwritten at {fraction:.0%} of the file (byte {offset:,}): "
            "memories recovered", f"{fig['recovered']}/{fig['total']}", listed_lost=fig["listed"],
            from_damaged_file=report["from_damaged_file"], from_backup_only=report["from_backup_only"],
+           salvaged=fig["salvaged"],
            reembedded=report["reembedded"], seconds=round(took, 1), size=SIZE)
+
+
+ISSUE_OFFSETS = (0.35, 0.5, 0.6, 0.7)
+
+
+@pytest.fixture(scope="module")
+def issue_store(tmp_path_factory) -> tuple[Path, S.Truth]:
+    """Issue 21's scenario: 300 notes (the backup taken after the first 30)."""
+    home = tmp_path_factory.mktemp("salvage300") / "pristine"
+    return home, S.build(home, 300, seed=21, backup_at=0.1)
+
+
+@pytest.mark.parametrize("fraction", ISSUE_OFFSETS)
+def test_repair_brings_back_every_note_still_readable(issue_store, tmp_path, fraction):
+    """Issue 21, item 1: 64 KiB of random bytes in a stopped store of 300 notes; `mnemo doctor --repair` (the CLI)
+    brings back every note whose text the damaged file still holds (a row carved from a damaged page, the full-text
+    table's copy, ...), pending in Review and flagged `salvaged`; it lists exactly the others."""
+    src, truth = issue_store
+    home = S.copy_home(src, tmp_path / "home")
+    S.damage(home / "mnemo.db", fraction, seed=int(fraction * 1000))
+    try:
+        r, _took = cli(home, "doctor", "--repair", "--json")
+        report = json.loads(r.stdout)["repair"]["restore"]
+        fig = check_recovered(home, truth, report, minimum=0.0)
+    finally:
+        stop_owner(home)
+    from mnemo.core.embeddings import HashEmbedder
+    from mnemo.core.engine import Engine
+    from mnemo.core.review import review_list
+
+    eng = Engine(home, embedder=HashEmbedder(), start_indexer=False)
+    try:
+        items = review_list(eng, S.CTX)["items"]
+    finally:
+        eng.close()
+    salvaged_items = [it for it in items if it["kind"] == "pending" and it["payload"].get("source") == "repair"]
+    assert len(salvaged_items) == fig["salvaged"]
+    assert all("salvaged" in it["summary"] for it in salvaged_items)
+    figure("test_repair_salvage[issue21]", f"300 notes, 64 KiB overwritten at {fraction:.0%}: memories recovered",
+           f"{fig['recovered']}/{fig['total']}", listed_lost=fig["listed"], salvaged=fig["salvaged"])

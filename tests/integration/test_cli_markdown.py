@@ -48,12 +48,18 @@ def test_export_edit_import(cli, tmp_path):
     assert f"## charge retries reuse the idempotency key\n`id: {mid} · kind: decision · tags: payments · " \
            "branch: main · anchors: pay.py?symbol=charge&lines=1-2&hash=" in text
 
-    # into a fresh store: restored with their ids, and the same files come out again
+    # into a fresh store: new memories (that store never held these ids), and the same files come out again but
+    # for the ids
     fresh = cli("import", str(out), home="b")
-    assert len(fresh["restored"]) == 3 and fresh["skipped"] == fresh["removed"] == []
+    assert fresh["restored"] == [] and len(fresh["created"]) == 3 and fresh["skipped"] == fresh["removed"] == []
+    renamed = {c["requested_id"]: c["id"] for c in fresh["created"]}
     cli("export", "--format", "md", str(tmp_path / "again"), home="b")
     for name in ("project-project.md", "project-user.md"):
-        assert (tmp_path / "again" / name).read_text() == (out / name).read_text()
+        want = (out / name).read_text()
+        for old_id, new_id in renamed.items():
+            want = want.replace(old_id, new_id)
+        got = (tmp_path / "again" / name).read_text()
+        assert sorted(got.split("\n## ")) == sorted(want.split("\n## "))  # the same entries (in creation order)
 
     # a person edits the file: a changed text, a new entry, a removed one
     edited = text.replace("reuse the idempotency key", "reuse the idempotency key of the first attempt")
@@ -74,3 +80,25 @@ def test_export_edit_import(cli, tmp_path):
     assert bad.returncode == 2 and "does not exist" in bad.stderr
     bad = cli("export", "--format", "md", "--scope", "team", str(out), json_out=False, ok=False)
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_import_never_invents_an_id_and_keeps_the_current_branch(cli, tmp_path, git_repo):
+    """Issue 21, item 3: an entry naming an id this store never held is a new memory with a new id, reported with
+    the reason; an entry without a branch lands on the current branch (not on every branch)."""
+    cli("remember", "the ledger service owns refunds")
+    out = tmp_path / "md"
+    cli("export", "--format", "md", str(out))
+    text = (out / "project-project.md").read_text()
+    text += ("\n## made up\n`id: mem-nonexistent0000000000 · kind: decision`\n\n"
+             "invoices are numbered per tenant, never globally\n")
+    (out / "project-project.md").write_text(text)
+    human = cli("import", str(out), "--dry-run", json_out=False).stdout
+    assert "mem-nonexistent0000000000 is not one this store has held" in human and "0 restored" in human
+    res = cli("import", str(out))
+    assert res["restored"] == [] and len(res["created"]) == 1, res
+    made = res["created"][0]
+    assert made["requested_id"] == "mem-nonexistent0000000000" and made["id"] != made["requested_id"]
+    assert "new memory with a new id" in made["reason"] and made["status"] == "created"
+    listed = {m["id"]: m for m in cli("list", "--all-branches")["memories"]}
+    assert "mem-nonexistent0000000000" not in listed
+    assert listed[made["id"]]["branch"] == git(git_repo, "rev-parse", "--abbrev-ref", "HEAD").strip()

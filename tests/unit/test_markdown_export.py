@@ -100,6 +100,9 @@ def test_export_import_export_is_identical(specs):
             mems = put(a, specs)
             first = export_markdown(a, CTX, f"{d}/one")
             assert first["memories"] == len(mems)
+            with b.store.write() as c:  # b held these ids once (a repair lost them): restored with them
+                for m in mems:
+                    b.store.log_change(c, m.id, f"p-{CTX.project_id}", "delete")
             report = import_markdown(b, CTX, f"{d}/one")
             assert sorted(report["restored"]) == sorted(m.id for m in mems)
             assert report["skipped"] == report["removed"] == report["edited"] == []
@@ -215,3 +218,43 @@ def test_forgotten_ids_stay_out_and_bad_files_are_refused_before_any_write(eng, 
         import_markdown(eng, CTX, str(tmp_path / "md"))
     with pytest.raises(InvalidInput, match="does not exist"):
         import_markdown(eng, CTX, str(tmp_path / "nowhere"))
+
+
+def test_import_restores_only_ids_the_store_held_and_screens_the_branch(tmp_path):
+    """Issue 21, items 2 and 3: an id the store's change log names is restored with it (its branch through the
+    secrets policy, a missing branch the current one); a made-up id becomes a new memory with a new id."""
+    import dataclasses
+
+    from mnemo.core.errors import SecretDetected
+
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    eng = new_engine(str(tmp_path), "a")
+    try:
+        held = "mem-" + "1" * 20
+        with eng.store.write() as c:
+            eng.store.log_change(c, held, f"p-{CTX.project_id}", "delete")  # held once (a repair lost it)
+        (tmp_path / "project-project.md").write_text(
+            "# Mnemo memories: scope project, type project\n\n"
+            f"## a\n`id: {held} · kind: fact · branch: {token}`\n\ncharges are idempotent\n\n"
+            f"## b\n`id: mem-{'9' * 20} · kind: fact`\n\nrefunds go through the ledger\n")
+        with pytest.raises(SecretDetected) as err:
+            import_markdown(eng, CTX, str(tmp_path / "project-project.md"))
+        assert "project-project.md:3" in err.value.message and token not in err.value.message
+        assert eng.store.get_memory(held) is None
+        red = dataclasses.replace(CTX, secrets="redact")
+        res = import_markdown(eng, red, str(tmp_path / "project-project.md"))
+        assert res["restored"] == [held] and eng.store.get_memory(held).branch.startswith("[REDACTED")
+        [made] = res["created"]
+        assert made["requested_id"] == f"mem-{'9' * 20}" and made["id"] != made["requested_id"]
+        assert eng.store.get_memory(made["id"]).branch == "main" and eng.store.get_memory(made["requested_id"]) is None
+        held2 = "mem-" + "2" * 20
+        with eng.store.write() as c:
+            eng.store.log_change(c, held2, f"p-{CTX.project_id}", "delete")
+        (tmp_path / "project-project.md").write_text(  # no branch named: the current one, not every branch
+            "# Mnemo memories: scope project, type project\n\n"
+            f"## c\n`id: {held2} · kind: fact`\n\nwebhooks are signed\n")
+        feature = dataclasses.replace(CTX, branch="feature/x")
+        assert import_markdown(eng, feature, str(tmp_path / "project-project.md"))["restored"] == [held2]
+        assert eng.store.get_memory(held2).branch == "feature/x"
+    finally:
+        eng.close()

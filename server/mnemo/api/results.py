@@ -183,6 +183,7 @@ class IndexDocsResult(TypedDict):
     skipped: int
     blocks_written: int
     problems: list[dict[str, Any]]
+    secrets: list[dict[str, Any]]  # secrets redacted in the stored blocks: path, line, kind, masked preview
 
 
 class SkillList(TypedDict):
@@ -322,6 +323,8 @@ class MarkdownNew(TypedDict, total=False):
     where: str
     id: str
     status: str  # remember's status (created, confirmed, pending, conflict ...)
+    requested_id: str  # the id the file named, which this store never held (a new id was given)
+    reason: str
 
 
 class MarkdownSkip(TypedDict, total=False):
@@ -341,6 +344,14 @@ class MarkdownUnreadable(TypedDict):
     reason: str  # "not UTF-8 text (byte 0xff at offset 12); nothing was read from it"
 
 
+class MarkdownRestored(TypedDict):
+    id: str
+    where: str  # file:line
+    branch: str | None
+    title: str
+    reason: str
+
+
 class MarkdownImport(TypedDict):
     """markdown_import: what reading the files back did (or, `dry_run`, would do); `removed` memories are here and
     in no file: reported, never deleted."""
@@ -350,7 +361,8 @@ class MarkdownImport(TypedDict):
     dry_run: bool
     unchanged: int
     edited: list[MarkdownEdit]
-    restored: list[str]
+    restored: list[str]  # ids this store held once (change log, history, review, a repair's lost list)
+    restored_detail: list[MarkdownRestored]
     created: list[MarkdownNew]
     skipped: list[MarkdownSkip]
     removed: list[MarkdownRemoved]

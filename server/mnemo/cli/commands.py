@@ -261,6 +261,11 @@ def cmd_index(args, service) -> int:
         f"changed, {res['unchanged']} unchanged, {res['removed']} removed; {res['blocks_written']} blocks written")
     for prob in res["problems"]:
         say(("skipped", "yellow"), f" {prob['path']}: {prob['reason']}", stderr=True)
+    found = res.get("secrets") or []
+    if found:
+        where = ", ".join(f"{s['path']}:{s['line']} ({s['kind']})" for s in found[:5])
+        say(("redacted", "yellow"), f" {len(found)} secret{'s' if len(found) != 1 else ''} in the indexed docs "
+            f"(stored as [REDACTED]; the files are unchanged): {where}" + (" …" if len(found) > 5 else ""))
     return 0
 
 

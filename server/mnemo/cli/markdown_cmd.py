@@ -53,8 +53,11 @@ def _print_import(res: dict[str, Any]) -> None:
         status = e.get("status", "edited")
         say(f"  edit {e['id']} ({', '.join(e['fields'])}) at {e['where']}" +
             ("" if status in ("edited", "unchanged") else f" [{status}: {e.get('message', '')}]"))
+    for r in res.get("restored_detail") or []:
+        say(f"  restore {r['id']} at {r['where']} (branch {r.get('branch') or 'all'}): {r['title']}")
     for c in res["created"]:
-        say(f"  new  {c.get('id') or '(new)'} at {c['where']}" + (f" [{c['status']}]" if c.get("status") else ""))
+        say(f"  new  {c.get('id') or '(new)'} at {c['where']}" + (f" [{c['status']}]" if c.get("status") else "")
+            + (f": {c['reason']}" if c.get("reason") else ""))
     for s in res["skipped"]:
         say(("  skip ", "yellow"), f"{s.get('id') or ''} at {s.get('where') or '?'}: {s['reason']}")
     for r in res["removed"]:

@@ -8,7 +8,7 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
-from mnemo.core import config, memories
+from mnemo.core import config, memories, safety
 from mnemo.core.errors import InvalidInput, NotFound
 from mnemo.core.memories import get
 from mnemo.core.models import BRANCH_INDEPENDENT_TYPES, Context, Memory, with_event
@@ -34,6 +34,7 @@ def update(engine: Engine, ctx: Context, mem_id: str, *, text: str | None = None
     on_conflict = check_on_conflict(on_conflict if on_conflict is not None else ctx.on_conflict)
     if reason is not None and (not isinstance(reason, str) or len(reason) > 2000):
         raise InvalidInput("the reason must be a short text (at most 2000 characters)")
+    reason = safety.screen_field(reason, "reason", f"edit {mem_id}", mode=ctx.secrets)  # kept in the history
     old = _editable(engine, ctx, mem_id)
     if all(v is None for v in (text, type, kind, importance, tags)):
         raise InvalidInput("nothing to change", hint="give a new --text, --type, --kind, --importance or --tags")
@@ -177,6 +178,9 @@ def history(engine: Engine, ctx: Context, mem_id: str) -> dict[str, Any]:
     current.pop("replaced_at")
     versions = [{k: v for k, v in row.items() if k != "memory_id"} for row in earlier]
     versions.append({**{k: v for k, v in current.items() if k != "memory_id"}, "current": True})
+    for v in versions:  # a reason stored before side fields were screened never leaves in clear
+        if isinstance(v.get("why"), str):
+            v["why"] = safety.redact_secrets(v["why"])[0]
     events = [e for e in (m.provenance or {}).get("events") or [] if isinstance(e, dict)]
     return {"id": m.id, "versions": versions, "events": events, "forgotten": forgotten}
 

@@ -57,7 +57,9 @@ def promote(engine: Engine, ctx: Context, mem_id: str, to: str = "global") -> di
 
 
 def deprecate(engine: Engine, ctx: Context, mem_id: str, reason: str | None = None) -> dict[str, Any]:
-    """Out of recall, kept in history (a team record: deprecated on the server, for everyone)."""
+    """Out of recall, kept in history (a team record: deprecated on the server, for everyone). The reason goes
+    through the secrets policy of a note (refused, or redacted under MNEMO_SECRETS=redact)."""
+    reason = safety.screen_field(reason, "reason", f"deprecate {mem_id}", mode=ctx.secrets)
     if mem_id.startswith("team-"):
         return deprecate_team(engine, ctx, mem_id, reason)
     m = get(engine, ctx, mem_id)
@@ -95,7 +97,8 @@ def deprecated_message(m: Memory) -> str:
 
 def forget(engine: Engine, ctx: Context, mem_id: str, reason: str | None = None) -> dict[str, Any]:
     """Deleted, with a tombstone (a snapshot merge never brings it back) that keeps the memory for `restore` until
-    the forget retention (`forget_retention_days`) has passed."""
+    the forget retention (`forget_retention_days`) has passed. The reason goes through the secrets policy."""
+    reason = safety.screen_field(reason, "reason", f"forget {mem_id}", mode=ctx.secrets)
     m = get(engine, ctx, mem_id)
     now = time.time()
     detail, _found = safety.redact_secrets(reason) if reason else (None, [])

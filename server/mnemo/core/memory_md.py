@@ -12,7 +12,8 @@ text as written:
 Lossless for text, type, kind, tags, anchors, branch, importance and ids: a value's separators (`%` `,` `;` `·`
 and the backtick) are percent-encoded; a text line that would read as a memory heading (`## `, after any
 backslashes) gets one more leading backslash, which the parser takes off. `render_file(parse_file(x)) == x` for
-any file `render_file` wrote.
+any file `render_file` wrote. A project memory on every branch says `branch: *`; an entry with no branch is on
+the branch the import runs on.
 """
 
 from __future__ import annotations
@@ -123,6 +124,9 @@ def meta_line(m: dict[str, Any]) -> str:
         parts.append("tags: " + ", ".join(enc(str(t)) for t in m["tags"]))
     if m.get("branch"):
         parts.append(f"branch: {enc(m['branch'])}")
+    elif "branch" in m and m.get("scope", "project") == "project" and \
+            m.get("type", "project") not in BRANCH_INDEPENDENT_TYPES:
+        parts.append(f"branch: {ALL_BRANCHES}")  # on every branch (no entry's branch means the current one)
     imp = m.get("importance", DEFAULT_IMPORTANCE)
     if imp is not None and float(imp) != DEFAULT_IMPORTANCE:
         parts.append(f"importance: {float(imp)!r}")
@@ -161,6 +165,8 @@ def render_file(scope: str, type_: str, memories: list[dict[str, Any]]) -> str:
 _H1 = re.compile(r"^# Mnemo memories: scope (\w+), type (\w+)\s*$")
 _META = re.compile(r"^`([^`]*)`\s*$")
 META_KEYS = ("id", "kind", "tags", "branch", "importance", "anchors", "created")
+ALL_BRANCHES = "*"  # not a git branch name (git refuses it)
+BRANCH_INDEPENDENT_TYPES = ("user", "feedback")  # models.BRANCH_INDEPENDENT_TYPES (this floor is below models)
 
 
 def _bad(where: str, message: str, hint: str) -> InvalidInput:
@@ -194,6 +200,8 @@ def parse_meta(line: str, where: str) -> dict[str, Any]:
             if not re.fullmatch(r"\d{4}-\d\d-\d\d", value.strip()):
                 raise _bad(where, f"created {value!r} is not a date", "YYYY-MM-DD")
             out[key] = value.strip()
+        elif key == "branch" and value.strip() == ALL_BRANCHES:
+            out[key] = None
         else:
             out[key] = unquote(value)
     return out

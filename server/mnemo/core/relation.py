@@ -20,9 +20,16 @@ regression over them whose coefficients are stored below (`MODEL`, fit on the tu
   with the signal's tokens masked: does the rest still say the same thing?), the cue kinds, the slot's features,
   how many words were replaced in place with no signal to explain them ("retry webhooks 5 times" / "retry emails 3
   times" changes the number AND the subject: another fact), how many words differ, how many are shared.
+- Exchanged roles: the same things in each other's places, every other word in its place ("Caroline taught
+  Melanie to paint" / "Melanie taught Caroline to paint"; not "X and Y" / "Y and X", a symmetric pair) and a claim
+  about every X next to one about a qualified X ("the checkout service logs in JSON" / "every service logs in
+  JSON") are another fact: both can hold, neither says the other (a confirmation would lose one).
 - A pair without a cue is never a conflict. It is the same claim (a paraphrase, or a refinement that adds detail)
   when its cosine is high, or when one note's content words are (nearly) all in the other and the cosine is
-  moderate; anything else is another fact about something nearby (stored on its own). A pair with a cue the model
+  moderate; anything else is another fact about something nearby (stored on its own). Two or more short spans
+  replaced are a rewording only when none of them holds a name, an identifier or a number and the real model's
+  cosine reaches `two_slot_cosine` ("requires ... request" / "needs ... call"); "the frontend team deploys on
+  Mondays" / "the backend team ... Wednesdays" stays two facts. A pair with a cue the model
   does not call a conflict is never folded into a confirmation either.
 
 The model and the thresholds are fit on the tune split of `bench/data/conflict_pairs.jsonl` (`python
@@ -61,6 +68,8 @@ class Thresholds:
     refine_cosine: float = 0.42  # or: one note's content words nearly all in the other, and at least this close
     refine_contain: float = 0.80
     max_added: int = 2  # content words a confirmation may add (a rewording); more is new detail, never dropped
+    two_slot_cosine: float = 0.74  # two or more short spans replaced, none a name or value ("requires" / "needs",
+    #                               "request" / "call"): a rewording from this cosine on (the real model's)
 
 
 DEFAULT = Thresholds()
@@ -84,10 +93,17 @@ class Features:
     diff_words: int = 0  # content words that differ, aligned in order (light verbs left out)
     slot_words: int = 0  # the longer side of the slot, in words (1 to SLOT_WORDS)
     slot_mixed: bool = False  # a number on one side of the slot only ("Go 1.21" / "Bazel")
+    slot_one_named: bool = False  # a name on one side of the slot only: one X named, the other general
+    #                               ("her friendship with Caroline" / "her friends")
     slot_after_preposition: bool = False  # the slot follows "as", "with", "to", ...: the value of a kept predicate
     swapped_other: int = 0  # words replaced in place that no signal accounts for ("webhooks 5" / "emails 3")
-    two_slots: bool = False  # the notes differ only in two or more short replaced spans: never the same claim
+    two_slots: bool = False  # the notes differ only in two or more short replaced spans
+    slots_plain: bool = False  # ... and none of them holds a name, an identifier or a number (a rewording may)
     unexplained: int = 0  # content words only one note has that no signal accounts for
+    roles_swapped: str | None = None  # the same things in exchanged roles ("Melanie values ... Caroline" /
+    #                                   "Caroline appreciates ... Melanie"): another fact, both can hold
+    broadened: str | None = None  # one note says it of all X, or of a general X, the other of one named or
+    #                               qualified X ("the checkout service" / "every service"): another fact
 
 
 def _content(toks: Sequence[Token]) -> list[Token]:
@@ -314,6 +330,8 @@ def features(old: str, new: str, cosine: float, vocab: frozenset[str] = frozense
     _align(f, ta, tb, _names(old, vocab) | _names(new, vocab), vocab)
     f.unexplained = len((sa ^ sb) - f.explained - LIGHT_VERBS)
     f.reordered = _reordered(ta, tb)
+    f.roles_swapped = None if f.reordered else _roles_swapped(ta, tb)
+    f.broadened = _broadened(f, ta, tb, _names(old, vocab) | _names(new, vocab))
     f.contain = len(sa & sb) / (min(len(sa), len(sb)) or 1)
     f.added, f.removed = len(sb - sa), len(sa - sb)
     return f
@@ -377,6 +395,7 @@ def _align(f: Features, ta: Sequence[Token], tb: Sequence[Token], names: set[str
                                         for op, i1, i2, j1, j2 in ops)  # "frontend ... Mondays" / "backend ... Wednesdays"
     gone = [t for _, i1, i2, _, _ in ops for t in a[i1:i2]]
     came = [t for _, _, _, j1, j2 in ops for t in b[j1:j2]]
+    f.slots_plain = f.two_slots and not any(t.kind in ("ident", "number") or t.norm in names for t in gone + came)
     if len(ops) == 1:  # an opposite by form counts where it is the one thing that differs
         f.opposite = next((f"{x.raw} -> {y.raw}" for x in gone for y in came if _opposite(x.raw, y.raw, vocab)),
                           None)
@@ -392,6 +411,7 @@ def _align(f: Features, ta: Sequence[Token], tb: Sequence[Token], names: set[str
     f.slot_words = max(len(sides[0]), len(sides[1]))
     f.slot_names = all(t.kind in ("ident", "number") or t.norm in names for t in [*sides[0], *sides[1]])
     f.slot_mixed = len({any(t.kind == "number" for t in side) for side in sides}) == 2  # "Go 1.21" / "Bazel"
+    f.slot_one_named = len({any(t.kind == "ident" or t.norm in names for t in side) for side in sides}) == 2
     f.slot_after_preposition = all(_before(toks, side[0]) in PREPOSITIONS for toks, side in zip((ta, tb), sides,
                                                                                                strict=True))
 
@@ -402,12 +422,91 @@ def _reordered(ta: Sequence[Token], tb: Sequence[Token]) -> str | None:
     ca, cb = _content(ta), _content(tb)
     if sorted(t.norm for t in ca) != sorted(t.norm for t in cb) or [t.norm for t in ca] == [t.norm for t in cb]:
         return None
+    change = _change_verb(ta) and _change_verb(tb)
     for m in ORDER_MARKERS & {t.raw for t in ta} & {t.raw for t in tb}:
+        if m in DIRECTION_MARKERS and not change:
+            continue
         ia, ib = [t.raw for t in ta].index(m), [t.raw for t in tb].index(m)
         before_a = {t.norm for t in _content(ta[:ia])}
         after_b = {t.norm for t in _content(tb[ib + 1:])}
         if before_a & after_b and {t.norm for t in _content(ta[ia + 1:])} & {t.norm for t in _content(tb[:ib])}:
             return m
+    return None
+
+
+# "X to Y" / "Y to X" says something exclusive only for a change ("moved from X to Y"); "A forwards to B" / "B
+# forwards to A" exchanges roles (another fact). These markers count only next to a change verb.
+DIRECTION_MARKERS = frozenset({"to", "from", "into"})
+CHANGE_VERBS = ("migrat", "move", "switch", "replac", "upgrad", "downgrad", "chang", "went", "port", "convert")
+JOINS = frozenset({"and", "or", "&", ","})  # "Alice and Bob" / "Bob and Alice": the same pair
+UNIVERSAL = frozenset({"all", "every", "each", "any"})
+QUALIFIERS_NOT = UNIVERSAL | NEGATIONS | {"per", "own", "no", "one", "single"}  # "per order" is "each order"
+
+
+def _change_verb(toks: Sequence[Token]) -> bool:
+    return any(t.raw.startswith(CHANGE_VERBS) or t.norm in CHANGE_MARKERS for t in toks)
+
+
+def _roles_swapped(ta: Sequence[Token], tb: Sequence[Token]) -> str | None:
+    """Two things both notes name in exchanged places, every other word in its place: "Caroline taught Melanie to
+    paint" / "Melanie taught Caroline to paint" -> "carolin <-> melani". Not when the two are joined by "and" /
+    "or" in both notes (a symmetric pair: the same claim)."""
+    ia = [i for i, t in enumerate(ta) if t.kind != "stop" and t.norm not in NEGATIONS]
+    ib = [i for i, t in enumerate(tb) if t.kind != "stop" and t.norm not in NEGATIONS]
+    a, b = [ta[i].norm for i in ia], [tb[i].norm for i in ib]
+    n = len(a)
+    if n != len(b) or n < 3 or n > 24 or sorted(a) == a and a == b:
+        return None
+    for x0 in range(n):  # A = P X M Y S and B = P Y M X S, X and Y spans of 1-3 words, M not empty
+        for x1 in range(x0 + 1, min(n, x0 + 3) + 1):
+            for y0 in range(x1 + 1, n):
+                for y1 in range(y0 + 1, min(n, y0 + 3) + 1):
+                    X, Y = a[x0:x1], a[y0:y1]
+                    if X == Y or b[x0:x0 + len(Y)] != Y or b[y1 - len(X):y1] != X:
+                        continue
+                    m_a, m_b = a[x1:y0], b[x0 + len(Y):y1 - len(X)]
+                    if len(m_a) != len(m_b) or a[:x0] != b[:x0] or a[y1:] != b[y1:]:
+                        continue
+                    # the very words that relate them (a changed verb may be a converse, "owns" / "belongs to",
+                    # which words alone cannot tell from a synonym), in the same voice ("X manages Y" / "Y is
+                    # managed by X" says the same thing)
+                    if m_a != m_b or _passive(ta, ia[x1:y0]) != _passive(tb, ib[x0 + len(Y):y1 - len(X)]):
+                        continue
+                    if not (_joined(ta, ia[x1 - 1], ia[y0]) and _joined(tb, ib[x0 + len(Y) - 1], ib[y1 - len(X)])):
+                        return f"{' '.join(X)} <-> {' '.join(Y)}"
+    return None
+
+
+BE = frozenset("is are was were be been being get gets got".split())
+
+
+def _passive(toks: Sequence[Token], middle: Sequence[int]) -> bool:
+    """Whether a form of "be" stands right before a word between the two exchanged ones ("is managed")."""
+    return any(k > 0 and toks[k - 1].raw in BE for k in middle)
+
+
+def _joined(toks: Sequence[Token], i: int, j: int) -> bool:
+    """Whether only joining words ("and", "or", a comma, articles) stand between positions i < j."""
+    between = toks[i + 1:j]
+    return any(t.raw in JOINS for t in between) and all(t.kind == "stop" for t in between)
+
+
+def _broadened(f: Features, ta: Sequence[Token], tb: Sequence[Token], names: set[str]) -> str | None:
+    """One note says it of every X, the other of one qualified X ("the checkout service logs in JSON" / "every
+    service logs in JSON", either way round): the quantified word is qualified in the other note by a word this
+    note does not have."""
+    for q_toks, other in ((ta, tb), (tb, ta)):
+        have = {t.norm for t in _content(q_toks)}
+        for i, t in enumerate(q_toks):
+            if t.raw not in UNIVERSAL:
+                continue
+            head = next((u for u in q_toks[i + 1:] if u.kind != "stop"), None)
+            if head is None:
+                continue
+            for k, u in enumerate(other):
+                if u.norm == head.norm and k > 0 and other[k - 1].kind != "stop" and \
+                        other[k - 1].norm not in have and other[k - 1].raw not in QUALIFIERS_NOT and not any(v.raw in UNIVERSAL for v in other[max(0, k - 3):k]):
+                    return f"{t.raw} {head.raw} in one note, {other[k - 1].raw} {u.raw} in the other"
     return None
 
 
@@ -442,7 +541,7 @@ def _cos(a: Sequence, b: Sequence) -> float:
 
 # -- the conflict model: a logistic regression over the pair's features, fit on the tune split --------------------
 FEATURES = ("cosine", "masked", "value", "negation", "listed", "slot", "slot_names", "slot_similarity",
-            "slot_words", "slot_mixed", "slot_after_preposition", "opposite", "reordered", "swapped_other", "unexplained", "diff_words",
+            "slot_words", "slot_mixed", "slot_one_named", "slot_after_preposition", "opposite", "reordered", "swapped_other", "unexplained", "diff_words",
             "contain")
 
 
@@ -455,9 +554,9 @@ class Model:
 
 
 MODEL_L2 = 30.0
-MODEL = Model(weights=(3.1731, 0.5954, -0.0457, -0.0133, -0.0226, 0.0103, 1.0122, 0.8208, -0.1541, -1.0637, 1.4459,
-                       1.3023, 0.4724, -0.7941, -0.7975, -0.9681, 2.2298),
-              bias=-0.669, threshold=0.475)
+MODEL = Model(weights=(3.1456, 0.5704, -0.0656, -0.0231, -0.0472, 0.0492, 0.9844, 0.4593, -0.1495, -0.9772, -0.5235,
+                       1.535, 1.3954, 0.4701, -0.7751, -0.801, -0.9858, 2.1889),
+              bias=-0.5519, threshold=0.5)
 
 
 def vector(f: Features, masked_cosine: float | None, slot_cosine: float | None) -> list[float]:
@@ -470,7 +569,7 @@ def vector(f: Features, masked_cosine: float | None, slot_cosine: float | None) 
     return [f.cosine, masked_cosine if f.signals and masked_cosine is not None else 0.0, float("value" in f.kinds),
             float("negation" in f.kinds), float("listed" in f.kinds), float(slot), float(slot and f.slot_names),
             (slot_cosine or 0.0) if slot else 0.0, float(max(0, f.slot_words - 1)),
-            float(slot and f.slot_mixed), float(slot and f.slot_after_preposition), float(f.opposite is not None), float(f.reordered is not None),
+            float(slot and f.slot_mixed), float(slot and f.slot_one_named), float(slot and f.slot_after_preposition), float(f.opposite is not None), float(f.reordered is not None),
             math.log1p(f.swapped_other), math.log1p(f.unexplained), math.log1p(f.diff_words), f.contain]
 
 
@@ -501,6 +600,9 @@ def classify(f: Features, cosine: float, masked_cosine: float | None, t: Thresho
     cosine of its replaced slot's two sides (for a pair with one)."""
     if cosine < t.signal_min_cosine:
         return Decision("distinct", False, [f"not about the same thing (cosine {cosine:.2f})"])
+    if (f.roles_swapped or f.broadened) and not f.signals and not f.opposite:
+        why = f"roles exchanged ({f.roles_swapped})" if f.roles_swapped else f.broadened
+        return Decision("distinct", False, [f"{why}: another fact, both can hold (cosine {cosine:.2f})"])
     p = conflict_probability(vector(f, masked_cosine, slot_cosine), model) if has_cue(f) else 0.0
     if p >= model.threshold:
         return Decision("conflict", False, _conflict_reasons(f), masked_cosine, p)
@@ -513,7 +615,10 @@ def classify(f: Features, cosine: float, masked_cosine: float | None, t: Thresho
 
 def _same_or_other(f: Features, cosine: float, t: Thresholds) -> Decision:
     """A pair without any contradiction feature: the same claim (a paraphrase or a refinement), or another fact."""
-    if f.one_slot or f.two_slots:  # replaced values this module cannot name: never folded into a confirmation
+    if f.two_slots and f.slots_plain and cosine >= t.two_slot_cosine:
+        pass  # everyday words replaced ("requires ... request" / "needs ... call") and the real model finds the two
+        #       notes this close: a rewording, decided below like any other
+    elif f.one_slot or f.two_slots:  # replaced values this module cannot name: never folded into a confirmation
         return Decision("distinct", False, [f"{'one word' if f.one_slot else 'words'} replaced (cosine "
                                             f"{cosine:.2f}): kept as its own note"])
     if cosine >= t.dup_cosine or (cosine >= t.refine_cosine and f.contain >= t.refine_contain):

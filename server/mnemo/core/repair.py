@@ -35,10 +35,10 @@ from typing import Any
 from mnemo.core import backup
 from mnemo.core.embeddings import get_embedder
 from mnemo.core.index import DenseIndex
-from mnemo.core.models import Memory
+from mnemo.core.models import DEFAULT_KINDS, MEMORY_TYPES, Memory
 from mnemo.core.store import salvage as sv
 from mnemo.core.store import schema
-from mnemo.core.store.codec import vec_to_blob
+from mnemo.core.store.codec import memory_fts_text, memory_text, vec_to_blob
 from mnemo.core.store.rebuild import ITEMS, read_backup, write_store
 from mnemo.core.text import content_hash
 
@@ -209,7 +209,8 @@ def embed_missing(texts: list[str], dim_bytes: int) -> tuple[str, list[bytes], s
 
 
 # -- witnesses ---------------------------------------------------------------------------------------------------
-def witnesses(s: sv.Salvage, salv: dict, back: dict, dense_ids: set[str] | None) -> dict[str, set[str]]:
+def witnesses(s: sv.Salvage, salv: dict, back: dict, dense_ids: set[str] | None,
+              cache_ids: set[str] | None = None) -> dict[str, set[str]]:
     """Memory id -> the places that name it."""
     w: dict[str, set[str]] = defaultdict(set)
 
@@ -226,6 +227,7 @@ def witnesses(s: sv.Salvage, salv: dict, back: dict, dense_ids: set[str] | None)
     add((r.get("item_id") for r in back.get("changes", [])), "backup change log")
     add((r.get("id") for r in back.get("memories", [])), "backup")
     add(dense_ids or (), "dense index")
+    add(cache_ids or (), "vector cache")
     return w
 
 
@@ -238,6 +240,244 @@ def lost_report(w: dict[str, set[str]], kept: set[str], deleted: set[str], salv:
             entry["indexed_text"] = fts[item_id][:500]  # the FTS copy: text, tags and kind run together
         lost.append(entry)
     return lost
+
+
+# -- salvaging the notes no intact row holds ---------------------------------------------------------------------
+INDEX_META = {"memories_hash_project": ("content_hash", "project_id", "scope"),
+              "memories_part": ("part", "scope", "branch")}
+SALVAGED = "salvaged"  # the flag of a note rebuilt from pieces (status pending: a person accepts it in Review)
+
+
+def _cache_ids(cache: Path) -> set[str] | None:
+    """The item ids of the vector cache file (a witness: it names what the store held, not the texts)."""
+    from mnemo.core.vector_file import FILE_NAME, stored_ids
+
+    return stored_ids(cache / FILE_NAME)
+
+
+def _index_meta(s: sv.Salvage) -> dict[str, dict[str, Any]]:
+    """Memory id -> the columns the damaged file's own indexes still hold for it (joined through the rowid)."""
+    rowid_of = {k[0]: k[1] for k in s.index_keys.get("sqlite_autoindex_memories_1", [])
+                if len(k) == 2 and isinstance(k[0], str) and isinstance(k[1], int)}
+    by_rowid: dict[int, dict[str, Any]] = defaultdict(dict)
+    for name, cols in INDEX_META.items():
+        for k in s.index_keys.get(name, []):
+            if len(k) == len(cols) + 1 and isinstance(k[-1], int):
+                by_rowid[k[-1]].update(zip(cols, k[:-1], strict=True))
+    return {i: by_rowid[r] for i, r in rowid_of.items() if r in by_rowid}
+
+
+def _split_indexed(c0: str, want_hash: str | None, known_tags: set[str],
+                   version_tags: list[str] | None) -> tuple[str, str, list[str], list[str]] | None:
+    """(text, kind, tags, guessed fields) from a full-text row, which holds `text + " " + " ".join(tags) + " " +
+    kind` (codec.memory_text). The hash from the damaged file's index decides the split exactly when it is there."""
+    head, sep, kind = c0.rpartition(" ")
+    if not sep or not kind:
+        return None
+    if head.endswith(" ") or not head:  # no tags: the join leaves two spaces before the kind
+        text = head[:-1]
+        return (text, kind, [], []) if text.strip() else None
+    toks = head.split(" ")
+    splits = [(" ".join(toks[:-k]), toks[-k:]) for k in range(1, min(len(toks), 24))]
+    if want_hash:
+        for text, tags in splits:
+            if content_hash(text) == want_hash:
+                return text, kind, tags, []
+    if version_tags:
+        for text, tags in splits:
+            if tags == version_tags:
+                return text, kind, tags, ["tags"]
+    known = [(text, tags) for text, tags in splits if all(t in known_tags for t in tags)]
+    text, tags = known[-1] if known else splits[0]
+    return text, kind, tags, ["tags"]
+
+
+def _most_common(values: Iterable[Any], default: Any) -> Any:
+    c = Counter(v for v in values if v is not None)
+    return c.most_common(1)[0][0] if c else default
+
+
+def salvage_notes(db: Path, s: sv.Salvage, salv: dict, chosen: dict[str, tuple[str, dict]],
+                  named: dict[str, set[str]], deleted: set[str],
+                  now: float | None = None) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """Memories no intact row holds whose text can still be read somewhere in the damaged file: a row carved from
+    a damaged or free page or from a frame of the WAL, the full-text table's copy of the text, an earlier version in
+    `memory_versions`. Metadata comes from what the file still has (the carved row, its own indexes through the
+    rowid, the change log, the partition) and is otherwise guessed and said so. Each comes back pending, flagged
+    `salvaged`, with a Review item; returns (id -> row, review rows)."""
+    import time
+
+    now = time.time() if now is None else now
+    want = {i for i in named if i not in deleted and i not in chosen}
+    mem_def = s.tables.get("memories")
+    carved: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
+    fts = {r["c1"]: (r.get("c0"), r.get("c2")) for r in salv.get("fts_content", [])
+           if isinstance(r.get("c1"), str) and isinstance(r.get("c0"), str)}
+    try:
+        if mem_def is not None:
+            for where, values in sv.carve(db, "memories", mem_def):
+                row = dict(zip(mem_def.columns, values, strict=True))
+                if isinstance(row.get("id"), str) and row["id"] not in deleted and row["id"] not in chosen:
+                    if where == "a damaged page":
+                        named[row["id"]].add("damaged page")
+                        want.add(row["id"])
+                    carved[row["id"]].append((where, row))
+        fts_def = sv.TableDef("fts_content", ["id", "c0", "c1", "c2"], ["INTEGER", "TEXT", "TEXT", "TEXT"],
+                              [False, True, True, False], 0, "")
+        for _where, v in sv.carve(db, "fts_content", fts_def):
+            if isinstance(v[2], str) and v[2].startswith("mem-") and v[2] not in fts:
+                fts[v[2]] = (v[1], v[3])
+    except (OSError, ValueError) as exc:  # carving is a bonus: the rows read by the walk stand without it
+        log.warning("repair: carving the damaged file failed: %s", exc)
+    versions: dict[str, dict[str, Any]] = {}
+    for r in salv.get("memory_versions", []):
+        mid = r.get("memory_id")
+        if isinstance(mid, str) and isinstance(r.get("text"), str) and (
+                mid not in versions or (r.get("version") or 0) > (versions[mid].get("version") or 0)):
+            versions[mid] = r
+    meta = _index_meta(s)
+    changes: dict[str, list[float]] = defaultdict(list)
+    for r in salv.get("changes", []):
+        if isinstance(r.get("item_id"), str) and isinstance(r.get("at"), int | float):
+            changes[r["item_id"]].append(float(r["at"]))
+    kept_rows = [r for t, r in chosen.values() if t == "memories"]
+    # a record whose header the damage destroyed: its id's tail and its text may still stand; the text is taken
+    # only when it matches the content hash the file's index keeps for the id
+    torn_ids = {i: meta[i]["content_hash"] for i in want if i not in fts and not carved.get(i) and
+                isinstance(meta.get(i, {}).get("content_hash"), str)}
+    kinds = tuple(sorted({*DEFAULT_KINDS, *(r.get("kind") for r in kept_rows if isinstance(r.get("kind"), str))}))
+    torn = sv.torn_texts(db, torn_ids, content_hash, MEMORY_TYPES, kinds) if torn_ids else {}
+    out: dict[str, dict[str, Any]] = {}
+    reviews: list[dict[str, Any]] = []
+    for item_id in sorted(want):
+        indexed = fts.get(item_id)
+        if indexed is None and item_id in torn:
+            indexed = _torn_indexed(torn[item_id], meta[item_id])
+        got = _salvage_one(item_id, carved.get(item_id, []), indexed, versions.get(item_id),
+                           meta.get(item_id, {}), changes.get(item_id, []), kept_rows, now)
+        if got is None:
+            continue
+        row, where, guessed = got
+        out[item_id] = row
+        reviews.append({"kind": "pending", "item_id": item_id, "other_id": None, "project_id": row["project_id"],
+                        "payload": json.dumps({"source": "repair", "salvaged_from": where, "guessed": guessed,
+                                               "flags": [SALVAGED]}, sort_keys=True),
+                        "created_at": now, "resolved_at": None, "resolution": None, "_rank": 3})
+    return out, reviews
+
+
+def _torn_indexed(t: dict[str, Any], meta: dict[str, Any]) -> tuple[str, Any, str, dict[str, Any]]:
+    """A torn record's text as the full-text table would hold it (the same split applies), marked as such."""
+    kind = t.get("kind") or "fact"
+    return memory_text(t["text"], t.get("tags") or [], kind), meta.get("part"), "a torn row", t
+
+
+def _salvage_one(item_id: str, carved: list[tuple[str, dict[str, Any]]], indexed: tuple[Any, Any] | None,
+                 version: dict[str, Any] | None, meta: dict[str, Any], at: list[float],
+                 kept_rows: list[dict[str, Any]], now: float) -> tuple[dict[str, Any], str, list[str]] | None:
+    good = [(w, r) for w, r in carved if _quality("memories", {**r, "_rank": 1}) == 2]
+    best = max(good, key=lambda wr: (wr[1].get("updated_at") or 0, wr[0] == "a damaged page"), default=None)
+    c0, part = indexed[:2] if indexed else (None, None)
+    torn = indexed[3] if indexed and len(indexed) > 3 else None
+    if best is not None and (c0 is None or memory_fts_text(Memory.from_row(best[1])) == c0):
+        row = dict(best[1])  # the whole row, its text the indexed one: only its status is held for Review
+        where, guessed = best[0], []
+    else:
+        base = dict(best[1]) if best else {}
+        same_part = [r for r in kept_rows if r.get("part") == (part or base.get("part") or meta.get("part"))]
+        known_tags = {t for r in same_part for t in _json_list(r.get("tags"))}
+        vtags = _json_list(version.get("tags")) if version else None
+        split = _split_indexed(c0, meta.get("content_hash"), known_tags, vtags) if c0 else None
+        if split is not None:
+            text, kind, tags, guessed = split
+            where = "the full-text index"
+            if torn is not None:  # the text (exact by its hash), type and kind read after it, tags when they parsed
+                text, kind, tags = torn["text"], torn.get("kind") or "fact", torn.get("tags") or []
+                guessed = [g for g, ok in (("kind", "kind" in torn), ("tags", "tags" in torn)) if not ok]
+                where = "a torn row (its text matched by the hash the file's index keeps)"
+                if torn.get("type"):
+                    base = {**base, "type": torn["type"]}
+        elif version is not None:
+            text, kind, tags, guessed = version["text"], version["kind"], vtags or [], ["text: an earlier version"]
+            where = "an earlier version (memory_versions)"
+        else:
+            return None
+        part = part or base.get("part") or meta.get("part")
+        if not isinstance(part, str):
+            return None
+        guessed = list(guessed)
+
+        def pick(key: str, default: Any, *sources: dict[str, Any] | None) -> Any:
+            for src in sources:
+                if src and src.get(key) is not None:
+                    return src[key]
+            guessed.append(key)
+            return default
+
+        project_id = pick("project_id", part[2:] if part.startswith("p-") else None, base, meta)
+        if project_id is None:
+            project_id = _most_common((r.get("project_id") for r in same_part), "")
+        scope = pick("scope", "global" if part == "g" else "project", base, meta)
+        ts = sorted(at)
+        times = {"created_at": ts[0], "updated_at": ts[-1]} if ts else None
+        defaults = {"anchors": "[]", "superseded_by": None, "deprecated": 0, "deprecated_reason": None,
+                    "tier": "warm", "trust": "trusted", "author": "local", "provenance": "{}", "flags": "[]"}
+        row = {**defaults, **base, "id": item_id, "text": text, "kind": kind, "tags": json.dumps(tags), "part": part,
+               "content_hash": content_hash(text), "project_id": project_id, "scope": scope,
+               "project_name": _most_common((r.get("project_name") for r in kept_rows
+                                             if r.get("project_id") == project_id), project_id),
+               "branch": pick("branch", _most_common((r.get("branch") for r in same_part), None), base, meta),
+               "type": pick("type", _most_common((r.get("type") for r in same_part if r.get("kind") == kind),
+                                                 "project"), base, version),
+               "importance": pick("importance", 0.5, base, version),
+               "created_at": pick("created_at", now, base, times), "updated_at": pick("updated_at", now, base, times),
+               "source": base.get("source") or "user", "confirmations": base.get("confirmations") or 1,
+               "access_count": base.get("access_count") or 0}
+        row["last_accessed"] = base.get("last_accessed") or row["updated_at"]
+        if best is not None:
+            where = f"{where} and {best[0]}"
+    prov = _json_dict(row.get("provenance"))
+    prov["salvaged"] = {"from": where, "at": now, **({"guessed": guessed} if guessed else {})}
+    flags = [f for f in _json_list(row.get("flags")) if f != SALVAGED] + [SALVAGED]
+    row.update(provenance=json.dumps(prov, sort_keys=True), flags=json.dumps(flags), status="pending",
+               _rank=1, _salvaged=where)
+    return row, where, guessed
+
+
+def _json_list(v: Any) -> list:
+    try:
+        out = json.loads(v) if isinstance(v, str) else v
+    except ValueError:
+        return []
+    return out if isinstance(out, list) else []
+
+
+def _json_dict(v: Any) -> dict:
+    try:
+        out = json.loads(v) if isinstance(v, str) else v
+    except ValueError:
+        return {}
+    return out if isinstance(out, dict) else {}
+
+
+def _remember_lost(plain: dict[str, list[dict[str, Any]]], lost: list[str]) -> None:
+    """The ids no copy holds, kept in meta: a Markdown import may restore them with their ids."""
+    rows = plain.setdefault("meta", [])
+    old = next((r for r in rows if r.get("key") == "repair_lost_memories"), None)
+    before = _json_list(old.get("value")) if old else []
+    merged = sorted({i for i in [*before, *lost] if isinstance(i, str)})
+    if old is not None:
+        old["value"] = json.dumps(merged)
+    elif merged:
+        rows.append({"key": "repair_lost_memories", "value": json.dumps(merged), "_rank": 3, "_rowid": 0})
+
+
+def _add_reviews(plain: dict[str, list[dict[str, Any]]], rows: list[dict[str, Any]]) -> None:
+    """The Review items of the salvaged notes, numbered after every review item the store had."""
+    existing = plain.setdefault("review", [])
+    top = max((r.get("id") or 0 for r in existing if isinstance(r.get("id"), int)), default=0)
+    for k, r in enumerate(rows, 1):
+        existing.append({**r, "id": top + k, "_rowid": top + k})
 
 
 # -- the whole repair --------------------------------------------------------------------------------------------
@@ -269,10 +509,14 @@ def repair_store_file(home: Path) -> dict[str, Any]:
     good, skipped = newest_good_backup(home)
     back, back_schema = read_backup(good["path"] if good else None)
     s = sv.salvage(db, fallback_schema=back_schema or schema.statements(), skip=DERIVED_TABLES,
-                   index_keys_of=frozenset({"sqlite_autoindex_memories_1"}))
+                   index_keys_of=frozenset({"sqlite_autoindex_memories_1", *INDEX_META}))
     salv = _from_salvage(s)
     deleted = deleted_ids(salv, back)
     chosen = {i: (t, r) for t in ITEMS for i, r in merge_items(t, salv, back, deleted).items()}
+    dense = _dense_ids(home / "chroma")
+    named = witnesses(s, salv, back, dense, _cache_ids(home / "cache"))
+    salvaged, review_rows = salvage_notes(db, s, salv, chosen, named, deleted)
+    chosen.update({i: ("memories", r) for i, r in salvaged.items()})
     if not chosen and not any(salv.get(t) for t in ("tombstones", "review", "meta")):
         return {"restored": False, "skipped_backups": skipped, "salvage": s.stats,
                 "message": "nothing could be read from the damaged store and there is no good backup",
@@ -283,6 +527,10 @@ def repair_store_file(home: Path) -> dict[str, Any]:
     model_id, blobs, embed_error = embed_missing([chosen[i][1]["text"] for i in missing], dim_bytes)
     vectors.update({i: (model_id, b) for i, b in zip(missing, blobs, strict=True)})
     plain = _plain_tables(salv, back, s)
+    _add_reviews(plain, review_rows)
+    kept = {i for i, (t, _r) in chosen.items() if t == "memories"}
+    lost = lost_report(named, kept, deleted, salv)
+    _remember_lost(plain, [e["id"] for e in lost])
     tmp = home / ".mnemo.db.repair"
     _remove_tmp(tmp)
     last_seq = max((r.get("seq") or 0 for src in (salv, back) for r in src.get("changes", [])), default=0)
@@ -293,15 +541,13 @@ def repair_store_file(home: Path) -> dict[str, Any]:
         return {"restored": False, "skipped_backups": skipped, "salvage": s.stats,
                 "message": f"the rebuilt store failed its check ({state}); nothing was changed",
                 "hint": "report this; the damaged store is unchanged"}
-    dense = _dense_ids(home / "chroma")
-    kept = {i for i, (t, _r) in chosen.items() if t == "memories"}
-    lost = lost_report(witnesses(s, salv, back, dense), kept, deleted, salv)
     aside = home / f"damaged-{datetime.now(UTC).strftime(backup.STAMP)}"
     _fsync(tmp)
     _move_aside(home, aside)
     os.replace(tmp, db)
     backup.fsync_dir(home)
-    return _report(good, skipped, s, salv, chosen, counts, missing, model_id, embed_error, lost, aside, dense)
+    return _report(good, skipped, s, salv, chosen, counts, missing, model_id, embed_error, lost, aside, dense,
+                   salvaged)
 
 
 def _dense_ids(chroma: Path) -> set[str] | None:
@@ -323,20 +569,25 @@ def _pk_of(table: str, s: sv.Salvage) -> list[str]:
 
 
 def _report(good, skipped, s, salv, chosen, counts, missing, model_id, embed_error, lost, aside,
-            dense) -> dict[str, Any]:
+            dense, salvaged) -> dict[str, Any]:
     mems = [r for t, r in chosen.values() if t == "memories"]
-    from_salvage = sum(1 for r in mems if r["_rank"])
+    from_salvage = sum(1 for r in mems if r["_rank"] and "_salvaged" not in r)
     lost_ids = [e["id"] for e in lost]
     what = (f"{len(lost_ids)} memories could not be recovered (listed in maybe_lost_memories)" if lost_ids
             else "no memory that any witness names is missing")
     src = (f"{len(mems) - from_salvage} only in the backup of {good['iso']}" if good else
            "no good backup to merge" + (" (none passed its check)" if skipped else ""))
-    msg = f"rebuilt the store: {len(mems)} memories ({from_salvage} read from the damaged file, {src}); {what}"
+    pieces = (f", {len(salvaged)} rebuilt from what the damaged file still holds (pending in Review: "
+              "`mnemo review`)") if salvaged else ""
+    msg = (f"rebuilt the store: {len(mems)} memories ({from_salvage} read from the damaged file{pieces}, {src}); "
+           f"{what}")
     if missing:
         msg += f"; {len(missing)} lost vectors re-embedded" + (" at the next owner start" if embed_error else "")
     return {"restored": True, "restored_from": good["name"] if good else None,
             "backup_time": good["iso"] if good else None, "memories": len(mems), "from_damaged_file": from_salvage,
-            "from_backup_only": len(mems) - from_salvage, "rows": counts, "reembedded": len(missing),
+            "from_backup_only": len(mems) - from_salvage - len(salvaged),
+            "salvaged": len(salvaged), "salvaged_memories": [{"id": i, "from": r["_salvaged"]}
+                                                              for i, r in sorted(salvaged.items())], "rows": counts, "reembedded": len(missing),
             "reembed_model": model_id or None, "reembed_error": embed_error, "lost": what,
             "maybe_lost_memories": lost_ids, "lost_memories": lost, "dense_index_read": dense is not None,
             "salvage": s.stats, "damaged_moved_to": str(aside), "skipped_backups": skipped, "message": msg}

@@ -89,6 +89,10 @@ def _review_summary(kind: str, item: Memory | None, other: Memory | None, payloa
         scope = other.scope if other else payload.get("overridden_scope", "")
         verb = "refines" if payload.get("refines") else "overrides"
         return f"“{_short(item)}” {verb} {scope} “{other_s}” {where}{sim_s}"
+    if kind == "pending" and payload.get("source") == "repair":
+        guessed = [str(g) for g in payload.get("guessed") or []]
+        return (f"salvaged by `mnemo doctor --repair` from {payload.get('salvaged_from', 'the damaged store')}: "
+                f"“{_short(item)}”" + (f" (guessed: {', '.join(guessed)})" if guessed else "") + ": accept or reject")
     if kind == "pending":
         src = payload.get("source") or "agent"
         who = "imported" if src == "import" else f"{src} wrote"

@@ -24,6 +24,8 @@ from mnemo.core.secret_scan import (  # noqa: F401 - the secret checks are part 
     describe_findings,
     find_secrets,
     redact_secrets,
+    screen_field,
+    screen_field_tree,
     screen_secrets,
     secrets_mode,
     shannon_entropy,
@@ -232,6 +234,6 @@ def json_size(value: Any) -> int:
         return 1 << 30
 
 
-__all__ = ["SecretFinding", "describe_findings", "find_secrets", "redact_secrets", "screen_secrets",
+__all__ = ["SecretFinding", "describe_findings", "find_secrets", "redact_secrets", "screen_field", "screen_field_tree", "screen_secrets",
            "secrets_mode", "shannon_entropy", "strip_invisible", "injection_flags", "screen_text", "clean_text", "is_suspicious",
            "INVISIBLE_RE", "json_size", "warning_flags", "flag_warning", "reflag"]

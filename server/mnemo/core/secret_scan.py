@@ -454,6 +454,19 @@ def _redact_tree(obj: Any) -> Any:
     return obj
 
 
+def screen_field(value: Any, name: str, action: str, *, mode: str | None = None) -> Any:
+    """One free-text side field a person or agent writes (a reason, an anchor's symbol, a branch name) through the
+    note's policy: refused under `block`, the secret replaced under `redact`; anything not a string unchanged."""
+    if not isinstance(value, str) or not value:
+        return value
+    return screen_secrets({name: value}, action, mode=mode)[0][name]
+
+
+def screen_field_tree(value: Any, name: str, action: str, *, mode: str | None = None) -> Any:
+    """`screen_field` for a structured field (an anchor: path, symbol, ...): every string in it."""
+    return screen_secrets({name: value}, action, mode=mode)[0][name]
+
+
 def screen_secrets(fields: dict[str, Any], action: str, *, mode: str | None = None) -> tuple[dict[str, Any], bool]:
     """Check every field (text, tags, kind, anchors, provenance ...) before `action` (remember, promote, ...).
 

@@ -314,3 +314,20 @@ def _fsync_dir(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def stored_ids(path: Path) -> set[str] | None:
+    """The item ids a vector file names, read without checking it against a store (repair takes them as a witness
+    of what a damaged store held); None when there is no readable file."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(len(MAGIC)) != MAGIC:
+                return None
+            head_len = int.from_bytes(f.read(8), "little")
+            if not 0 < head_len < 1 << 30:
+                return None
+            header = json.loads(f.read(head_len))
+            id_bytes = f.read(int(header["ids_len"]))
+        return {i for i in id_bytes.decode("utf-8", "replace").split("\n") if i} if header.get("count") else set()
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

@@ -19,7 +19,7 @@ import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from mnemo.core import code_context
+from mnemo.core import code_context, safety
 from mnemo.core.cards import summarize
 from mnemo.core.errors import InvalidInput
 from mnemo.core.memories import get
@@ -79,7 +79,7 @@ def _stale_items(store: Store, mem_id: str) -> dict[tuple, int]:
 def anchor(engine: Engine, ctx: Context, memory_id: str, anchor_: dict[str, Any]) -> dict[str, Any]:
     """Anchor a memory to code (file, symbol, line range, hash of the code); replaces an anchor on the same spot."""
     m = get(engine, ctx, memory_id)
-    a = check_anchor(ctx, anchor_)
+    a = safety.screen_field_tree(check_anchor(ctx, anchor_), "anchor", f"anchor {memory_id}", mode=ctx.secrets)
     anchors = [x for x in m.anchors if anchor_key(x) != anchor_key(a)] + [a]
     store = engine.store
     with store.write() as c:

@@ -3,8 +3,9 @@
 Export: the active memories this project sees (every branch and tier; not deprecated, superseded, pending or
 rejected), one file per scope and type, each written atomically. Import: every file is read and checked before
 anything is written; then an entry whose id is here and whose text or metadata differ becomes an edit
-(`core/edits.py`), an entry whose id is not here is restored with its id (unless it was forgotten: a tombstone
-keeps it out), an entry without an id is a new memory (`remember`: every check of a write), and a memory of the
+(`core/edits.py`), an entry whose id is not here is restored with its id only when this store held that id once (its change log,
+history, a review item, or a repair's list of lost memories names it; a tombstone keeps a forgotten one out), an
+entry naming any other id, or none, is a new memory with a new id (reported as such) (`remember`: every check of a write), and a memory of the
 same scope and type that is here but in no file is reported as `removed` (nothing is deleted).
 """
 
@@ -17,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mnemo.core import memory_md
+from mnemo.core import memory_md, safety
 from mnemo.core.edits import edit_memory
 from mnemo.core.errors import InvalidInput, MnemoError
 from mnemo.core.lifecycle.anchors import rel_path
@@ -154,6 +155,7 @@ def plan_import(engine: Engine, ctx: Context, files) -> dict[str, list]:
     ids = [e["id"] for _, _, _, entries in files for e in entries if "id" in e]
     here = engine.store.get_memories(ids)
     gone = engine.store.tombstoned([i for i in ids if i not in here])
+    seen = engine.store.seen_ids([i for i in ids if i not in here and i not in gone])
     for name, scope, type_, entries in files:
         for e in entries:
             where = f"{name}:{e['line']}"
@@ -163,6 +165,9 @@ def plan_import(engine: Engine, ctx: Context, files) -> dict[str, list]:
             elif m is None and e["id"] in gone:
                 plan["skipped"].append({"id": e["id"], "where": where,
                                         "reason": "forgotten here (a tombstone keeps it out)"})
+            elif m is None and e["id"] not in seen:  # an id this store never held: a new memory, a new id
+                plan["new"].append((where, scope, type_, {k: v for k, v in e.items() if k != "id"} |
+                                    {"unknown_id": e["id"]}))
             elif m is None:
                 plan["restore"].append((where, scope, type_, e))
             elif m.scope == "project" and m.project_id != ctx.project_id:
@@ -204,11 +209,17 @@ def _drafted(ctx: Context, where: str, name: str, scope: str, type_: str, e: dic
     created = e.get("created")
     at = (_dt.datetime.strptime(created, "%Y-%m-%d").replace(tzinfo=_dt.UTC).timestamp() if created
           else mem.created_at)
-    branch = None if mem.branch is None else e.get("branch")
+    # a project memory whose entry names no branch is on the current one (a global memory has no branch)
+    branch = None if mem.branch is None or scope != "project" else e.get("branch", mem.branch)
+    try:  # the metadata line is free text too: the note's secrets policy (`draft` checked text, kind, tags, anchors)
+        branch = safety.screen_field(branch, "branch", "import", mode=ctx.secrets)
+    except MnemoError as exc:
+        exc.message = f"{where}: {exc.message}; nothing was imported"
+        raise
     return dataclasses.replace(mem, id=e["id"], scope=scope, branch=branch, created_at=at)
 
 
-def _restore(engine: Engine, ctx: Context, mems: list[Memory], report: dict[str, Any]) -> None:
+def _restore(engine: Engine, ctx: Context, mems: list[Memory], report: dict[str, Any], wheres: list[str]) -> None:
     """Insert memories with their ids (one transaction); the same text already here is skipped."""
     fresh = []
     for m in mems:
@@ -229,6 +240,8 @@ def _restore(engine: Engine, ctx: Context, mems: list[Memory], report: dict[str,
                                  {"source": "import", "flags": m.flags, "file": m.provenance["imported_from"]["file"]})
     engine.changed()
     report["restored"] += [m.id for m in fresh]
+    report["restored_detail"] += [_restored_detail(where, m) for where, m in zip(wheres, mems, strict=True)
+                                  if m in fresh]
 
 
 def import_markdown(engine: Engine, ctx: Context, path: str, dry_run: bool = False) -> dict[str, Any]:
@@ -247,7 +260,9 @@ def import_markdown(engine: Engine, ctx: Context, path: str, dry_run: bool = Fal
         "dry_run": bool(dry_run), "unchanged": len(plan["unchanged"]),
         "edited": [{"id": mid, "where": w, "fields": sorted(ch)} for w, mid, ch, _, _ in plan["edit"]],
         "restored": [] if not dry_run else [e["id"] for _, _, _, e in plan["restore"]],
-        "created": [] if not dry_run else [{"where": w} for w, _, _, _ in plan["new"]],
+        "restored_detail": [] if not dry_run else [_restored_detail(w, checked[w]) for w, _, _, _ in
+                                                   plan["restore"]],
+        "created": [] if not dry_run else [_unknown({"where": w}, e) for w, _, _, e in plan["new"]],
         "skipped": list(plan["skipped"]), "removed": plan["removed"], "unreadable": unreadable}
     if dry_run:
         return report
@@ -256,13 +271,28 @@ def import_markdown(engine: Engine, ctx: Context, path: str, dry_run: bool = Fal
         entry["status"] = res["status"]  # edited, or conflict / pending / kept_existing with why
         if res.get("message"):
             entry["message"] = res["message"]
-    _restore(engine, ctx, [checked[w] for w, _, _, _ in plan["restore"]], report)
+    _restore(engine, ctx, [checked[w] for w, _, _, _ in plan["restore"]], report,
+             [w for w, _, _, _ in plan["restore"]])
     for where, _scope, type_, _e in plan["new"]:
         m = checked[where]
         res = remember(engine, ctx, m.text, type=type_, kind=m.kind, tags=m.tags, importance=m.importance,
                        source="import", anchors=m.anchors, provenance=m.provenance)
-        report["created"].append({"where": where, "id": res["memory"]["id"], "status": res["status"]})
+        report["created"].append(_unknown({"where": where, "id": res["memory"]["id"], "status": res["status"]}, _e))
     return report
+
+
+def _unknown(entry: dict[str, Any], e: dict[str, Any]) -> dict[str, Any]:
+    """A created entry whose file named an id this store never held says so."""
+    if e.get("unknown_id"):
+        entry["requested_id"] = e["unknown_id"]
+        entry["reason"] = (f"id {e['unknown_id']} is not one this store has held (no history, change or tombstone): "
+                           "created as a new memory with a new id")
+    return entry
+
+
+def _restored_detail(where: str, m: Memory) -> dict[str, Any]:
+    return {"id": m.id, "where": where, "branch": m.branch, "title": memory_md.title(m.text),
+            "reason": "this store held this id before (its history or change log names it): restored with it"}
 
 
 __all__ = ["export_markdown", "exported", "import_markdown", "plan_import", "read_files"]

@@ -127,6 +127,26 @@ class MemoryTable:
                      " VALUES(?,?,?,?,?,?)", (mem.id, mem.content_hash, mem.project_id, mem.scope, now, reason))
         self.delete_item(conn, mem.id)
 
+    def seen_ids(self, ids: Sequence[str]) -> set[str]:
+        """The ids among `ids` this store has held: a change-log entry, a history row, a tombstone, a review item,
+        or a memory a repair listed as lost (meta `repair_lost_memories`). A Markdown import restores only these
+        with their ids; any other id is a new memory."""
+        conn = self.conn()
+        out: set[str] = set()
+        for chunk in chunked(ids):
+            m = marks(len(chunk))
+            for sql in (f"SELECT item_id FROM changes WHERE item_id IN ({m})",
+                        f"SELECT memory_id FROM memory_versions WHERE memory_id IN ({m})",
+                        f"SELECT id FROM tombstones WHERE id IN ({m})",
+                        f"SELECT item_id FROM review WHERE item_id IN ({m})"):
+                out |= {r[0] for r in conn.execute(sql, chunk)}
+        row = conn.execute("SELECT value FROM meta WHERE key='repair_lost_memories'").fetchone()
+        try:
+            lost = set(json.loads(row[0])) if row else set()
+        except (ValueError, TypeError):
+            lost = set()
+        return out | (lost & set(ids))
+
     def tombstoned(self, ids: Sequence[str]) -> set[str]:
         out: set[str] = set()
         for chunk in chunked(ids):

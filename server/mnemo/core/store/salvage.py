@@ -23,6 +23,7 @@ from __future__ import annotations
 import mmap
 import sqlite3
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -469,5 +470,160 @@ def _orphans(pages: Pages, known: set[int], out: Salvage, skip: frozenset[str]) 
             out.count("orphan_rows")
 
 
-__all__ = ["BadCell", "Pages", "Row", "Salvage", "TableDef", "decode_record", "fits", "read_wal", "salvage",
-           "table_def"]
+# -- carving ------------------------------------------------------------------------------------------------------
+def carve_page(data: bytes, start: int, end: int, t: TableDef) -> list[list[Any]]:
+    """Records of table `t` found at any byte offset of a page whose structure is lost (its header overwritten, a
+    free page, an old WAL frame): a record is kept only when its header and body account for every byte exactly
+    and its values fit the table's shape, so random bytes do not pass for a row."""
+    ncols = len(t.columns)
+    found, o = [], start
+    while o < end - 2:
+        rec = _record_at(data, o, end, ncols)
+        if rec is not None and fits(t, rec[0]):
+            found.append(rec[0])
+            o = rec[1]
+            continue
+        o += 1
+    return found
+
+
+def _record_at(data: bytes, o: int, end: int, ncols: int) -> tuple[list[Any], int] | None:
+    try:
+        hlen, i = varint(data, o)
+        if hlen < ncols + 1 or hlen > 9 * ncols + 2 or o + hlen > end:
+            return None
+        types, body = [], 0
+        while i < o + hlen:
+            t, i = varint(data, i)
+            if t in (10, 11):
+                return None
+            types.append(t)
+            body += _INT_SIZES.get(t, 8 if t == 7 else (0 if t < 12 else (t - 12) // 2))
+        if len(types) != ncols or i != o + hlen or o + hlen + body > end:
+            return None
+        return decode_record(bytes(data[o:o + hlen + body])), o + hlen + body
+    except (BadCell, IndexError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def wal_frames(path: Path, page_size: int) -> list[bytes]:
+    """Every frame a WAL file holds, committed or not, current or left over from an earlier generation of the log
+    (their pages can hold rows the database file no longer has). No checksum is required: what is carved from
+    them is checked record by record."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return []
+    if len(data) < 32 or _u32(data, 0) not in (0x377F0682, 0x377F0683):
+        return []
+    ps = _u32(data, 8) or page_size
+    if ps < 512 or ps > 65536 or ps & (ps - 1):
+        ps = page_size
+    return [data[off + 24:off + 24 + ps] for off in range(32, len(data) - 24 - ps + 1, 24 + ps)]
+
+
+def carve(db: Path, table: str, t: TableDef, extra_pages: list[bytes] | None = None) -> list[tuple[str, list[Any]]]:
+    """(where, values) of every record shaped like a row of `t` on the pages of `db` that are not intact b-tree
+    pages (their header is damaged or they are free), on every frame of its WAL, and on `extra_pages`."""
+    db = Path(db)
+    out: list[tuple[str, list[Any]]] = []
+    pages = Pages(db)
+    try:
+        free = freelist(pages, Salvage())
+        for n in range(1, pages.count + 1):
+            try:
+                data, hdr, kind = _page_kind(pages, n)
+            except (BadCell, IndexError):
+                continue
+            if n not in free and kind in (TABLE_LEAF, TABLE_INTERIOR, INDEX_LEAF, INDEX_INTERIOR):
+                try:  # an intact page is read by the b-tree walk; only the cells of one that fails are carved
+                    _cell_offsets(data, hdr, kind in (TABLE_INTERIOR, INDEX_INTERIOR), pages.usable)
+                    continue
+                except BadCell:
+                    pass
+            where = "a free page" if n in free else "a damaged page"
+            out.extend((where, v) for v in carve_page(data, 0, pages.usable, t))
+        frames = wal_frames(db.with_name(db.name + "-wal"), pages.size)
+    finally:
+        pages.close()
+    for data in frames:
+        out.extend(("the write-ahead log", v) for v in carve_page(data, 0, len(data), t))
+    for data in extra_pages or []:
+        out.extend(("a damaged page", v) for v in carve_page(data, 0, len(data), t))
+    return out
+
+
+def torn_texts(db: Path, wanted: dict[str, str], digest: Callable[[str], str], types: tuple[str, ...],
+               kinds: tuple[str, ...], tiers: tuple[str, ...] = ("warm", "cold", "hot"),
+               max_text: int = 8192) -> dict[str, dict[str, Any]]:
+    """Notes whose record lost its header (the damage ended inside it) but whose id's tail and text still stand in
+    `db` or its WAL: id -> {text, type?, kind?, tags?}. `wanted` maps each id to the content hash the file's own
+    index keeps for it; a text is taken only when `digest(text)` equals that hash, so nothing is guessed about
+    where it ends. After the text come the type and the kind (read when they are one of `types` / `kinds`), and
+    further on the tier and the tags (a JSON list), read when they parse."""
+    blobs = []
+    for path in (Path(db), Path(db).with_name(Path(db).name + "-wal")):
+        try:
+            blobs.append(path.read_bytes())
+        except OSError:
+            continue
+    out: dict[str, dict[str, Any]] = {}
+    for item_id, want in wanted.items():
+        tail = item_id[-12:].encode()
+        for raw in blobs:
+            pos = raw.find(tail)
+            while pos >= 0 and item_id not in out:
+                start = pos + len(tail)
+                got = _text_at(raw, start, want, digest, max_text, types)
+                if got is not None:
+                    text, end = got
+                    out[item_id] = {"text": text, **_after_text(raw, end, types, kinds, tiers)}
+                pos = raw.find(tail, pos + 1)
+    return out
+
+
+def _text_at(raw: bytes, start: int, want: str, digest: Callable[[str], str], max_text: int,
+             types: tuple[str, ...]) -> tuple[str, int] | None:
+    """The text starting at `start` whose hash is `want`: it ends where a record's next value (the type) begins,
+    so only those ends are tried."""
+    import re
+
+    window = raw[start:start + max_text + 16]
+    for m in re.finditer(b"|".join(re.escape(t.encode()) for t in types), window):
+        try:
+            text = window[:m.start()].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if text and digest(text) == want:
+            return text, start + m.start()
+    return None
+
+
+def _after_text(raw: bytes, pos: int, types: tuple[str, ...], kinds: tuple[str, ...],
+                tiers: tuple[str, ...]) -> dict[str, Any]:
+    import json
+    import re
+
+    out: dict[str, Any] = {}
+    rest = raw[pos:pos + 4096].decode("utf-8", "replace")
+    typ = next((t for t in sorted(types, key=len, reverse=True) if rest.startswith(t)), None)
+    if typ is None:
+        return out
+    out["type"] = typ
+    kind = next((k for k in sorted(kinds, key=len, reverse=True) if rest[len(typ):].startswith(k)), None)
+    if kind is None:
+        return out
+    out["kind"] = kind
+    m = re.search("(?:" + "|".join(map(re.escape, tiers)) + r")(?=\[)", rest[len(typ) + len(kind):])
+    if m is not None:
+        try:
+            tags, _end = json.JSONDecoder().raw_decode(rest[len(typ) + len(kind) + m.end():])
+        except ValueError:
+            return out
+        if isinstance(tags, list) and all(isinstance(t, str) for t in tags):
+            out["tags"] = tags
+    return out
+
+
+__all__ = ["BadCell", "Pages", "Row", "Salvage", "TableDef", "carve", "carve_page", "torn_texts", "decode_record", "fits",
+           "read_wal", "salvage", "table_def", "wal_frames"]
