@@ -222,12 +222,56 @@ def score(cases: list[dict], results: dict[str, dict], lines: dict[tuple[str, st
             "n_pos": len(deliv), "n_neg": len(quiet), "n_activated": len(deliv_act), "n_stale": len(stale)}
 
 
+FITTED = re.compile(r"(# --- fitted: begin.*?\n)(.*?)(# --- fitted: end ---)", re.DOTALL)
+GRID = {"WHOLE_MAX_SECONDARY": (400, 800), "SECTION_MIN": (0.3, 0.4, 0.5), "LESS_LIKELY": (0.0, 0.3, 0.5, 0.7),
+        "SECTION_MIN_LESS_LIKELY": (0.5, 0.6, 0.8, 9.0)}
+
+
+def fit(svc, ctxs, tune, lines, mem_text, mem_ids, builtin, write: bool) -> int:
+    """core/context.py's two fitted constants, chosen on the tune half: the mean of `delivered` and
+    `token_precision` (ties: fewer tokens)."""
+    import itertools
+
+    from mnemo.core import context as cx
+
+    rows = []
+    names = list(GRID)
+    for values in itertools.product(*GRID.values()):
+        for k, v in zip(names, values, strict=True):
+            setattr(cx, k, v)
+        res = {c["id"]: svc.context(ctxs[c["repo"]], file=c["file"], message=c["request"]) for c in tune}
+        r = score(tune, res, lines, mem_text, mem_ids, builtin)
+        obj = (r["delivered"] + r["token_precision"]) / 2
+        rows.append((obj, -r["tokens_median"], values, r))
+        print(f"{dict(zip(names, values, strict=True))}: objective {obj:.4f} {r}", flush=True)
+    obj, _t, values, r = max(rows, key=lambda x: (x[0], x[1]))
+    chosen = dict(zip(names, values, strict=True))
+    print(json.dumps({"fitted": chosen, "objective": round(obj, 4), "tune": r}))
+    if write:
+        path = REPO / "server" / "mnemo" / "core" / "context.py"
+        src = path.read_text(encoding="utf-8")
+        block = FITTED.search(src)
+        if block is None:
+            raise SystemExit(f"no fitted block in {path}")
+        body = block.group(2)
+        for k, v in chosen.items():
+            body = re.sub(rf"^{k} = [0-9.]+", f"{k} = {v}", body, flags=re.MULTILINE)
+        new = src[:block.start(2)] + body + src[block.end(2):]
+        if new == src and body not in src:
+            raise SystemExit(f"no fitted block in {path}")
+        path.write_text(new, encoding="utf-8")
+    svc.engine.close()
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=str(REPO.parents[0] / "shared" / "data"))
     ap.add_argument("--json", action="store_true", help="print only the final JSON object")
     ap.add_argument("--no-cold", action="store_true", help="skip the cold hook start (owner stopped)")
     ap.add_argument("--dump", default=None, help="write every case's block and items to this JSONL file")
+    ap.add_argument("--fit", action="store_true", help="choose core/context.py's fitted constants on the TUNE half")
+    ap.add_argument("--write", action="store_true", help="with --fit: write them into core/context.py")
     args = ap.parse_args(argv)
     data = Path(args.data)
     if not (data / "skills").is_dir():
@@ -270,6 +314,9 @@ def main(argv=None) -> int:
             for rel, text in repo["changes"].items():   # the code changes after the notes were anchored
                 (root / rel).write_text(text, encoding="utf-8")
         setup_s = time.perf_counter() - t0
+        if args.fit:
+            return fit(svc, ctxs, [c for c in cases if c["split"] == "tune"], lines, mem_text, mem_ids, builtin,
+                       args.write)
         lat = []
         for c in cases:
             t1 = time.perf_counter()

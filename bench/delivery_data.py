@@ -199,6 +199,22 @@ NEGATIVE_FILE_CASES = [
 ]
 
 
+# Specific before generic (issue 20, point 2): where team-a holds a rule of its own for a starter skill's topic,
+# that rule is an acceptable answer wherever the starter skill is (the starter yields to it)
+OWN_FOR_STARTER = {"starter:shell-scripts": ["shell"], "starter:sql-database": ["sql"],
+                   "starter:docker": ["dockerfile-best-practices", "containerization-docker-best-practices"],
+                   "starter:github-actions": ["github-actions", "github-actions-ci-cd-best-practices"],
+                   "starter:security-review": ["secure-coding-practices", "security-and-owasp"],
+                   "starter:typescript": ["typescript-best-practices", "typescript-node-development",
+                                          "typescript-type-safety"]}
+
+
+def _with_own(groups: list[list[str]], repo: str) -> list[list[str]]:
+    if repo != "team-a":
+        return groups
+    return [g + [x for n in g for x in OWN_FOR_STARTER.get(n, []) if x not in g] for g in groups]
+
+
 def _corpus_files(corpus: str) -> dict[str, str]:
     """short name -> path inside the corpus folder (as bench/skill_data.short_name names them)."""
     root = DATA / "skills" / corpus
@@ -253,7 +269,8 @@ def build() -> list[dict]:
                     not all(any(x.startswith("starter:") or x in wanted for x in g) for g in r["expected"]):
                 continue
             cases.append({"type": "case", "id": r["id"], "repo": repo, "split": r["split"], "kind": r["kind"],
-                          "file": r["file"], "request": r["request"], "expected": r["expected"], "memories": [],
+                          "file": r["file"], "request": r["request"], "expected": _with_own(r["expected"], repo),
+                          "memories": [],
                           "stale": []})
         mem = MEMORY_REPOS[repo]
         out.append({"type": "repo", "name": repo, "rules": [list(x) for x in rules], "code": mem["code"],

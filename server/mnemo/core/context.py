@@ -182,6 +182,12 @@ PREAMBLE_MAX = 120               # tokens: a rule's preamble (what it is for) go
 EXTRA_SECTION_SHARE = 0.6        # a further section of a rule in part needs this share of its best one's score
 ALWAYS_RELATED_MIN = 0.25        # past the always-on share, an always-on rule needs this relation to the request
 MIN_CUT_TOKENS = 60              # a best section cut to fit keeps at least this many tokens, else a reference
+# --- fitted: begin (bench/delivery.py --fit, on the tune half of bench/data/delivery_dev.jsonl) ---
+WHOLE_MAX_SECONDARY = 400        # tokens: a skill after the most probable one goes in whole only up to this size
+SECTION_MIN = 0.4                # ... else by its sections, when its best section is at least this relevant
+LESS_LIKELY = 0.5                # a skill less probable than this share of the most probable one: never whole,
+SECTION_MIN_LESS_LIKELY = 0.6    # and by its best sections only when at least this relevant (else by reference)
+# --- fitted: end ---
 
 
 @dataclass
@@ -341,7 +347,7 @@ def _prepare_sections(part: SkillPart, query: str, scorer: Any) -> None:
         return
     part.sections = split_sections(getattr(part.act, "body", "") or "")
     qv = sv = None
-    if scorer is not None and query.strip() and len(part.sections) > 1:
+    if scorer is not None and query.strip() and part.sections:
         try:
             qv = scorer.message_vector(query)
             sv = scorer.text_vectors([section_view(part.act.name, x) for x in part.sections]) if qv is not None \
@@ -400,10 +406,13 @@ class _Fitter:
         always = [c for c in skills if c.part.always]
         self._always(always)
         partial: list[Item] = []
-        for it in chosen:
-            if not self.seen(it.key) and self._try(it):
+        top = max((float(c.part.act.score) for c in chosen), default=0.0)
+        for n, it in enumerate(chosen):
+            first = n == 0
+            likely = float(it.part.act.score) >= LESS_LIKELY * top
+            if (first or (likely and it.tokens <= WHOLE_MAX_SECONDARY)) and not self.seen(it.key) and self._try(it):
                 continue
-            if self._in_part(it):
+            if self._in_part(it, None if first else SECTION_MIN if likely else SECTION_MIN_LESS_LIKELY):
                 partial.append(it)
             elif not self._try_ref(it):
                 self.dropped.append(it)
@@ -445,8 +454,9 @@ class _Fitter:
         it.part.include, it.part.cut = include, cut
         it.text = it.part.render()
 
-    def _in_part(self, it: Item) -> bool:
-        """The skill by its best section (and its preamble when short); False when not even a cut of it fits."""
+    def _in_part(self, it: Item, min_score: float | None = None) -> bool:
+        """The skill by its best section (and its preamble when short); False when not even a cut of it fits, or
+        when its best section is less relevant than ``min_score`` (a skill after the most probable one)."""
         from mnemo.core.skills.sections import trim
 
         part = it.part
@@ -457,6 +467,8 @@ class _Fitter:
         if not body_secs:
             return False
         best = max(body_secs, key=lambda i: (part.scores[i], -i))
+        if min_score is not None and self.req.message and part.scores[best] < min_score:
+            return False
         pre = [i for i in usable if secs[i].preamble and secs[i].tokens <= PREAMBLE_MAX and i != best]
         self.inlined.append(it)
         for include in ([*pre, best], [best]):
