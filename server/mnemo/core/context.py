@@ -13,8 +13,14 @@ Events and what each adds (never what the session already received; everything u
 Memories are quoted (`> `) under a header that says they are data with provenance, not instructions; only trusted,
 unflagged, active memories are injected unasked. Skill bodies are fenced (a body cannot close its fence). Skills
 the agent's own tool already loads (CLAUDE.md and `.claude/skills` for Claude Code; copilot-instructions,
-`.instructions.md` and AGENTS.md for Copilot) are left out for that client. Whatever does not fit the budget is
-listed by name and path (an agent can read the file) or left out, least relevant first.
+`.instructions.md` and AGENTS.md for Copilot) are left out for that client.
+
+The budget is spent by value, not by size (`_Fitter`; docs/agents-and-teams.md, "What goes into a block"): the
+skills the request chose, most probable first, each whole when it fits, else by its most relevant sections
+(`core/skills/sections.py`) with one line naming the rest; always-on rules within a share of the budget
+(`context_always_share`), the least related by reference past it, never pushing out a chosen rule. Each item says
+why in words; scores stay in the JSON. Starter skills yield to a project's own rule in the activation itself
+(`core/skills/result.py`, `yield_starters`).
 """
 
 from __future__ import annotations
