@@ -223,8 +223,10 @@ def score(cases: list[dict], results: dict[str, dict], lines: dict[tuple[str, st
 
 
 FITTED = re.compile(r"(# --- fitted: begin.*?\n)(.*?)(# --- fitted: end ---)", re.DOTALL)
-GRID = {"WHOLE_MAX_SECONDARY": (400, 800), "SECTION_MIN": (0.3, 0.4, 0.5), "LESS_LIKELY": (0.0, 0.3, 0.5, 0.7),
-        "SECTION_MIN_LESS_LIKELY": (0.5, 0.6, 0.8, 9.0)}
+GRID = {"WHOLE_MAX_SECONDARY": (400,), "SECTION_MIN": (0.3, 0.5), "LESS_LIKELY": (0.7, 0.85, 0.95),
+        "SECTION_MIN_LESS_LIKELY": (0.8, 1.0)}
+# a first, wider pass (WHOLE_MAX_SECONDARY 400/800, SECTION_MIN 0.3-0.5, LESS_LIKELY 0-0.7, SECTION_MIN_LESS_LIKELY
+# 0.5-9) found the tune objective rising with LESS_LIKELY and flat in the others; this grid refines around it
 
 
 def fit(svc, ctxs, tune, lines, mem_text, mem_ids, builtin, write: bool) -> int:
