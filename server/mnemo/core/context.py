@@ -190,9 +190,9 @@ ALWAYS_RELATED_MIN = 0.25        # past the always-on share, an always-on rule n
 MIN_CUT_TOKENS = 60              # a best section cut to fit keeps at least this many tokens, else a reference
 # --- fitted: begin (bench/delivery.py --fit, on the tune half of bench/data/delivery_dev.jsonl) ---
 WHOLE_MAX_SECONDARY = 400        # tokens: a skill after the most probable one goes in whole only up to this size
-SECTION_MIN = 0.4                # ... else by its sections, when its best section is at least this relevant
-LESS_LIKELY = 0.5                # a skill less probable than this share of the most probable one: never whole,
-SECTION_MIN_LESS_LIKELY = 0.6    # and by its best sections only when at least this relevant (else by reference)
+SECTION_MIN = 0.5                # ... else by its sections, when its best section is at least this relevant
+LESS_LIKELY = 0.85                # a skill less probable than this share of the most probable one: never whole,
+SECTION_MIN_LESS_LIKELY = 1.0    # and by its best sections only when at least this relevant (else by reference)
 # --- fitted: end ---
 
 
