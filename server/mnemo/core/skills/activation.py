@@ -355,7 +355,7 @@ class SkillEngine:
         by_file = self._file_decides(idx, ev, X, forced, held, chosen, misses, limit, cfg)
         if by_file is not None:  # the request chose no skill: the file decides, as its tool would
             ev, X, p, chosen, misses = by_file
-        chosen, yielded, stand_in = yield_starters(idx, ev, p, chosen, forced, held)
+        chosen, yielded, stand_in = yield_starters(idx, ev, p, chosen, forced, held, cfg.threshold)
         acts = [build_activation(idx, ev, X, w, p, i, bool(forced[i]), by_file is not None) for i in chosen]
         for a in acts:
             if a.skill_id in stand_in:

@@ -125,7 +125,7 @@ YIELD_REQUEST_GAP = 0.10    # a rule takes a starter skill's place when it is ab
 
 
 def yield_starters(idx: SkillIndex, ev: Evidence, p: np.ndarray, chosen: list[int], forced: np.ndarray,
-                   held: np.ndarray) -> tuple[list[int], list[dict], dict[str, str]]:
+                   held: np.ndarray, threshold: float = 0.0) -> tuple[list[int], list[dict], dict[str, str]]:
     """Specific before generic: a starter skill (Mnemo's fallback) that activated yields when the project or the
     person has a rule of its own for the same files (both globs match the file, and the rules are related) or
     the same topic (their meanings are close). The rule takes the starter's place when it did not activate itself
@@ -167,7 +167,7 @@ def yield_starters(idx: SkillIndex, ev: Evidence, p: np.ndarray, chosen: list[in
         w = idx.skills[winner]
         whose = SCOPE_WORDS.get(w.scope, "the project's")
         why = "same files" if same_file[ok][list(cand).index(winner)] else "same topic"
-        yielded.append({"skill_id": s.id, "name": s.name, "score": round(float(p[i]), 4), "threshold": None,
+        yielded.append({"skill_id": s.id, "name": s.name, "score": round(float(p[i]), 4), "threshold": threshold,
                         "why": f"yields to {whose} `{w.name}` rule ({why})", "source_path": s.source_path,
                         "yields_to": w.id, "yields_to_name": w.name, "yields_to_path": w.source_path})
         if winner not in taken:
