@@ -446,8 +446,8 @@ class LocalService:
             def message_vector(_self, text: str):
                 return self._skills(c).message_vector(text)
 
-            def text_vectors(_self, texts: list[str]):
-                return self._skills(c).text_vectors(texts)
+            def text_vectors(_self, texts: list[str], wait: bool = True):
+                return self._skills(c).text_vectors(texts, wait)
 
         return build_context(self.engine, c, activate, _Sections(), file=file, message=message, event=event,
                              session=session, budget=budget, learn=learn, client=client, source=source,

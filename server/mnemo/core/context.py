@@ -346,7 +346,7 @@ def _related(part: SkillPart, query: str) -> float:
     return float((part.act.signals or {}).get("cosine", 0.0)) + 0.5 * lex
 
 
-def _prepare_sections(part: SkillPart, query: str, scorer: Any) -> None:
+def _prepare_sections(part: SkillPart, query: str, scorer: Any, wait: bool = True) -> None:
     from mnemo.core.skills.sections import score_sections, section_view, split_sections
 
     if part.sections is not None:
@@ -356,8 +356,8 @@ def _prepare_sections(part: SkillPart, query: str, scorer: Any) -> None:
     if scorer is not None and query.strip() and part.sections:
         try:
             qv = scorer.message_vector(query)
-            sv = scorer.text_vectors([section_view(part.act.name, x) for x in part.sections]) if qv is not None \
-                else None
+            sv = scorer.text_vectors([section_view(part.act.name, x) for x in part.sections], wait) \
+                if qv is not None else None
         except Exception:  # noqa: BLE001 - the words alone still rank the sections
             qv = sv = None
     part.scores = score_sections(part.sections, query, qv, sv) if query.strip() else \
@@ -466,7 +466,8 @@ class _Fitter:
         from mnemo.core.skills.sections import trim
 
         part = it.part
-        _prepare_sections(part, self.query, self.scorer)
+        # a hook answers within its timeout: sections not embedded yet are ranked by their words this time
+        _prepare_sections(part, self.query, self.scorer, wait=self.req.event == "context")
         secs = part.sections or []
         usable = [s.index for s in secs if not self.seen(f"{it.key}:s{s.index}")]
         body_secs = [i for i in usable if not secs[i].preamble] or usable

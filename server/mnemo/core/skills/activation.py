@@ -397,8 +397,10 @@ class SkillEngine:
         dense_msg = " ".join(words[:limit]) if 0 < limit < len(words) else message
         return self._query_vectors(self._ensure_index(), dense_msg)[0]
 
-    def text_vectors(self, texts: list[str]) -> np.ndarray:
-        """Unit vectors of ``texts`` (a rule's sections), cached by content like the skills' own vectors."""
+    def text_vectors(self, texts: list[str], wait: bool = True) -> np.ndarray | None:
+        """Unit vectors of ``texts`` (a rule's sections), cached by content like the skills' own vectors. With
+        ``wait`` False (a hook, bounded in time) texts not cached yet are embedded in the background for the next
+        call and None is returned now."""
         import hashlib
 
         emb = self.embedder
@@ -406,12 +408,19 @@ class SkillEngine:
         keys = ["sec:" + hashlib.sha256(t.encode("utf-8", "replace")).hexdigest()[:24] for t in texts]
         have = self.vector_cache.get_many(model, keys)
         todo = {k: t for k, t in zip(keys, texts, strict=True) if k not in have}
-        if todo:
+
+        def embed() -> dict[str, np.ndarray]:
             vecs = np.asarray(emb.embed(list(todo.values())), dtype=np.float32)
             vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
             new = dict(zip(todo, vecs, strict=True))
             self.vector_cache.put_many(model, new)
-            have.update(new)
+            return new
+
+        if todo and not wait:
+            threading.Thread(target=embed, name="mnemo-section-vectors", daemon=True).start()
+            return None
+        if todo:
+            have.update(embed())
         return np.stack([have[k] for k in keys]).astype(np.float32, copy=False)
 
     def rank(self, message: str, k: int = 3, file_path: str | None = None) -> list[Skill]:
