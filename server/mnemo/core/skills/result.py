@@ -131,8 +131,8 @@ def yield_starters(idx: SkillIndex, ev: Evidence, p: np.ndarray, chosen: list[in
     person has a rule of its own for the same files (both globs match the file, and the rules are related) or
     the same topic (their meanings are close). The rule takes the starter's place when it did not activate itself
     and is about as close to the request. Returns (chosen, the yields as nearest misses, {stand-in id: reason})."""
-    if not chosen or idx.vectors.shape[0] != len(idx.skills):
-        return chosen, [], {}
+    if not any(idx.skills[i].scope == "builtin" for i in chosen) or idx.vectors.shape[0] != len(idx.skills):
+        return chosen, [], {}                      # no starter skill chose itself: nothing to yield (the usual case)
     scopes = [s.scope for s in idx.skills]
     own = np.flatnonzero(np.asarray([sc != "builtin" for sc in scopes]) & ~held & ~idx.manual)
     if not own.size:
