@@ -192,7 +192,8 @@ MIN_CUT_TOKENS = 60              # a best section cut to fit keeps at least this
 WHOLE_MAX_SECONDARY = 400        # tokens: a skill after the most probable one goes in whole only up to this size
 SECTION_MIN = 0.5                # ... else by its sections, when its best section is at least this relevant
 LESS_LIKELY = 0.85                # a skill less probable than this share of the most probable one: never whole,
-SECTION_MIN_LESS_LIKELY = 1.0    # and by its best sections only when at least this relevant (else by reference)
+SECTION_MIN_LESS_LIKELY = 0.8    # and by its best sections only when at least this relevant (else by reference)
+RESERVE_PER_LIKELY = 250         # tokens kept, when the most probable skill goes in whole, for each other likely one
 # --- fitted: end ---
 
 
@@ -413,10 +414,15 @@ class _Fitter:
         self._always(always)
         partial: list[Item] = []
         top = max((float(c.part.act.score) for c in chosen), default=0.0)
+        others = sum(1 for c in chosen[1:] if float(c.part.act.score) >= LESS_LIKELY * top)
         for n, it in enumerate(chosen):
             first = n == 0
             likely = float(it.part.act.score) >= LESS_LIKELY * top
-            if (first or (likely and it.tokens <= WHOLE_MAX_SECONDARY)) and not self.seen(it.key) and self._try(it):
+            # the most probable skill goes in whole unless that leaves the other likely ones no room for their
+            # best section (RESERVE_PER_LIKELY tokens each)
+            room = self.limit - self.used() - (RESERVE_PER_LIKELY * others if first else 0)
+            whole = first and it.tokens + 1 <= room or (not first and likely and it.tokens <= WHOLE_MAX_SECONDARY)
+            if whole and not self.seen(it.key) and self._try(it):
                 continue
             if self._in_part(it, None if first else SECTION_MIN if likely else SECTION_MIN_LESS_LIKELY):
                 partial.append(it)
