@@ -163,8 +163,13 @@ def cold_start(home: Path, root: Path) -> dict:
         got = "Mnemo memory" in so
         out.update(cold_first_prompt_ms=round(ms, 1) if got else None, cold_first_prompt_delivered=got,
                    cold_first_prompt_wall_ms=round(ms, 1), cold_first_prompt_stderr=se.strip()[-200:])
-    finally:
-        subprocess.run([sys.executable, "-m", "mnemo", "daemon", "stop"], env=env, capture_output=True, timeout=60)
+    finally:  # the owner the hooks started in the background may still be starting: stop it once it is up
+        for _ in range(20):
+            p = subprocess.run([sys.executable, "-m", "mnemo", "daemon", "stop", "--json"], env=env,
+                               capture_output=True, text=True, timeout=60)
+            if '"stopped": true' in p.stdout:
+                break
+            time.sleep(1)
     return out
 
 
