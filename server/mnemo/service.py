@@ -590,8 +590,15 @@ class LocalService:
             self._holds(c, eng)  # held skills never reach an agent
             return eng.activate(file_path, msg)
 
-        return build_context(self.engine, c, activate, file=file, message=message, event=event, session=session,
-                             budget=budget, learn=learn, client=client, source=source,
+        class _Sections:  # the skill engine ranks a rule's sections by meaning (resolved only when needed)
+            def message_vector(_self, text: str):
+                return self._skills(c).message_vector(text)
+
+            def text_vectors(_self, texts: list[str], wait: bool = True):
+                return self._skills(c).text_vectors(texts, wait)
+
+        return build_context(self.engine, c, activate, _Sections(), file=file, message=message, event=event,
+                             session=session, budget=budget, learn=learn, client=client, source=source,
                              min_confidence=min_confidence, commit=commit, symbol=symbol, line=line)
 
     def context_commit(self, ctx: dict, session: str | None = None, keys: list[str] | None = None,

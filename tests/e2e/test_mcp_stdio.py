@@ -358,3 +358,23 @@ def test_a_lone_surrogate_or_bad_utf8_gets_an_answer(workspace, server_env):
         proc.stdin.close()
         proc.wait(timeout=20)
     assert proc.returncode == 0
+
+
+def test_the_context_tool_block_is_written_for_the_model(workspace, server_env):
+    """Issue 20 over MCP: reasons in words and no scores in the block; the starter `docker` skill yields to the
+    project's own Dockerfile instructions (same files) instead of being inlined beside them."""
+    env = {k: v for k, v in server_env.items() if k != "MNEMO_EMBEDDER"}   # relevance: the real model
+
+    async def scenario():
+        async with mcp_session(workspace, env) as s:
+            await call(s, "remember", text="The shop image must run as the app user, never root", kind="decision")
+            text = await call(s, "context", file="Dockerfile", request="make the shop image run as the app user")
+            assert "Run as a non-root user" in text                        # the project's own rule
+            assert "applies to `Dockerfile`" in text                        # why, in words
+            assert "# Containers" not in text and "docker.md" not in text   # the starter skill yielded
+            for word in ("probability", "score", "cosine", "confidence"):
+                assert word not in text.lower(), word
+            dry = await call(s, "activate_skills", file="Dockerfile", request="make the shop image run as the app user")
+            assert "yields to the project's `docker` rule" in dry
+
+    anyio.run(scenario)

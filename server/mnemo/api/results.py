@@ -541,8 +541,12 @@ class ContextBlock(TypedDict):
     markdown: str
     tokens: int
     budget: int
-    items: list[dict[str, Any]]  # {kind, id, title, section, how: inlined | referenced, ...}
+    token_cost: dict[str, int]  # {total, skills, memories, references, framing}
+    # {kind, id, title, section, tokens, state: inlined | partial | referenced, score, why, reason, sections?, ...}
+    items: list[dict[str, Any]]
     dropped: list[dict[str, Any]]
+    yielded: list[dict[str, Any]]  # starter skills that yielded to a project's own rule ({name, why, yields_to})
+    always_share: float  # the share of the budget the always-apply rules may fill (context_always_share)
     already_sent: int
     learned: list[dict[str, Any]]
     session: dict[str, Any] | None  # {id, seen}

@@ -102,6 +102,10 @@ KEYS: dict[str, Key] = {k.name: k for k in (
         "days a forgotten memory can be brought back with `mnemo restore ID`; after that its text and history are "
         "purged (the tombstone stays; 0: purged at once)", minimum=0, maximum=36500),
     Key("starter_skills", "MNEMO_STARTER_SKILLS", bool, True, "offer Mnemo's starter skills in every project"),
+    Key("context_always_share", "MNEMO_CONTEXT_ALWAYS_SHARE", float, 0.25,
+        "share of a context block's token budget the always-apply rules may fill together; past it, those least "
+        "related to the request go in by reference (never pushing out a rule the request chose)", minimum=0,
+        maximum=1),
     Key("team_timeout", "MNEMO_TEAM_TIMEOUT", float, 1.5, "seconds to wait for the team server to connect",
         minimum=0.1, maximum=120),
     Key("team_retry", "MNEMO_TEAM_RETRY", float, 30.0,

@@ -22,8 +22,14 @@ says what the code used to do, flagged as such, is worth more than silence.
 Memories are quoted (`> `) under a header that says they are data with provenance, not instructions; only trusted,
 unflagged, active memories are injected unasked. Skill bodies are fenced (a body cannot close its fence). Skills
 the agent's own tool already loads (CLAUDE.md and `.claude/skills` for Claude Code; copilot-instructions,
-`.instructions.md` and AGENTS.md for Copilot) are left out for that client. Whatever does not fit the budget is
-listed by name and path (an agent can read the file) or left out, least relevant first.
+`.instructions.md` and AGENTS.md for Copilot) are left out for that client.
+
+The budget is spent by value, not by size (`_Fitter`; docs/agents-and-teams.md, "What goes into a block"): the
+skills the request chose, most probable first, each whole when it fits, else by its most relevant sections
+(`core/skills/sections.py`) with one line naming the rest; always-on rules within a share of the budget
+(`context_always_share`), the least related by reference past it, never pushing out a chosen rule. Each item says
+why in words; scores stay in the JSON. Starter skills yield to a project's own rule in the activation itself
+(`core/skills/result.py`, `yield_starters`).
 """
 
 from __future__ import annotations
@@ -85,6 +91,7 @@ class Item:
     ref: str | None = None            # a one-line reference used when the full text does not fit (skills)
     ref_key: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    part: SkillPart | None = None     # a skill: what it takes to deliver it whole, in part or by reference
 
     @property
     def tokens(self) -> int:
@@ -166,9 +173,7 @@ def memory_meta(m: dict[str, Any], confidence: float | None = None) -> str:
         parts.append(f"scope {m['scope']}")
     if m.get("branch"):
         parts.append(f"branch {m['branch']}")
-    if confidence is not None:
-        parts.append(f"confidence {confidence:.2f}")
-    parts.append(f"updated {_ago(m.get('updated_at'))}")
+    parts.append(f"updated {_ago(m.get('updated_at'))}")   # the confidence stays in the JSON, not the block
     anchors = m.get("anchors") or []
     path = m.get("source_path") or (anchors[0].get("path") if anchors and isinstance(anchors[0], dict) else None)
     if path:
@@ -205,24 +210,130 @@ def _memory_item(m: dict[str, Any], section: str, text: str | None = None,
                 extra={"confidence": confidence, **({"stale": stale} if fresh is not None or stale else {})})
 
 
-def _skill_item(a: Any, file: str | None, root: str | None = None) -> Item:
+_FORMAT_WORDS = {"mnemo": "Mnemo skill", "copilot": "Copilot instructions", "copilot-repo": "Copilot instructions",
+                 "cursor": "Cursor rule", "cursorrules": ".cursorrules", "claude-skill": "Claude skill",
+                 "claude-md": "CLAUDE.md", "agents-md": "AGENTS.md", "continue": "Continue rule",
+                 "windsurf": "Windsurf rule", "windsurfrules": ".windsurfrules"}
+PREAMBLE_MAX = 120               # tokens: a rule's preamble (what it is for) goes in with its sections up to this
+EXTRA_SECTION_SHARE = 0.6        # a further section of a rule in part needs this share of its best one's score
+ALWAYS_RELATED_MIN = 0.25        # past the always-on share, an always-on rule needs this relation to the request
+MIN_CUT_TOKENS = 60              # a best section cut to fit keeps at least this many tokens, else a reference
+# --- fitted: begin (bench/delivery.py --fit, on the tune half of bench/data/delivery_dev.jsonl) ---
+WHOLE_MAX_SECONDARY = 400        # tokens: a skill after the most probable one goes in whole only up to this size
+SECTION_MIN = 0.5                # ... else by its sections, when its best section is at least this relevant
+LESS_LIKELY = 0.85                # a skill less probable than this share of the most probable one: never whole,
+SECTION_MIN_LESS_LIKELY = 0.8    # and by its best sections only when at least this relevant (else by reference)
+RESERVE_PER_LIKELY = 250         # tokens kept, when the most probable skill goes in whole, for each other likely one
+# --- fitted: end ---
+
+
+@dataclass
+class SkillPart:
+    """A skill in the block: whole (``include`` None), by some of its sections, or by reference (``[]``)."""
+
+    act: Any                          # the Activation
+    src: str                          # its path as the agent knows it
+    file: str | None                  # the file at hand, as shown
+    sections: list[Any] | None = None
+    scores: list[float] | None = None
+    include: list[int] | None = None
+    cut: tuple[int, str] | None = None  # (section, its text cut to fit)
+    related: float = 0.0              # how related to the request (always-on rules' ranking)
+
+    @property
+    def always(self) -> bool:
+        return bool(self.act.always)
+
+    def best_title(self) -> str | None:
+        if not self.include or self.scores is None or self.sections is None:
+            return None
+        named = [i for i in self.include if self.sections[i].title]
+        return self.sections[max(named, key=lambda i: self.scores[i])].title if named else None
+
+    def reason(self) -> str:
+        """Why it applies, in words (no scores: those are in the JSON and `mnemo skills activate`)."""
+        a = self.act
+        m = a.matched or {}
+        parts: list[str] = []
+        if (a.reason or "").startswith("mentioned by name"):
+            parts.append("named in the request")
+        if "in place of the starter skill" in (a.reason or ""):
+            parts.append(a.reason.split(";", 1)[0])
+        if a.always:
+            parts.append(f"always on ({_FORMAT_WORDS.get(a.source_format, a.source_format)})")
+        if "glob" in (a.activated_by or []) and not m.get("glob_catch_all") and self.file:
+            parts.append(f"applies to `{_clean(self.file)}`")
+        kws = [str(k) for k in m.get("keywords") or []][:3]
+        best = self.best_title()
+        if kws:
+            parts.append("the request mentions " + ", ".join(kws))
+        if best:
+            parts.append(f"the request is about its section “{_clean(best)[:80]}”")
+        elif not kws and not a.always and "semantic" in (a.activated_by or []):
+            parts.append("the request matches what it is for")
+        return "; ".join(parts) or "applies here"
+
+    def left_out(self) -> list[str]:
+        if self.include is None or self.sections is None:
+            return []
+        inc = set(self.include)
+        return [s.title for s in self.sections if s.index not in inc and s.title]
+
+    def body(self) -> str:
+        body = strip_controls(getattr(self.act, "body", "") or "")
+        if self.include is None or self.sections is None:
+            return body
+        out: list[str] = []
+        last = -1
+        for i in sorted(self.include):
+            text = self.cut[1] + "\n[… cut to fit]" if self.cut and self.cut[0] == i else self.sections[i].text
+            if out and i != last + 1:
+                out.append("[…]")
+            out.append(strip_controls(text))
+            last = i
+        return "\n\n".join(out)
+
+    def render(self) -> str:
+        a = self.act
+        desc = _clean(a.description)
+        title = f"#### {_clean(a.name)}" + (f" — {desc}" if desc and len(desc) <= 160 else "")
+        text = f"{title}\n`{_clean(self.src)}` · {self.reason()}\n"
+        body = self.body()
+        if body.strip():
+            text += _fence(body) + "\n"
+        elif desc:
+            text += desc + "\n"
+        rest = self.left_out()
+        if rest:
+            shown = "; ".join(_clean(t)[:60] for t in rest[:10]) + (f"; and {len(rest) - 10} more" if len(rest) > 10
+                                                                    else "")
+            text += f"Not included here (read `{_clean(self.src)}` for them): {shown}\n"
+        return text
+
+    def ref_line(self) -> str:
+        return f"- `{_clean(self.act.name)}` — `{_clean(self.src)}`: {self.reason()}"
+
+
+def _skill_item(a: Any, shown_file: str | None, root: str | None = None, reason_file: str | None = None) -> Item:
     body = getattr(a, "body", "") or ""
     digest = hashlib.sha256(body.encode("utf-8", "replace")).hexdigest()[:10]
-    desc = _clean(a.description)
-    title = f"#### {_clean(a.name)}" + (f" — {desc}" if desc and len(desc) <= 160 else "")
-    src = _clean(_relative(a.source_path, root))
-    meta = f"Source: `{src}` ({a.source_format}) · why: {_clean(a.reason)} · score {a.score:.2f}"
-    text = f"{title}\n{meta}\n"
-    if body.strip():
-        text += _fence(strip_controls(body)) + "\n"
-    elif desc:
-        text += desc + "\n"
-    ref = f"- `{_clean(a.name)}` — `{src}` (~{a.token_cost} tokens, score {a.score:.2f})"
-    where = f" for `{_clean(file)}`" if file else ""
-    return Item(key=f"skill:{a.skill_id}:{digest}", section=f"### Skills{where}", text=text, title=_clean(a.name),
-                kind="skill", id=a.skill_id, ref=ref, ref_key=f"skillref:{a.skill_id}",
+    src = _relative(a.source_path, root) or a.source_path
+    part = SkillPart(a, src, reason_file)
+    where = f" for `{_clean(shown_file)}`" if shown_file else ""
+    section = "### Always-on rules" if a.always else f"### Skills{where}"
+    return Item(key=f"skill:{a.skill_id}:{digest}", section=section, text=part.render(), title=_clean(a.name),
+                kind="skill", id=a.skill_id, ref=part.ref_line(), ref_key=f"skillref:{a.skill_id}",
                 extra={"score": round(float(a.score), 4), "activated_by": list(a.activated_by),
-                       "source_path": a.source_path, "always": bool(a.always)})
+                       "source_path": a.source_path, "always": bool(a.always), "why": a.reason}, part=part)
+
+
+REF_HEADING = "### Also applies (not inlined here; read the file when you need it)"
+
+
+def _always_ref_line(refs: list[Item]) -> str:
+    names = [f"`{_clean(r.title)}` (`{_clean(r.part.src if r.part else '')}`)" for r in refs[:10]]
+    more = f" and {len(refs) - 10} more" if len(refs) > 10 else ""
+    return "- Always-on rules left out as less related to this request: " + ", ".join(names) + more
 
 
 def render(items: list[Item], refs: list[Item], ctx: Context, req: Request, learned: list[dict[str, Any]]) -> str:
@@ -246,35 +357,205 @@ def render(items: list[Item], refs: list[Item], ctx: Context, req: Request, lear
         lines.append(it.text.rstrip())
         lines.append("")
     if refs:
-        lines.append("### Also applies (not inlined for the token budget; read the file if you need it)")
-        lines += [r.ref or "" for r in refs]
+        lines.append(REF_HEADING)
+        lines += [r.ref or "" for r in refs if not (r.part and r.part.always)]
+        always = [r for r in refs if r.part and r.part.always]
+        if always:
+            lines.append(_always_ref_line(always))
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
 
-def fit_budget(candidates: list[Item], ctx: Context, req: Request,
-               learned: list[dict[str, Any]]) -> tuple[list[Item], list[Item], list[Item]]:
-    """Greedy in priority order: an item that does not fit is left out (a skill keeps a one-line reference if
-    that fits). Returns (inlined, referenced, dropped)."""
-    limit = min(req.budget, MAX_BLOCK_CHARS // 4)
-    used = estimate_tokens(render([], [], ctx, req, learned))
-    inlined, refs, dropped = [], [], []
-    sections: set[str] = set()
-    for it in candidates:
-        cost = it.tokens + (estimate_tokens(it.section) if it.section not in sections else 0) + 1
-        if used + cost <= limit:
-            inlined.append(it)
-            sections.add(it.section)
-            used += cost
-            continue
-        if it.ref is not None:
-            cost = estimate_tokens(it.ref) + (0 if refs else 20)
-            if used + cost <= limit:
-                refs.append(it)
-                used += cost
+def _related(part: SkillPart, query: str) -> float:
+    """How related an always-on rule is to the request: the activation's cosine and the share of the request's
+    words its text holds."""
+    from mnemo.core.text import tokenize
+
+    q = set(tokenize(query))
+    words = set(tokenize(f"{part.act.name} {part.act.description} {getattr(part.act, 'body', '')[:4000]}"))
+    lex = len(q & words) / len(q) if q else 0.0
+    return float((part.act.signals or {}).get("cosine", 0.0)) + 0.5 * lex
+
+
+def _prepare_sections(part: SkillPart, query: str, scorer: Any, wait: bool = True) -> None:
+    from mnemo.core.skills.sections import score_sections, section_view, split_sections
+
+    if part.sections is not None:
+        return
+    part.sections = split_sections(getattr(part.act, "body", "") or "")
+    qv = sv = None
+    if scorer is not None and query.strip() and part.sections:
+        try:
+            qv = scorer.message_vector(query)
+            sv = scorer.text_vectors([section_view(part.act.name, x) for x in part.sections], wait) \
+                if qv is not None else None
+        except Exception:  # noqa: BLE001 - the words alone still rank the sections
+            qv = sv = None
+    part.scores = score_sections(part.sections, query, qv, sv) if query.strip() else \
+        [1.0 - i / max(1, len(part.sections)) for i in range(len(part.sections))]   # no request: the author's order
+
+
+class _Fitter:
+    """Fills the block: memories and hand-offs in priority order (each whole or left out); the always-on rules
+    while they fit their share of the budget (past it, the least related go by reference); the skills the
+    request chose, most probable first, each whole when it fits, else by its most relevant sections (evicting
+    always-on rules, least related first, before a chosen rule's best section is left out), then the remaining
+    room to further relevant sections; what does not fit goes by reference (path and why) or is left out."""
+
+    def __init__(self, ctx: Context, req: Request, learned: list[dict[str, Any]], scorer: Any, share: float,
+                 seen: Callable[[str], bool]):
+        self.ctx, self.req, self.learned, self.scorer, self.seen = ctx, req, learned, scorer, seen
+        self.limit = min(req.budget, MAX_BLOCK_CHARS // 4)
+        self.share = share
+        self.inlined: list[Item] = []
+        self.refs: list[Item] = []
+        self.dropped: list[Item] = []
+        self.query = (req.message or "").strip() or (_file_query(req.file) if req.file else "")
+
+    def used(self) -> int:
+        return estimate_tokens(render(self.inlined, self.refs, self.ctx, self.req, self.learned))
+
+    def fits(self) -> bool:
+        return self.used() <= self.limit
+
+    def _try(self, it: Item) -> bool:
+        self.inlined.append(it)
+        if self.fits():
+            return True
+        self.inlined.pop()
+        return False
+
+    def _try_ref(self, it: Item) -> bool:
+        if it.ref is None or self.seen(it.ref_key or ""):
+            return False
+        self.refs.append(it)
+        if self.fits():
+            return True
+        self.refs.pop()
+        return False
+
+    def run(self, candidates: list[Item]) -> tuple[list[Item], list[Item], list[Item]]:
+        skills = [c for c in candidates if c.part is not None]
+        for it in candidates:
+            if it.part is None and not self._try(it):
+                self.dropped.append(it)
+        chosen = [c for c in skills if not c.part.always]
+        always = [c for c in skills if c.part.always]
+        self._always(always)
+        partial: list[Item] = []
+        top = max((float(c.part.act.score) for c in chosen), default=0.0)
+        others = sum(1 for c in chosen[1:] if float(c.part.act.score) >= LESS_LIKELY * top)
+        for n, it in enumerate(chosen):
+            first = n == 0
+            likely = float(it.part.act.score) >= LESS_LIKELY * top
+            # the most probable skill goes in whole unless that leaves the other likely ones no room for their
+            # best section (RESERVE_PER_LIKELY tokens each)
+            room = self.limit - self.used() - (RESERVE_PER_LIKELY * others if first else 0)
+            whole = first and it.tokens + 1 <= room or (not first and likely and it.tokens <= WHOLE_MAX_SECONDARY)
+            if whole and not self.seen(it.key) and self._try(it):
                 continue
-        dropped.append(it)
-    return inlined, refs, dropped
+            if self._in_part(it, None if first else SECTION_MIN if likely else SECTION_MIN_LESS_LIKELY):
+                partial.append(it)
+            elif not self._try_ref(it):
+                self.dropped.append(it)
+        for it in partial:
+            self._extend(it)
+        return self.inlined, self.refs, self.dropped
+
+    def _always(self, always: list[Item]) -> None:
+        if not always:
+            return
+        fresh = [a for a in always if not self.seen(a.key)]
+        for a in fresh:
+            a.part.related = _related(a.part, self.query) if self.query else 0.0
+        total = sum(a.tokens + 1 for a in fresh)
+        room = self.share * self.limit
+        if total > room and self.query:
+            fresh.sort(key=lambda a: -a.part.related)
+        spent = 0
+        for a in fresh:
+            over = total > room
+            ok = spent + a.tokens + 1 <= room and (not over or not self.query or a.part.related >= ALWAYS_RELATED_MIN)
+            if ok and self._try(a):
+                spent += a.tokens + 1
+            elif not self._try_ref(a):
+                self.dropped.append(a)
+
+    def _evict_always(self) -> bool:
+        """Move the least related inlined always-on rule to the references; False when there is none."""
+        cands = [it for it in self.inlined if it.part is not None and it.part.always]
+        if not cands:
+            return False
+        worst = min(cands, key=lambda it: it.part.related)
+        self.inlined.remove(worst)
+        if not self._try_ref(worst):
+            self.dropped.append(worst)
+        return True
+
+    def _set(self, it: Item, include: list[int] | None, cut: tuple[int, str] | None = None) -> None:
+        it.part.include, it.part.cut = include, cut
+        it.text = it.part.render()
+
+    def _in_part(self, it: Item, min_score: float | None = None) -> bool:
+        """The skill by its best section (and its preamble when short); False when not even a cut of it fits, or
+        when its best section is less relevant than ``min_score`` (a skill after the most probable one)."""
+        from mnemo.core.skills.sections import trim
+
+        part = it.part
+        # a hook answers within its timeout: sections not embedded yet are ranked by their words this time
+        _prepare_sections(part, self.query, self.scorer, wait=self.req.event == "context")
+        secs = part.sections or []
+        usable = [s.index for s in secs if not self.seen(f"{it.key}:s{s.index}")]
+        body_secs = [i for i in usable if not secs[i].preamble] or usable
+        if not body_secs:
+            return False
+        best = max(body_secs, key=lambda i: (part.scores[i], -i))
+        if min_score is not None and self.req.message and part.scores[best] < min_score:
+            return False
+        pre = [i for i in usable if secs[i].preamble and secs[i].tokens <= PREAMBLE_MAX and i != best]
+        self.inlined.append(it)
+        for include in ([*pre, best], [best]):
+            self._set(it, include)
+            while not self.fits() and self._evict_always():
+                pass
+            if self.fits():
+                return True
+        room = self.limit - (self.used() - estimate_tokens(secs[best].text))
+        if room >= MIN_CUT_TOKENS:
+            self._set(it, [best], (best, trim(secs[best].text, room - 10)))
+            if self.fits():
+                return True
+        self.inlined.remove(it)
+        self._set(it, None)
+        return False
+
+    def _extend(self, it: Item) -> None:
+        part = it.part
+        secs, scores = part.sections or [], part.scores or []
+        if part.cut is not None:
+            return
+        top = max((scores[i] for i in part.include or []), default=0.0)
+        rest = sorted((s.index for s in secs if s.index not in (part.include or [])
+                       and not self.seen(f"{it.key}:s{s.index}")), key=lambda i: -scores[i])
+        for i in rest:
+            if scores[i] <= 0 or scores[i] < EXTRA_SECTION_SHARE * top:
+                break
+            before = list(part.include or [])
+            self._set(it, [*before, i])
+            if not self.fits():
+                self._set(it, before)
+
+    def keys(self, it: Item) -> list[str]:
+        if it.part is not None and it.part.include is not None:
+            return [f"{it.key}:s{i}" for i in it.part.include]
+        return [it.key]
+
+
+def fit_budget(candidates: list[Item], ctx: Context, req: Request, learned: list[dict[str, Any]],
+               scorer: Any = None, share: float = 0.25,
+               seen: Callable[[str], bool] = lambda _k: False) -> tuple[list[Item], list[Item], list[Item]]:
+    """(inlined, referenced, dropped): see :class:`_Fitter`."""
+    return _Fitter(ctx, req, learned, scorer, share, seen).run(candidates)
 
 
 # -- gathering ------------------------------------------------------------------------------------------------
@@ -364,6 +645,7 @@ def recalled_items(engine: Engine, ctx: Context, query: str, req: Request) -> li
             text += "\n" + "\n".join(f"- {p}" for p in points)
         out.append(_memory_item({**card, "id": card.get("item_id"), "kind": card.get("note_kind")},
                                 "### Memories", text, card.get("confidence"), fresh=fresh.get(card["item_id"])))
+    out.sort(key=lambda it: -float(it.extra.get("confidence") or 0.0))   # most confident first
     return out
 
 
@@ -381,9 +663,12 @@ def display_path(ctx: Context, file: str | None) -> str | None:
 
 
 def skill_items(result: Any, req: Request, *, only_glob: bool = False, only_always: bool = False,
-                shown_file: str | None = None, root: str | None = None) -> list[Item]:
+                shown_file: str | None = None, root: str | None = None, reason_file: str | None = None,
+                yields: list[dict[str, Any]] | None = None) -> list[Item]:
     native = NATIVE_FORMATS.get(req.client, frozenset())
     out = []
+    if yields is not None:
+        yields.extend(d for d in getattr(result, "dropped", None) or [] if d.get("yields_to"))
     for a in result.activations:
         if a.source_format in native or getattr(a, "published", False):  # published: its memories come as memories
             continue
@@ -391,7 +676,7 @@ def skill_items(result: Any, req: Request, *, only_glob: bool = False, only_alwa
             continue
         if only_glob and (a.always or "glob" not in (a.activated_by or [])):
             continue
-        out.append(_skill_item(a, shown_file, root))
+        out.append(_skill_item(a, shown_file, root, shown_file or reason_file))
     return out
 
 
@@ -401,8 +686,9 @@ def _file_query(path: str) -> str:
 
 
 def gather(engine: Engine, ctx: Context, req: Request, activate: Callable[[str | None, str | None], Any],
-           last_file: str | None) -> tuple[list[Item], list[str]]:
-    """The candidate items in priority order, and any warnings (a part that failed is skipped, said once)."""
+           last_file: str | None, yields: list[dict[str, Any]] | None = None) -> tuple[list[Item], list[str]]:
+    """The candidate items in priority order, and any warnings (a part that failed is skipped, said once);
+    ``yields`` receives the starter skills that yielded to a project's or person's own rule."""
     items: list[Item] = []
     warnings: list[str] = []
 
@@ -420,13 +706,15 @@ def gather(engine: Engine, ctx: Context, req: Request, activate: Callable[[str |
         if req.message and req.message.strip():
             if req.file:
                 part("anchored memories", lambda: anchored_items(engine, ctx, req))
+            at = req.file or last_file
             part("memories", lambda: recalled_items(engine, ctx, req.message, req))
-            part("skills", lambda: skill_items(activate(req.file or last_file, req.message), req, root=ctx.root))
+            part("skills", lambda: skill_items(activate(at, req.message), req, root=ctx.root, yields=yields,
+                                               reason_file=display_path(ctx, at)))
     elif req.event == "pre-tool":
         if req.file:
             part("anchored memories", lambda: anchored_items(engine, ctx, req))
             part("skills", lambda: skill_items(activate(req.file, None), req, only_glob=True, root=ctx.root,
-                                               shown_file=display_path(ctx, req.file)))
+                                               shown_file=display_path(ctx, req.file), yields=yields))
     else:
         query = (req.message or "").strip() or (_file_query(req.file) if req.file else "")
         if req.file:
@@ -434,13 +722,14 @@ def gather(engine: Engine, ctx: Context, req: Request, activate: Callable[[str |
         if query:
             part("memories", lambda: recalled_items(engine, ctx, query, req))
         part("skills", lambda: skill_items(activate(req.file, req.message), req, root=ctx.root,
-                                           shown_file=display_path(ctx, req.file)))
+                                           shown_file=display_path(ctx, req.file), yields=yields))
     return items, warnings
 
 
 def build_context(engine: Engine, ctx: Context, activate: Callable[[str | None, str | None], Any],
-                  **kw: Any) -> dict[str, Any]:
-    """The block for one event (see the module docstring) and what went into it."""
+                  scorer: Any = None, **kw: Any) -> dict[str, Any]:
+    """The block for one event (see the module docstring) and what went into it. ``scorer`` (the skill engine:
+    ``message_vector``, ``text_vectors``) ranks a rule's sections by meaning as well as by words."""
     t0 = time.perf_counter()
     req = Request.checked(**kw)
     learn = corrections.learn_mode(req.learn)
@@ -459,15 +748,19 @@ def build_context(engine: Engine, ctx: Context, activate: Callable[[str | None, 
             learned = corrections.learn(engine, ctx, req.message, learn, session=req.session)
         except Exception as exc:  # noqa: BLE001 - learning is a side effect; the context must still answer
             warnings.append(f"learning skipped: {exc}")
-    items, more = gather(engine, ctx, req, activate, state.last_file if state else None)
+    yields: list[dict[str, Any]] = []
+    items, more = gather(engine, ctx, req, activate, state.last_file if state else None, yields)
     warnings += more
     fresh = [it for it in items if state is None or not state.has(it.key)]
     skipped = len(items) - len(fresh)
-    fresh = _dedup(fresh)
-    inlined, refs, dropped = fit_budget(fresh, ctx, req, learned)
-    refs = [r for r in refs if state is None or not state.has(r.ref_key or "")]
+    learned_ids = {str(c.get("id")) for c in learned}
+    fresh = [it for it in _dedup(fresh) if not (it.kind == "memory" and it.id in learned_ids)]  # nothing twice
+    share = always_share(engine.home)
+    fitter = _Fitter(ctx, req, learned, scorer, share, lambda k: state is not None and state.has(k))
+    inlined, refs, dropped = fitter.run(fresh)
     markdown = render(inlined, refs, ctx, req, learned) if (inlined or refs or learned) else ""
-    delivered = {"session": req.session, "keys": [it.key for it in inlined] + [r.ref_key for r in refs if r.ref_key],
+    keys = [k for it in inlined for k in fitter.keys(it)]
+    delivered = {"session": req.session, "keys": keys + [r.ref_key for r in refs if r.ref_key],
                  "last_file": req.file if req.event in ("pre-tool", "context") else None,
                  "reset": req.event == "session-start" and req.source in ("clear", "compact")}
     seen = None
@@ -475,7 +768,9 @@ def build_context(engine: Engine, ctx: Context, activate: Callable[[str | None, 
         seen = commit(engine.home, **delivered)
     return {
         "event": req.event, "markdown": markdown, "tokens": estimate_tokens(markdown), "budget": req.budget,
+        "token_cost": _token_cost(markdown, inlined, refs, ctx, req, learned),
         "items": [_describe(it, "inlined") for it in inlined] + [_describe(r, "referenced") for r in refs],
+        "yielded": yields, "always_share": share,
         "dropped": [_describe(d, "dropped") for d in dropped], "already_sent": skipped, "learned": learned,
         "session": {"id": req.session, "seen": seen} if state is not None else None,
         **({"delivered": delivered} if state is not None and not req.commit else {}),
@@ -512,9 +807,41 @@ def _dedup(items: list[Item]) -> list[Item]:
     return out
 
 
+def always_share(home: Any) -> float:
+    """The share of the budget the always-apply rules may fill (`context_always_share`)."""
+    from mnemo.core import config
+
+    try:
+        return float(config.value("context_always_share", home))
+    except Exception:  # noqa: BLE001 - a store without the setting: the default
+        return 0.25
+
+
+def _token_cost(markdown: str, inlined: list[Item], refs: list[Item], ctx: Context, req: Request,
+                learned: list[dict[str, Any]]) -> dict[str, int]:
+    """The block's tokens: in all, and spent on skills, memories, references and Mnemo's own framing."""
+    skills = sum(it.tokens for it in inlined if it.kind == "skill")
+    memories = sum(it.tokens for it in inlined if it.kind != "skill")
+    total = estimate_tokens(markdown)
+    references = (estimate_tokens(render([], refs, ctx, req, [])) - estimate_tokens(render([], [], ctx, req, []))
+                  if refs else 0)
+    return {"total": total, "skills": skills, "memories": memories, "references": max(0, references),
+            "framing": max(0, total - skills - memories - max(0, references))}
+
+
 def _describe(it: Item, state: str) -> dict[str, Any]:
-    return {"kind": it.kind, "id": it.id, "title": it.title, "section": it.section.lstrip("# "),
-            "tokens": it.tokens if state == "inlined" else estimate_tokens(it.ref or ""), "state": state, **it.extra}
+    part = it.part
+    if state == "inlined" and part is not None and part.include is not None:
+        state = "partial"
+    out = {"kind": it.kind, "id": it.id, "title": it.title, "section": it.section.lstrip("# "),
+           "tokens": it.tokens if state in ("inlined", "partial") else estimate_tokens(it.ref or ""),
+           "state": state, **it.extra}
+    if part is not None:
+        out["reason"] = part.reason()
+        if part.include is not None and part.sections is not None:
+            out["sections"] = {"included": [part.sections[i].title or "(preamble)" for i in sorted(part.include)],
+                               "left_out": part.left_out(), "cut": part.cut is not None}
+    return out
 
 
 __all__ = ["DEFAULT_BUDGET", "EVENTS", "HEADER", "MEMORY_MIN_CONFIDENCE", "Request", "build_context"]

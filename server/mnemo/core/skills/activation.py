@@ -42,7 +42,16 @@ from .evidence import (
 )
 from .model import LoadReport, Skill
 from .registry import SkillRegistry
-from .result import Activation, ActivationResult, apply_budget, build_activation, held_entry, hold_key, select
+from .result import (
+    Activation,
+    ActivationResult,
+    apply_budget,
+    build_activation,
+    held_entry,
+    hold_key,
+    select,
+    yield_starters,
+)
 from .vectors import VectorCache
 
 __all__ = ["FEATURES", "FITTED_MODEL", "FITTED_THRESHOLD", "Activation", "ActivationConfig", "ActivationResult",
@@ -346,8 +355,13 @@ class SkillEngine:
         by_file = self._file_decides(idx, ev, X, forced, held, chosen, misses, limit, cfg)
         if by_file is not None:  # the request chose no skill: the file decides, as its tool would
             ev, X, p, chosen, misses = by_file
+        chosen, yielded, stand_in = yield_starters(idx, ev, p, chosen, forced, held, cfg.threshold)
         acts = [build_activation(idx, ev, X, w, p, i, bool(forced[i]), by_file is not None) for i in chosen]
+        for a in acts:
+            if a.skill_id in stand_in:
+                a.reason = stand_in[a.skill_id] + "; " + a.reason
         spent = apply_budget(acts, budget)
+        misses = yielded + [m for m in misses if m["skill_id"] not in {y["skill_id"] for y in yielded}]
         return ActivationResult(
             acts, file_path, message, len(idx.skills), misses, (time.perf_counter() - t0) * 1000, idx.version,
             self._embedder_name(), cfg.threshold, [held_entry(idx.skills[i]) for i in np.flatnonzero(held)],
@@ -371,6 +385,43 @@ class SkillEngine:
             return None
         ids = {idx.skills[i].id for i in fchosen}
         return replace(ev, message=None), Xf, fp, fchosen, [m for m in misses if m["skill_id"] not in ids]
+
+    # -- vectors for the context block's sections (core/context.py) -------------------------------------------
+    def message_vector(self, message: str) -> np.ndarray | None:
+        """The request's embedding as activation computed it (cached), or None without a message."""
+        message = (message or "").strip()[:MAX_MESSAGE_CHARS]
+        if not message:
+            return None
+        words = message.split()
+        limit = self.config.query_words_dense
+        dense_msg = " ".join(words[:limit]) if 0 < limit < len(words) else message
+        return self._query_vectors(self._ensure_index(), dense_msg)[0]
+
+    def text_vectors(self, texts: list[str], wait: bool = True) -> np.ndarray | None:
+        """Unit vectors of ``texts`` (a rule's sections), cached by content like the skills' own vectors. With
+        ``wait`` False (a hook, bounded in time) texts not cached yet are embedded in the background for the next
+        call and None is returned now."""
+        import hashlib
+
+        emb = self.embedder
+        model = getattr(emb, "model_id", type(emb).__name__)
+        keys = ["sec:" + hashlib.sha256(t.encode("utf-8", "replace")).hexdigest()[:24] for t in texts]
+        have = self.vector_cache.get_many(model, keys)
+        todo = {k: t for k, t in zip(keys, texts, strict=True) if k not in have}
+
+        def embed() -> dict[str, np.ndarray]:
+            vecs = np.asarray(emb.embed(list(todo.values())), dtype=np.float32)
+            vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+            new = dict(zip(todo, vecs, strict=True))
+            self.vector_cache.put_many(model, new)
+            return new
+
+        if todo and not wait:
+            threading.Thread(target=embed, name="mnemo-section-vectors", daemon=True).start()
+            return None
+        if todo:
+            have.update(embed())
+        return np.stack([have[k] for k in keys]).astype(np.float32, copy=False)
 
     def rank(self, message: str, k: int = 3, file_path: str | None = None) -> list[Skill]:
         """The top-k skills by probability with no threshold (benchmarks: the ranking alone)."""

@@ -114,6 +114,71 @@ def select(idx: SkillIndex, p: np.ndarray, forced: np.ndarray, held: np.ndarray,
     return chosen, misses
 
 
+# The override order, most specific first: a project's own rule before a person's, a team's, then Mnemo's starter
+# skills (scope ``builtin``; ``extra`` folders rank with the team's). Skills have no branch scope; memories do
+# (docs/agents-and-teams.md, "What goes into a block").
+SCOPE_ORDER = ("branch", "project", "user", "team", "extra", "builtin")
+SCOPE_WORDS = {"branch": "the branch's", "project": "the project's", "user": "your", "team": "the team's",
+               "extra": "the team's"}
+YIELD_TOPIC_COSINE = 0.62   # a starter skill and a rule this close in meaning cover the same topic ...
+YIELD_FILE_COSINE = 0.50    # ... or this close when both rules' own globs match the file at hand (on the tune
+#                             half, 0.45 let the starter `testing` yield to an error-handling rule: 0.46 apart)
+YIELD_REQUEST_GAP = 0.10    # a rule takes a starter skill's place when it is about as close to the request
+
+
+def yield_starters(idx: SkillIndex, ev: Evidence, p: np.ndarray, chosen: list[int], forced: np.ndarray,
+                   held: np.ndarray, threshold: float = 0.0) -> tuple[list[int], list[dict], dict[str, str]]:
+    """Specific before generic: a starter skill (Mnemo's fallback) that activated yields when the project or the
+    person has a rule of its own for the same files (both globs match the file, and the rules are related) or
+    the same topic (their meanings are close). The rule takes the starter's place when it did not activate itself
+    and is about as close to the request. Returns (chosen, the yields as nearest misses, {stand-in id: reason})."""
+    if not any(idx.skills[i].scope == "builtin" for i in chosen) or idx.vectors.shape[0] != len(idx.skills):
+        return chosen, [], {}                      # no starter skill chose itself: nothing to yield (the usual case)
+    scopes = [s.scope for s in idx.skills]
+    own = np.flatnonzero(np.asarray([sc != "builtin" for sc in scopes]) & ~held & ~idx.manual)
+    if not own.size:
+        return chosen, [], {}
+    out: list[int] = []
+    yielded: list[dict] = []
+    stand_in: dict[str, str] = {}
+    taken = set(chosen)
+    for i in chosen:
+        s = idx.skills[i]
+        if s.scope != "builtin" or ev.mentioned[i]:
+            if i not in out:
+                out.append(i)
+            continue
+        cos = idx.vectors[own] @ idx.vectors[i]
+        same_file = (ev.glob[own] > 0) & (ev.glob[i] > 0)
+        ok = (cos >= YIELD_TOPIC_COSINE) | (same_file & (cos >= YIELD_FILE_COSINE))
+        if not ok.any():
+            out.append(i)
+            continue
+        cand = own[ok]
+        rank = [(j not in taken, SCOPE_ORDER.index(scopes[j]) if scopes[j] in SCOPE_ORDER else 9,
+                 -float(same_file[ok][n]), -float(cos[ok][n])) for n, j in enumerate(cand)]
+        order = [int(cand[n]) for n in sorted(range(len(cand)), key=lambda n: rank[n])]
+        winner = next((j for j in order if j in taken), None)
+        if winner is None and ev.message:
+            winner = next((j for j in order if ev.cos[j] >= ev.cos[i] - YIELD_REQUEST_GAP), None)
+        elif winner is None:
+            winner = order[0]
+        if winner is None:
+            out.append(i)
+            continue
+        w = idx.skills[winner]
+        whose = SCOPE_WORDS.get(w.scope, "the project's")
+        why = "same files" if same_file[ok][list(cand).index(winner)] else "same topic"
+        yielded.append({"skill_id": s.id, "name": s.name, "score": round(float(p[i]), 4), "threshold": threshold,
+                        "why": f"yields to {whose} `{w.name}` rule ({why})", "source_path": s.source_path,
+                        "yields_to": w.id, "yields_to_name": w.name, "yields_to_path": w.source_path})
+        if winner not in taken:
+            taken.add(winner)
+            out.append(winner)
+            stand_in[w.id] = f"{whose} own rule, in place of the starter skill `{s.name}`"
+    return out, yielded, stand_in
+
+
 def apply_budget(acts: list[Activation], budget: int) -> dict:
     """Keep the injected block within ``budget`` tokens: the least likely skills are left out first (their
     ``injected`` turns False; they stay active and listed). Returns what was left out ({} when nothing)."""

@@ -1,0 +1,143 @@
+"""What the agent receives (issue 20, points 1-4), through the real `mnemo context` and `mnemo skills activate`
+commands (subprocesses, the real MiniLM model, starter skills on as shipped): a rule too big for the budget goes in
+by its most relevant sections and names the rest; a starter skill yields to the project's own rule, visibly;
+always-on rules keep to their share of the budget without pushing out the rule the request chose; the block
+speaks in words (no scores) while the JSON keeps the numbers and the token cost."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+
+from conftest import git, run_cli, shared_data
+
+ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MNEMO_NO_DAEMON": "1"}
+
+
+def context(repo, home, *args, env=None):
+    r = run_cli("context", "-C", str(repo), *args, home=home, cwd=repo, env={**ENV, **(env or {})}, timeout=240)
+    assert r.returncode == 0, r.stderr + r.stdout
+    return r.stdout
+
+
+def context_json(repo, home, *args, env=None) -> dict:
+    return json.loads(context(repo, home, *args, "--format", "json", env=env))
+
+
+def commit_all(repo):
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "rules")
+
+
+SQL_RULE = """---
+description: Our PostgreSQL rules for migrations and queries
+globs: **/*.sql, **/migrations/**
+alwaysApply: false
+---
+# PostgreSQL at Acme
+
+## Migrations
+- Every migration is reversible: write the down step in the same file.
+- Create indexes with CREATE INDEX CONCURRENTLY, in a migration of their own.
+
+## Queries
+- Name every column; never SELECT *.
+"""
+
+
+@pytest.fixture
+def team_repo(git_repo):
+    """A team's rules in three formats: the copilot Makefile rule (~2,900 tokens, real), a Cursor `sql` rule,
+    and Continue rules without globs (always-on in Continue)."""
+    make = shared_data("skills", "copilot_instructions", "instructions", "makefile.instructions.md")
+    (git_repo / ".github" / "instructions").mkdir(parents=True)
+    shutil.copyfile(make, git_repo / ".github" / "instructions" / "makefile.instructions.md")
+    (git_repo / ".cursor" / "rules").mkdir(parents=True)
+    (git_repo / ".cursor" / "rules" / "sql.mdc").write_text(SQL_RULE)
+    rules = git_repo / ".continue" / "rules"
+    rules.mkdir(parents=True)
+    for i, topic in enumerate(["changelog entries", "readme sections", "code comments", "commit messages",
+                               "error messages", "logging fields", "database migrations", "API docs"]):
+        body = "\n".join(f"- Rule {n} about {topic}: keep {topic} short, consistent and reviewed by a second "
+                         f"person before merging; point {n} of the house style." for n in range(5))
+        (rules / f"style-{i}.md").write_text(f"---\nname: house style {i}\n---\n# House style for {topic}\n\n{body}\n")
+    (git_repo / "Makefile").write_text("all: app\n\napp: main.o\n\tcc -o $@ $^\n")
+    commit_all(git_repo)
+    return git_repo
+
+
+def test_a_rule_too_big_for_the_budget_goes_in_by_its_relevant_sections(team_repo, home):
+    out = context_json(team_repo, home, "--file", "Makefile", "-m",
+                       "make the build only rebuild the objects whose sources changed")
+    md = out["markdown"]
+    make = next(i for i in out["items"] if i["title"] == "makefile")
+    assert make["state"] == "partial", make                      # not a bare pointer, not the whole 2,900 tokens
+    assert "Rules and Prerequisites" in make["sections"]["included"]
+    assert "order-only prerequisites (after `|`)" in md          # the section that answers the request
+    assert re.search(r"Not included here \(read `\.github/instructions/makefile\.instructions\.md` for them\): "
+                     r"[^\n]*Naming Conventions", md)            # one line naming the rest, with the path
+    assert "not inlined for the token budget" not in md
+    assert out["tokens"] <= 2000 and out["token_cost"]["total"] == out["tokens"]
+
+
+def test_a_starter_skill_yields_to_the_projects_own_rule(team_repo, home):
+    args = ("--file", "db/migrations/0003_orders.sql", "-m", "add an index on orders.customer_id")
+    out = context_json(team_repo, home, *args)
+    md = out["markdown"]
+    assert "CREATE INDEX CONCURRENTLY, in a migration of their own" in md
+    assert "# SQL and databases" not in md                       # the starter sql-database is not inlined ...
+    assert [y["name"] for y in out["yielded"]] == ["sql-database"]
+    assert out["yielded"][0]["why"] == "yields to the project's `sql` rule (same files)"
+    r = run_cli("skills", "activate", "-C", str(team_repo), "--json", *args[:2], "--message", args[3], home=home,
+                cwd=team_repo, env=ENV, timeout=240)               # ... and the dry run says why
+    res = json.loads(r.stdout)
+    assert "sql-database" not in [a["name"] for a in res["activations"]]
+    assert any(d["name"] == "sql-database" and d["why"].startswith("yields to the project's `sql` rule")
+               for d in res["dropped"])
+    human = run_cli("skills", "activate", "-C", str(team_repo), *args[:2], "--message", args[3], home=home,
+                    cwd=team_repo, env=ENV, timeout=240).stdout
+    assert "not active: sql-database — yields to the project's `sql` rule" in human
+
+
+def test_always_on_rules_keep_to_their_share_and_never_push_out_the_chosen_rule(team_repo, home):
+    args = ("--file", "db/migrations/0004_users.sql", "-m", "add a reversible migration for users.created_at")
+    out = context_json(team_repo, home, *args)
+    assert out["always_share"] == 0.25
+    always = [i for i in out["items"] if i.get("always")]
+    inlined = sum(i["tokens"] for i in always if i["state"] == "inlined")
+    whole = sum(len(f.read_text()) // 4 for f in (team_repo / ".continue" / "rules").iterdir())
+    assert whole > 0.25 * 2000 and inlined <= 0.25 * 2000 + 10
+    assert len(always) == 8 and any(i["state"] == "referenced" for i in always)
+    assert [i["title"] for i in always if i["state"] == "inlined"] == ["house style 6"]   # the related one
+    assert "Always-on rules left out as less related to this request: `house style" in out["markdown"]
+    sql = next(i for i in out["items"] if i["title"] == "sql.mdc" or i["source_path"].endswith("sql.mdc"))
+    assert sql["state"] == "inlined"                              # the rule the request chose is whole
+    wide = context_json(team_repo, home, *args, env={"MNEMO_CONTEXT_ALWAYS_SHARE": "0.9"})
+    assert wide["always_share"] == 0.9
+    assert sum(i["tokens"] for i in wide["items"] if i.get("always") and i["state"] == "inlined") > inlined
+    assert next(i for i in wide["items"] if i["source_path"].endswith("sql.mdc"))["state"] == "inlined"
+
+
+def test_the_block_is_written_for_the_model(team_repo, home):
+    c = {**ENV}
+    for text in ("Rebuilds must never touch the vendored objects in third_party/",
+                 "The Makefile's app target links against libm on Linux only",
+                 "Release builds use make -j4 on the CI runners"):
+        r = run_cli("remember", "-C", str(team_repo), text, home=home, cwd=team_repo, env=c, timeout=240)
+        assert r.returncode == 0, r.stderr
+    out = context_json(team_repo, home, "--file", "Makefile", "-m", "speed up the Makefile rebuilds")
+    md = out["markdown"]
+    for word in ("probability", "cosine", "score", "confidence", "dense #", "bm25"):
+        assert word not in md.lower(), word                      # our reasoning stays in the JSON
+    assert "applies to `Makefile`" in md                         # a reason in words
+    mems = [i["confidence"] for i in out["items"] if i["kind"] == "memory"]
+    assert len(mems) >= 2 and mems == sorted(mems, reverse=True)  # most confident first
+    skill = next(i for i in out["items"] if i["title"] == "makefile")
+    assert skill["score"] > 0 and skill["why"] and "probability" in skill["why"]
+    assert md.count("#### makefile") == 1 and len({i["id"] for i in out["items"]}) == len(out["items"])
+    cost = out["token_cost"]
+    assert cost["total"] == out["tokens"] and cost["skills"] > 0 and cost["memories"] > 0
+    assert cost["skills"] + cost["memories"] + cost["references"] + cost["framing"] == cost["total"]
