@@ -14,8 +14,11 @@ started and measured through `DaemonService` over its Unix socket:
     ratio recall p50 / limit,
   - the owner's RSS and the store's bytes on disk per memory (`footprint`),
   - remember throughput over 200 sequential remembers (embedding, dedup/conflict checks and the commit included),
+    and as its limit the model embedding the same texts one at a time in this process (`remember_limit`), with
+    the ratio of the two,
   - bulk import throughput: 2,000 new notes through `remember_batch` in calls of 500 (what `mnemo import` sends,
-    every check on), and as its limit the embedding alone of the same texts, in the same run,
+    every check on), and as its limit the embedding alone of the same texts (batched as the owner batches them),
+    in the same run, with the ratio of the two,
   - cold start after the bulk fill (the first owner, which builds every index): at the first size.
 
     python bench/recall_latency.py --sizes 1000,10000,100000 --json
@@ -139,6 +142,7 @@ def measure(home: Path, ctx, n_queries: int, n_writes: int, cold: bool, n_bulk: 
     for text in texts:
         svc.remember(ctx.to_dict(), text, on_conflict="keep_both")
     out["remember_per_s"] = round(n_writes / (time.perf_counter() - t), 1)
+    out.update(remember_limit(texts))
     if n_bulk:
         out.update(measure_bulk(svc, ctx, n_bulk))
     svc.shutdown()
@@ -165,7 +169,19 @@ def measure_bulk(svc, ctx, n: int, batch: int = 500) -> dict:
         emb.embed(texts[start:start + batch])
     embed_s = time.perf_counter() - t
     return {"bulk_import_per_s": round(n / bulk_s, 1), "bulk_counts": counts,
-            "embed_only_per_s": round(n / embed_s, 1)}
+            "embed_only_per_s": round(n / embed_s, 1), "bulk_ratio_to_limit": round(embed_s / bulk_s, 2)}
+
+
+def remember_limit(texts: list[str]) -> dict:
+    """The limit of sequential remembers: the model embedding the same texts one at a time, in this process."""
+    from mnemo.core.embeddings import get_embedder
+
+    emb = get_embedder()
+    emb.embed(["warm up"])
+    t = time.perf_counter()
+    for x in texts:
+        emb.embed([x])
+    return {"embed_one_per_s": round(len(texts) / (time.perf_counter() - t), 1)}
 # -- the read half of issue 17: cold start on an indexed store, the limit, RSS, bytes on disk -----------------
 COLD_QUERY = "how do we make payment retries safe?"
 
@@ -289,15 +305,21 @@ def main() -> int:
         r.update(measure(home, ctx, args.queries, args.writes, cold=(i == 0), n_bulk=args.bulk))
         r.update(limit_of(synth_notes(n), r.pop("_queries"), embedder))
         r["ratio_to_limit_p50"] = round(r["recall_p50_ms"] / r["limit_ms"], 2)
+        r["ratio_to_limit_p95"] = round(r["recall_p95_ms"] / r["limit_ms"], 2)
+        r["remember_ratio_to_limit"] = round(r["remember_per_s"] / r["embed_one_per_s"], 2)
+        r["load_avg_1m"] = round(os.getloadavg()[0], 2)
         r["fill_s"] = round(fill_s, 1)
         results[str(n)] = r
         print(f"{n}: {r}", file=sys.stderr)
     summary = {k: {key: v[key] for key in ("cold_start_indexed_ms", "cold_first_top5_same_as_warm", "recall_p50_ms",
-                                           "recall_p95_ms", "limit_ms", "ratio_to_limit_p50", "remember_per_s",
-                                           "bulk_import_per_s", "embed_only_per_s", "owner_rss_mb",
-                                           "disk_bytes_per_memory") if key in v}
+                                           "recall_p95_ms", "embed_p50_ms", "exact_search_p50_ms", "limit_ms",
+                                           "ratio_to_limit_p50", "ratio_to_limit_p95", "remember_per_s",
+                                           "embed_one_per_s", "remember_ratio_to_limit", "bulk_import_per_s",
+                                           "embed_only_per_s", "bulk_ratio_to_limit", "owner_rss_mb",
+                                           "owner_peak_rss_mb", "disk_bytes_per_memory", "load_avg_1m") if key in v}
                for k, v in results.items()}
     summary["load_avg_1m"] = round(os.getloadavg()[0], 2)
+    summary["embedder"] = embedder.model_id
     first = results[next(iter(results))]
     if "cold_start_ms" in first:
         summary["cold_start_ms"] = first["cold_start_ms"]

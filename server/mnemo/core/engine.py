@@ -31,6 +31,10 @@ log = logging.getLogger("mnemo.engine")
 # How long the indexer waits after a commit wakes it before replaying: one chroma upsert (and one state file write)
 # per burst of writes instead of one per write, which competed with the writes themselves for the CPU.
 REPLAY_DELAY = 0.05
+# The shortest time between two replays while writes keep coming (remembers in a row, an import): a chroma upsert
+# costs ~10 ms whatever it holds and grows with the index, so replaying after every write took as much CPU as the
+# write itself (issue 22). Meanwhile the searches score the unreplayed tail exactly, so nothing is missed.
+REPLAY_INTERVAL = 1.0
 
 
 class OwnerLock:
@@ -238,10 +242,14 @@ class Engine:
             log.exception("dense index could not be prepared; recall uses exact scans")
             if self.index is not None:
                 self._index_failed(exc, grow=False)
+        last_replay = 0.0
         while not self._stop.is_set():
             if self._wake.wait(timeout=1.0):  # a commit: let the writes of a burst (an import, remembers in a row)
-                self._stop.wait(REPLAY_DELAY)  # land first and replay them in one go; meanwhile recall and the
-            self._wake.clear()  # checks on write scan the unreplayed tail exactly, so nothing is missed
+                # land first and replay them in one go, at most once per REPLAY_INTERVAL; meanwhile recall and
+                # the checks on write scan the unreplayed tail exactly, so nothing is missed
+                self._stop.wait(max(REPLAY_DELAY, last_replay + REPLAY_INTERVAL - time.monotonic()))
+                last_replay = time.monotonic()
+            self._wake.clear()
             if self.store.damage:  # nothing is read or written until `mnemo doctor --repair`
                 continue
             try:
