@@ -140,7 +140,7 @@ class VectorFile:
         ident = store.change_at(seq)
         changed = {c["item_id"] for c in store.changes_after(m.seq)}
         fresh: dict[str, list] = {}
-        for item_id, r in sorted(store.vector_rows(sorted(changed)).items()):
+        for _item_id, r in sorted(store.vector_rows(sorted(changed)).items()):
             if r["model_id"] == self.model_id and len(r["vec"]) == m.dim * 4:
                 fresh.setdefault(r["part"], []).append(r)
         parts: dict[str, list[int]] = {}
