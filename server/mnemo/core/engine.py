@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 
 from mnemo.core import config, safety
@@ -35,6 +36,7 @@ REPLAY_DELAY = 0.05
 # costs ~10 ms whatever it holds and grows with the index, so replaying after every write took as much CPU as the
 # write itself (issue 22). Meanwhile the searches score the unreplayed tail exactly, so nothing is missed.
 REPLAY_INTERVAL = 1.0
+EMBED_CACHE = 4096  # texts kept by `Engine.embed_cached`
 
 
 class OwnerLock:
@@ -81,6 +83,8 @@ class Engine:
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
         self._embedder_ready = threading.Event()
+        self._embed_cache: OrderedDict = OrderedDict()  # (model id, text) -> vector, see embed_cached
+        self._embed_cache_lock = threading.Lock()
         if embedder is not None:
             self._embedder_ready.set()
         self.index: DenseIndex | None = None
@@ -174,6 +178,30 @@ class Engine:
 
     def embed(self, texts: list[str]):
         return self.embedder.embed(texts)
+
+    def embed_cached(self, texts: list[str]):
+        """`embed` through a small LRU of texts: the relation check embeds the masked notes and replaced slots of a
+        new note's neighbours, and the same neighbours come back for the next notes (remembers in a row, an
+        import), so most of them are embedded once (issue 22)."""
+        import numpy as np
+
+        mid = self.model_id
+        with self._embed_cache_lock:
+            cache = self._embed_cache
+            hits = {t: cache[(mid, t)] for t in texts if (mid, t) in cache}
+            for t in hits:
+                cache.move_to_end((mid, t))
+        todo = list(dict.fromkeys(t for t in texts if t not in hits))
+        if todo:
+            vecs = self.embed(todo)
+            with self._embed_cache_lock:
+                for t, v in zip(todo, vecs, strict=True):
+                    hits[t] = cache[(mid, t)] = v
+                while len(cache) > EMBED_CACHE:
+                    cache.popitem(last=False)
+        if not texts:
+            return self.embed([])
+        return np.stack([hits[t] for t in texts])
 
     def embed_query(self, text: str):
         return self.embedder.embed([text])[0]
