@@ -37,6 +37,7 @@ REPLAY_DELAY = 0.05
 # write itself (issue 22). Meanwhile the searches score the unreplayed tail exactly, so nothing is missed.
 REPLAY_INTERVAL = 1.0
 EMBED_CACHE = 4096  # texts kept by `Engine.embed_cached`
+REEMBED_CHUNK = 256  # items re-embedded and committed together after a model change
 
 
 class OwnerLock:
@@ -102,6 +103,7 @@ class Engine:
         self._team: TeamClient | None = None
         self._team_lock = threading.Lock()
         self._store_checked = threading.Event()
+        self.reembed: dict | None = None  # {"model_id", "done", "total", "running"} of a re-embedding at start
         if start_indexer:
             import numpy  # noqa: F401 - import here, not first in two threads at once (partial-import race)
 
@@ -333,18 +335,28 @@ class Engine:
         self._retry = (min(backoff * 2, 300.0) if grow else backoff, time.monotonic() + backoff)
 
     def _reembed_foreign_vectors(self) -> None:
-        """Vectors made by another model are re-embedded from the stored text (model change)."""
+        """Vectors made by another model (the embedder setting changed) are re-embedded from the stored text, once,
+        in committed chunks: an owner stopped midway resumes with what is left. Meanwhile the searches compare a
+        query only with this model's vectors (never two models' cosines in one ranking); `reembed` says how far it
+        got (`mnemo reembed` shows it as a progress bar)."""
         mid = self.model_id
         rows = self.store.foreign_vectors(mid)
         if not rows:
             return
-        log.info("re-embedding %d items for model %s", len(rows), mid)
-        for i in range(0, len(rows), 256):
-            chunk = rows[i:i + 256]
+        total = len(rows)
+        self.reembed = {"model_id": mid, "done": 0, "total": total, "running": True}
+        log.info("re-embedding %d items for model %s", total, mid)
+        for i in range(0, total, REEMBED_CHUNK):
+            if self._stop.is_set():
+                break
+            chunk = rows[i:i + REEMBED_CHUNK]
             vecs = self.embed([self.store.item_text(r["item_id"]) for r in chunk])
             with self.store.write() as c:
                 for r, v in zip(chunk, vecs, strict=True):
-                    self.store.set_vector(c, r["item_id"], r["part"], v, mid)
+                    self.store.replace_foreign_vector(c, r["item_id"], v, mid)
+            self.reembed = {**self.reembed, "done": min(total, i + len(chunk))}
+            log.info("re-embedded %d / %d items for model %s", self.reembed["done"], total, mid)
+        self.reembed = {**self.reembed, "running": False}
 
     def schedule_index_repair(self) -> None:
         self._repair.set()

@@ -162,7 +162,8 @@ class DenseIndex:
         for rows in self.store.iter_vectors(batch=4000):
             by_part: dict[str, list] = {}
             for r in rows:
-                by_part.setdefault(r["part"], []).append(r)
+                if r["model_id"] == self.model_id:  # another model's: re-embedded first, never mixed in
+                    by_part.setdefault(r["part"], []).append(r)
             for part, items in by_part.items():
                 col = self._collection(part)
                 col.upsert(ids=[r["item_id"] for r in items],
@@ -188,7 +189,7 @@ class DenseIndex:
                 for c in changes:
                     latest[c["item_id"]] = (c["op"], c["part"])
                 rows = self.store.vector_rows([i for i, (op, _) in latest.items() if op == "upsert"])
-                vecs = {i: r["vec"] for i, r in rows.items()}
+                vecs = {i: r["vec"] for i, r in rows.items() if r["model_id"] == self.model_id}
                 upserts: dict[str, tuple[list, list]] = {}
                 deletes: dict[str, list] = {}
                 for item_id, (_op, part) in latest.items():
@@ -266,14 +267,16 @@ class DenseIndex:
         self.last_error = str(exc)
 
 
-def exact_scores(store: Store, parts: Sequence[str], vec, ids: Sequence[str] | None = None) -> list[tuple[str, float]]:
-    """Exact cosine over stored vectors (cold start, rebuild, the un-indexed tail, or a given id set)."""
+def exact_scores(store: Store, parts: Sequence[str], vec, ids: Sequence[str] | None = None,
+                 model_id: str | None = None) -> list[tuple[str, float]]:
+    """Exact cosine over stored vectors (cold start, rebuild, the un-indexed tail, or a given id set); with
+    `model_id`, over the vectors that model made only (a store being re-embedded holds two models' vectors)."""
     import numpy as np
 
     q = np.asarray(vec, dtype=np.float32)
     out: list[tuple[str, float]] = []
     if ids is not None:
-        blobs = store.vectors(ids, parts)
+        blobs = store.vectors(ids, parts, model_id)
         if not blobs:
             return []
         keys = list(blobs)
@@ -284,6 +287,10 @@ def exact_scores(store: Store, parts: Sequence[str], vec, ids: Sequence[str] | N
         return list(zip(keys, sims.tolist(), strict=False))
     for part in parts:
         for rows in store.iter_vectors(part=part, batch=20000):
+            if model_id is not None:
+                rows = [r for r in rows if r["model_id"] == model_id]
+                if not rows:
+                    continue
             mat = np.frombuffer(b"".join(r["vec"] for r in rows), dtype=np.float32).reshape(len(rows), -1)
             if mat.shape[1] != q.shape[0]:
                 continue

@@ -112,7 +112,8 @@ def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequen
     propagate."""
     store = engine.store
     if ids is not None:
-        return DenseHits(dict(exact_scores(store, parts, qvec, ids=list(ids))) if ids else {}, False)
+        return DenseHits(dict(exact_scores(store, parts, qvec, ids=list(ids), model_id=engine.model_id)) if ids
+                         else {}, False)
     index = engine.index
     vf = engine.vector_file()
     if index is not None and index.ready and not vf.small(parts, EXACT_ROWS):
@@ -125,18 +126,18 @@ def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequen
             index.mark_broken(exc)
             engine.schedule_index_repair()
         else:
-            return DenseHits(_with_tail(store, parts, qvec, scores, store.changes_after(seq)), True, exact=False)
+            return DenseHits(_with_tail(engine, parts, qvec, scores, store.changes_after(seq)), True, exact=False)
     found = vf.search(parts, qvec, k)
     if found is not None:
-        return DenseHits(_with_tail(store, parts, qvec, *found), True)
-    return DenseHits(dict(exact_scores(store, parts, qvec)), False)
+        return DenseHits(_with_tail(engine, parts, qvec, *found), True)
+    return DenseHits(dict(exact_scores(store, parts, qvec, model_id=engine.model_id)), False)
 
 
-def _with_tail(store: Store, parts: Sequence[str], qvec, scores: dict[str, float], tail: list) -> dict[str, float]:
+def _with_tail(engine: Engine, parts: Sequence[str], qvec, scores: dict[str, float], tail: list) -> dict[str, float]:
     """`scores` plus the exact cosines of the items of the change-log rows `tail` (what an index has not seen)."""
     upserts = {c["item_id"] for c in tail if c["op"] == "upsert"}
     if upserts:
-        scores.update(exact_scores(store, parts, qvec, ids=list(upserts)))
+        scores.update(exact_scores(engine.store, parts, qvec, ids=list(upserts), model_id=engine.model_id))
     return scores
 
 
