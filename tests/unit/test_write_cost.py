@@ -15,9 +15,9 @@ WORDS = ["redis", "cache", "postgres", "replica", "retry", "backoff", "webhook",
 BIG_TABLES = ("memories", "vectors", "changes", "blocks", "review", "versions")
 
 
-def _fill(engine, ctx, n: int) -> None:
-    rng = random.Random(3)
-    for i in range(n):
+def _fill(engine, ctx, n: int, start: int = 0) -> None:
+    rng = random.Random(3 + start)
+    for i in range(start, start + n):
         write.remember(engine, ctx, " ".join(rng.sample(WORDS, 5)) + f" note {i}", on_conflict="keep_both")
 
 
@@ -103,5 +103,62 @@ def test_relation_check_embeds_through_the_cache(home, hash_embedder, ctx, monke
         write.remember(engine, ctx, "the payments API retries 3 times with backoff", on_conflict="keep_both")
         write.remember(engine, ctx, "the payments API retries 4 times with backoff", on_conflict="keep_both")
         assert used and all(e == engine.embed_cached for e in used)
+    finally:
+        engine.close()
+
+
+# -- chroma only where the mapped vector file does not serve -----------------------------------------------------
+def test_small_store_never_opens_chroma(home, hash_embedder, ctx, monkeypatch):
+    """At the default `ann_min_rows` a store of small partitions is served by the mapped vector file and the exact
+    tail: the owner never opens chroma (no memory for it, no replay per write), and nothing is missed."""
+    monkeypatch.delenv("MNEMO_ANN_MIN_ROWS")
+    engine = Engine(home, embedder=hash_embedder)
+    try:
+        _fill(engine, ctx, 30)
+        assert engine.wait_indexed(30)
+        assert engine.index.dormant and engine.index.ready and engine.index._client is None
+        new = write.remember(engine, ctx, "zebra crossing policy for the office", on_conflict="keep_both")
+        assert engine.wait_indexed(30)
+        got = [m.id for m, _ in nearest_memories(engine, ctx, engine.embed_query("zebra crossing policy"), k=3)]
+        assert got[0] == new["memory"]["id"]
+        assert engine.index.indexed_seq == engine.store.max_seq()
+        assert not (home / "chroma").exists()
+        from mnemo.core.doctor import _index_check
+
+        assert _index_check(engine)["status"] == "ok"
+    finally:
+        engine.close()
+
+
+def test_chroma_opens_once_a_partition_outgrows_the_exact_scan(home, hash_embedder, ctx, monkeypatch):
+    monkeypatch.setenv("MNEMO_ANN_MIN_ROWS", "12")
+    engine = Engine(home, embedder=hash_embedder)
+    try:
+        _fill(engine, ctx, 10)
+        assert engine.wait_indexed(30) and engine.index.dormant
+        _fill(engine, ctx, 5, start=10)  # the project partition now holds 15 > 12
+        assert engine.wait_indexed(60)
+        idx = engine.index
+        assert not idx.dormant and idx.ready and (home / "chroma" / "mnemo-index.json").exists()
+        part = f"p-{ctx.project_id}"
+        assert idx.counts()[part] == engine.store.count_vectors(part) == 15
+        q = engine.embed_query("redis cache retry backoff deploy")
+        assert idx.query(part, q, 3)  # the ANN index answers
+    finally:
+        engine.close()
+
+
+def test_dormant_index_without_a_vector_file_scans_exactly(home, hash_embedder, ctx, monkeypatch):
+    monkeypatch.delenv("MNEMO_ANN_MIN_ROWS")
+    engine = Engine(home, embedder=hash_embedder)
+    try:
+        _fill(engine, ctx, 20)
+        assert engine.wait_indexed(30) and engine.index.dormant
+        monkeypatch.setattr(engine.vector_file(), "matrix", lambda: None)  # unusable file (torn, being rewritten)
+        monkeypatch.setattr(engine.index, "query", lambda *a: (_ for _ in ()).throw(AssertionError("chroma")))
+        from mnemo.core.search import dense_search
+
+        hits = dense_search(engine, [f"p-{ctx.project_id}", "g"], engine.embed_query("redis cache"), 5)
+        assert len(hits.scores) == 20 and not hits.used_index
     finally:
         engine.close()

@@ -266,7 +266,8 @@ class Engine:
             self.embedder  # noqa: B018 - load once, off the caller's path
             self._reembed_foreign_vectors()
             self._prepare_cache()
-            self.index = DenseIndex(self.home / "chroma", self.store, self.model_id)
+            self.index = DenseIndex(self.home / "chroma", self.store, self.model_id,
+                                    min_rows=int(config.value("ann_min_rows")))
             self.index.ensure_ready()
         except Exception as exc:  # noqa: BLE001
             log.exception("dense index could not be prepared; recall uses exact scans")

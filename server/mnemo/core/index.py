@@ -31,10 +31,16 @@ def collection_name(part: str) -> str:
 
 
 class DenseIndex:
-    def __init__(self, directory: Path, store: Store, model_id: str):
+    """`min_rows`: while no partition holds more vectors than this, chroma is not opened at all (`dormant`: ready,
+    following the change log by sequence only, costing no memory): the mapped vector file answers those partitions
+    exactly (core/search.py). The first replay that finds a larger partition opens chroma (issue 22)."""
+
+    def __init__(self, directory: Path, store: Store, model_id: str, min_rows: int = 0):
         self.dir = Path(directory)
         self.store = store
         self.model_id = model_id
+        self.min_rows = int(min_rows)
+        self.dormant = False
         self._client = None
         self._collections: dict[str, object] = {}
         self._missing: set[str] = set()
@@ -115,9 +121,21 @@ class DenseIndex:
             self._collections[part] = col
         return col
 
+    def _needed(self, parts=None) -> bool:
+        """Whether one of `parts` (default: every partition) holds more vectors than `min_rows`."""
+        return any(self.store.count_vectors(p) > self.min_rows for p in (self.store.parts() if parts is None
+                                                                        else parts))
+
     def ensure_ready(self) -> None:
-        """Open the index, replay the change log, verify counts; rebuild when missing, corrupt, stale or foreign."""
+        """Open the index, replay the change log, verify counts; rebuild when missing, corrupt, stale or foreign.
+        Dormant instead (nothing opened) while every partition is small enough for the exact scan."""
         with self._lock:
+            if self.min_rows and not self._needed():
+                self.close()
+                self.dormant, self.ready, self.indexed_seq = True, True, self.store.max_seq()
+                self.last_error = None
+                return
+            self.dormant = False
             try:
                 state = self._read_state()
                 if (not state or state.get("format") != INDEX_FORMAT or state.get("model_id") != self.model_id):
@@ -176,8 +194,21 @@ class DenseIndex:
         log.info("dense index rebuilt: %d vectors", self.store.count_vectors())
 
     def catch_up(self, max_batch: int = 5000) -> int:
-        """Replay change-log entries after `indexed_seq`; returns how many were applied."""
+        """Replay change-log entries after `indexed_seq`; returns how many were applied. Dormant: follow the
+        sequence, and open chroma once a changed partition has outgrown `min_rows`."""
         with self._lock:
+            if self.dormant:
+                changes = self.store.changes_after(self.indexed_seq)
+                if not changes:
+                    return 0
+                if self._needed({c["part"] for c in changes if c["part"]}):
+                    log.info("a partition outgrew %d vectors: opening the ANN index", self.min_rows)
+                    self.ready = False
+                    self.min_rows = 0  # from now on for this owner
+                    self.ensure_ready()
+                    return len(changes)
+                self.indexed_seq = int(changes[-1]["seq"])
+                return len(changes)
             if self._client is None:
                 return 0
             applied = 0
@@ -230,6 +261,8 @@ class DenseIndex:
         return [(i, 1.0 - float(d)) for i, d in zip(ids, dists, strict=False)]
 
     def counts(self) -> dict[str, int]:
+        if self.dormant:  # every vector is served by the exact scan
+            return {p: self.store.count_vectors(p) for p in self.store.parts()}
         if not self.ready or self._client is None:
             return {}
         out = {}

@@ -116,7 +116,7 @@ def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequen
                          else {}, False)
     index = engine.index
     vf = engine.vector_file()
-    if index is not None and index.ready and not vf.small(parts, EXACT_ROWS):
+    if index is not None and index.ready and not index.dormant and not vf.small(parts, EXACT_ROWS):
         seq = index.indexed_seq
         scores: dict[str, float] = {}
         try:
