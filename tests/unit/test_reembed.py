@@ -91,7 +91,7 @@ def test_mnemo_reembed_follows_the_owner(home, real_embedder, ctx, git_repo):
         out = json.loads(r.stdout)
         assert out["model_id"].endswith("#int8")
         assert out["reembed"]["done"] == out["reembed"]["total"] == len(NOTES)
-        assert out["index"]["ready"]
+        assert out["index"]["ready"] and out["done"] is True
         r = run_cli("reembed", home=home, cwd=git_repo, env=env, timeout=120)
         assert r.returncode == 0 and f"re-embedded {len(NOTES)} of {len(NOTES)} items" in r.stdout, r.stdout
     finally:

@@ -105,6 +105,8 @@ def _register_store(sub: argparse._SubParsersAction, common) -> None:
 
     p = sub.add_parser("reembed", help="after a change of the embedder setting: follow the owner re-embedding the "
                                        "store with the new model (a progress bar; it resumes where it stopped)")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds to follow it before giving up "
+                   "(the owner carries on; run it again)")
     common(p)
     p.set_defaults(func=cmd_reembed)
 
@@ -252,21 +254,29 @@ def cmd_reembed(args, service) -> int:
         return res.get("model_id") is not None and not (re and re.get("running")) and idx["ready"] \
             and idx["indexed_seq"] >= idx["store_seq"]
 
+    deadline = time.monotonic() + args.timeout
     re, res = state()
     if args.json:
-        while not settled(re, res):
+        while not settled(re, res) and time.monotonic() < deadline:
             time.sleep(0.5)
             re, res = state()
-        emit_json({"model_id": res["model_id"], "reembed": re, "index": res["index"]})
-        return 0
+        emit_json({"model_id": res["model_id"], "reembed": re, "index": res["index"],
+                   "done": settled(re, res)})
+        return 0 if settled(re, res) else 1
     with Progress(TextColumn("re-embedding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=console(stderr=True), transient=True) as bar:
         task = bar.add_task("", total=None)
-        while not settled(re, res):
+        while not settled(re, res) and time.monotonic() < deadline:
             if re:
                 bar.update(task, total=re["total"], completed=re["done"])
             time.sleep(0.5)
             re, res = state()
+    if not settled(re, res):
+        done = f"{re['done']:,} of {re['total']:,} items" if re else "the index"
+        say(("not finished", "yellow"), f" after {args.timeout:.0f} s ({done}; index: "
+            f"{res['index'].get('last_error') or 'catching up'}); the owner carries on: run `mnemo reembed` again, "
+            "or `mnemo doctor`", stderr=True)
+        return 1
     if re:
         say(("re-embedded", "green"), f" {re['done']:,} of {re['total']:,} items with {res['model_id']}")
     else:
