@@ -13,9 +13,14 @@ started and measured through `DaemonService` over its Unix socket:
     same run the limit (`limit_of`: query embedding p50 + exact numpy search p50 over the same vectors) and the
     ratio recall p50 / limit,
   - the owner's RSS and the store's bytes on disk per memory (`footprint`),
+  - beside each write throughput, the owner's CPU time per write (every thread, its replay included) and the
+    embedding's CPU time per text: on a busy machine these hold where wall-clock rates swing,
   - remember throughput over 200 sequential remembers (embedding, dedup/conflict checks and the commit included),
+    and as its limit the model embedding the same texts one at a time in this process (`remember_limit`), with
+    the ratio of the two,
   - bulk import throughput: 2,000 new notes through `remember_batch` in calls of 500 (what `mnemo import` sends,
-    every check on), and as its limit the embedding alone of the same texts, in the same run,
+    every check on), and as its limit the embedding alone of the same texts (batched as the owner batches them),
+    in the same run, with the ratio of the two,
   - cold start after the bulk fill (the first owner, which builds every index): at the first size.
 
     python bench/recall_latency.py --sizes 1000,10000,100000 --json
@@ -135,12 +140,18 @@ def measure(home: Path, ctx, n_queries: int, n_writes: int, cold: bool, n_bulk: 
     out["_queries"] = queries  # for the limit, measured by main() with the same queries
     out.update(footprint(home, svc.stats(ctx.to_dict())["memories"]["project"]))
     texts = [f"bench write {uuid.uuid4().hex[:8]}: {t}" for t in synth_notes(n_writes, seed=99)]
+    cpu = owner_cpu_s(home)
     t = time.perf_counter()
     for text in texts:
         svc.remember(ctx.to_dict(), text, on_conflict="keep_both")
     out["remember_per_s"] = round(n_writes / (time.perf_counter() - t), 1)
+    time.sleep(REPLAY_SETTLE)  # the owner's replay of these writes is part of their cost
+    out["owner_cpu_ms_per_remember"] = round((owner_cpu_s(home) - cpu) * 1000 / n_writes, 2)
+    out.update(remember_limit(texts))
     if n_bulk:
+        cpu = owner_cpu_s(home)
         out.update(measure_bulk(svc, ctx, n_bulk))
+        out["owner_cpu_ms_per_bulk_note"] = round((owner_cpu_s(home) - cpu) * 1000 / n_bulk, 2)
     svc.shutdown()
     return out
 
@@ -159,13 +170,46 @@ def measure_bulk(svc, ctx, n: int, batch: int = 500) -> dict:
         for k, v in res["counts"].items():
             counts[k] = counts.get(k, 0) + v
     bulk_s = time.perf_counter() - t
+    time.sleep(REPLAY_SETTLE)
     emb = get_embedder()
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     for start in range(0, n, batch):
         emb.embed(texts[start:start + batch])
-    embed_s = time.perf_counter() - t
+    embed_s, embed_cpu = time.perf_counter() - t, time.process_time() - c
     return {"bulk_import_per_s": round(n / bulk_s, 1), "bulk_counts": counts,
-            "embed_only_per_s": round(n / embed_s, 1)}
+            "embed_only_per_s": round(n / embed_s, 1), "bulk_ratio_to_limit": round(embed_s / bulk_s, 2),
+            "cpu_ms_per_batched_embedding": round(embed_cpu * 1000 / n, 2)}
+
+
+# Wall-clock figures swing with the machine's load; CPU time per operation much less: the owner's CPU seconds (every
+# thread: the request, the indexer's replay, the vector file) per write, against the CPU time of the embedding
+# alone in this process.
+REPLAY_SETTLE = 2.5  # seconds after a run of writes for the owner's replay of them (REPLAY_INTERVAL is 1 s)
+
+
+def owner_cpu_s(home: Path) -> float:
+    """The owner process's user + system CPU seconds so far (all threads)."""
+    from mnemo.daemon.paths import info_path
+
+    try:
+        pid = json.loads(info_path(home).read_text())["pid"]
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, KeyError, IndexError):
+        return float("nan")
+
+
+def remember_limit(texts: list[str]) -> dict:
+    """The limit of sequential remembers: the model embedding the same texts one at a time, in this process."""
+    from mnemo.core.embeddings import get_embedder
+
+    emb = get_embedder()
+    emb.embed(["warm up"])
+    t, c = time.perf_counter(), time.process_time()
+    for x in texts:
+        emb.embed([x])
+    return {"embed_one_per_s": round(len(texts) / (time.perf_counter() - t), 1),
+            "cpu_ms_per_embedding": round((time.process_time() - c) * 1000 / len(texts), 2)}
 # -- the read half of issue 17: cold start on an indexed store, the limit, RSS, bytes on disk -----------------
 COLD_QUERY = "how do we make payment retries safe?"
 
@@ -289,15 +333,27 @@ def main() -> int:
         r.update(measure(home, ctx, args.queries, args.writes, cold=(i == 0), n_bulk=args.bulk))
         r.update(limit_of(synth_notes(n), r.pop("_queries"), embedder))
         r["ratio_to_limit_p50"] = round(r["recall_p50_ms"] / r["limit_ms"], 2)
+        r["ratio_to_limit_p95"] = round(r["recall_p95_ms"] / r["limit_ms"], 2)
+        r["remember_ratio_to_limit"] = round(r["remember_per_s"] / r["embed_one_per_s"], 2)
+        r["remember_cpu_ratio"] = round(r["cpu_ms_per_embedding"] / r["owner_cpu_ms_per_remember"], 2)
+        if "owner_cpu_ms_per_bulk_note" in r:
+            r["bulk_cpu_ratio"] = round(r["cpu_ms_per_batched_embedding"] / r["owner_cpu_ms_per_bulk_note"], 2)
+        r["load_avg_1m"] = round(os.getloadavg()[0], 2)
         r["fill_s"] = round(fill_s, 1)
         results[str(n)] = r
         print(f"{n}: {r}", file=sys.stderr)
     summary = {k: {key: v[key] for key in ("cold_start_indexed_ms", "cold_first_top5_same_as_warm", "recall_p50_ms",
-                                           "recall_p95_ms", "limit_ms", "ratio_to_limit_p50", "remember_per_s",
-                                           "bulk_import_per_s", "embed_only_per_s", "owner_rss_mb",
-                                           "disk_bytes_per_memory") if key in v}
+                                           "recall_p95_ms", "embed_p50_ms", "exact_search_p50_ms", "limit_ms",
+                                           "ratio_to_limit_p50", "ratio_to_limit_p95", "remember_per_s",
+                                           "embed_one_per_s", "remember_ratio_to_limit",
+                                           "owner_cpu_ms_per_remember", "cpu_ms_per_embedding", "remember_cpu_ratio",
+                                           "bulk_import_per_s", "embed_only_per_s", "bulk_ratio_to_limit",
+                                           "owner_cpu_ms_per_bulk_note", "cpu_ms_per_batched_embedding",
+                                           "bulk_cpu_ratio", "owner_rss_mb",
+                                           "owner_peak_rss_mb", "disk_bytes_per_memory", "load_avg_1m") if key in v}
                for k, v in results.items()}
     summary["load_avg_1m"] = round(os.getloadavg()[0], 2)
+    summary["embedder"] = embedder.model_id
     first = results[next(iter(results))]
     if "cold_start_ms" in first:
         summary["cold_start_ms"] = first["cold_start_ms"]

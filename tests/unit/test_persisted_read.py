@@ -175,3 +175,36 @@ def test_a_crash_while_writing_leaves_the_old_file_in_use(home, hash_embedder, c
         assert new in dense_search(engine, [f"p-{ctx.project_id}"], q, 5).scores  # from the tail
     finally:
         engine.close()
+
+
+def test_vector_file_rewrite_reads_the_tail_not_the_store(home, hash_embedder, ctx, monkeypatch):
+    """Issue 22: a rewrite after later writes copies the mapped rows and reads only the changed items from SQLite,
+    and the file it writes holds exactly what a full rewrite from the store holds (a new note, a forgotten one, a
+    promoted one that moved partition)."""
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    try:
+        ids = fill(engine, ctx, 30)
+        vf = engine.vector_file()
+        vf.write()
+        new = remember(engine, ctx, "zebra crossing policy", on_conflict="keep_both")["memory"]["id"]
+        forget(engine, ctx, ids[0])
+        promote(engine, ctx, ids[1])
+        read_all = []
+        monkeypatch.setattr(VectorFile, "_all_rows", lambda self, out: read_all.append(1) or None)
+        vf.write()  # from the loaded matrix and the tail
+        assert read_all == []
+        m = vf.matrix()
+        got = {p: {m.ids[i]: m.mat[i].tobytes() for i in range(a, b)} for p, (a, b) in m.parts.items()}
+        monkeypatch.undo()
+        full = VectorFile(engine.cache_dir / "full", engine.store, engine.model_id)
+        full.write()
+        f = full.matrix()
+        want = {p: {f.ids[i]: f.mat[i].tobytes() for i in range(a, b)} for p, (a, b) in f.parts.items()}
+        assert {p: r for p, r in got.items() if r} == {p: r for p, r in want.items() if r}
+        part = f"p-{ctx.project_id}"
+        assert new in got[part] and ids[0] not in got[part] and ids[1] in got["g"] and ids[1] not in got[part]
+        assert m.seq == f.seq == engine.store.max_seq()  # rows in another order: the checksum is its own
+        reopened = VectorFile(engine.cache_dir, engine.store, engine.model_id)
+        assert reopened.matrix() is not None and reopened.verify()  # the next owner accepts it, checksum included
+    finally:
+        engine.close()

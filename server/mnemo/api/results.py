@@ -167,7 +167,7 @@ class Stats(TypedDict):
     docs: dict[str, int]  # blocks, files
     review_open: int
     tags: dict[str, int]  # tag -> how many memories of this project (and global) carry it
-    index: dict[str, Any]  # ready, indexed_seq, store_seq, rebuilds, last_error
+    index: dict[str, Any]  # ready, ann, indexed_seq, store_seq, rebuilds, last_error, reembed
     model_id: str | None
     store: dict[str, Any]  # home, db_bytes (the file), wal_bytes (its write-ahead log), total_bytes
     tiers: dict[str, dict[str, Any]]  # hot | warm | cold -> count, meaning, top

@@ -104,6 +104,13 @@ def _register_store(sub: argparse._SubParsersAction, common) -> None:
     common(p)
     p.set_defaults(func=cmd_stats)
 
+    p = sub.add_parser("reembed", help="after a change of the embedder setting: follow the owner re-embedding the "
+                                       "store with the new model (a progress bar; it resumes where it stopped)")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds to follow it before giving up "
+                   "(the owner carries on; run it again)")
+    common(p)
+    p.set_defaults(func=cmd_reembed)
+
     p = sub.add_parser("index", help="index the repository's Markdown docs (heading-path blocks)")
     p.add_argument("root", nargs="?", default=None)
     common(p)
@@ -238,6 +245,54 @@ def cmd_stats(args, service) -> int:
         emit_json(res)
         return 0
     print_kv(f"Mnemo · {res['project']['name']} ({res['project']['branch'] or 'no git'})", res)
+    return 0
+
+
+def cmd_reembed(args, service) -> int:
+    """The owner re-embeds vectors another model made when it starts (core/engine.py); this starts it when needed
+    and follows it until the dense index serves the new model's vectors."""
+    import time
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    ctx = _ctx(args)
+
+    def state() -> tuple[dict | None, dict]:
+        res = service.stats(ctx)
+        return res["index"].get("reembed"), res
+
+    def settled(re: dict | None, res: dict) -> bool:
+        idx = res["index"]
+        return res.get("model_id") is not None and not (re and re.get("running")) and idx["ready"] \
+            and idx["indexed_seq"] >= idx["store_seq"]
+
+    deadline = time.monotonic() + args.timeout
+    re, res = state()
+    if args.json:
+        while not settled(re, res) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            re, res = state()
+        emit_json({"model_id": res["model_id"], "reembed": re, "index": res["index"],
+                   "done": settled(re, res)})
+        return 0 if settled(re, res) else 1
+    with Progress(TextColumn("re-embedding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=console(stderr=True), transient=True) as bar:
+        task = bar.add_task("", total=None)
+        while not settled(re, res) and time.monotonic() < deadline:
+            if re:
+                bar.update(task, total=re["total"], completed=re["done"])
+            time.sleep(0.5)
+            re, res = state()
+    if not settled(re, res):
+        done = f"{re['done']:,} of {re['total']:,} items" if re else "the index"
+        say(("not finished", "yellow"), f" after {args.timeout:.0f} s ({done}; index: "
+            f"{res['index'].get('last_error') or 'catching up'}); the owner carries on: run `mnemo reembed` again, "
+            "or `mnemo doctor`", stderr=True)
+        return 1
+    if re:
+        say(("re-embedded", "green"), f" {re['done']:,} of {re['total']:,} items with {res['model_id']}")
+    else:
+        say(("up to date", "green"), f": every vector is {res['model_id']}'s")
     return 0
 
 

@@ -88,6 +88,10 @@ def _index_check(engine: Engine) -> dict[str, Any]:
     if bad:
         engine.schedule_index_repair()
         return check("index", "warn", f"index counts differ from the store {bad}; rebuild scheduled")
+    if idx.dormant:
+        return check("index", "ok", f"{sum(want.values())} vectors in {len(want)} partitions, searched exactly in "
+                     f"the mapped vector file (the ANN index opens once a partition holds more than "
+                     f"{idx.min_rows:,})")
     return check("index", "ok", f"{sum(want.values())} vectors in {len(want)} partitions, in sync"
                   + ("" if synced else " (still catching up)") + f"; {idx.rebuilds} rebuild(s) since start")
 

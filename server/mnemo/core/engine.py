@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 
 from mnemo.core import config, safety
@@ -32,6 +33,12 @@ log = logging.getLogger("mnemo.engine")
 # per burst of writes instead of one per write, which competed with the writes themselves for the CPU.
 REPLAY_DELAY = 0.05
 TEAM_PROBE_S = 2.0  # while promotions wait for a server that was down: how often the sender checks it is back
+# The shortest time between two replays while writes keep coming (remembers in a row, an import): a chroma upsert
+# costs ~10 ms whatever it holds and grows with the index, so replaying after every write took as much CPU as the
+# write itself (issue 22). Meanwhile the searches score the unreplayed tail exactly, so nothing is missed.
+REPLAY_INTERVAL = 1.0
+EMBED_CACHE = 4096  # texts kept by `Engine.embed_cached`
+REEMBED_CHUNK = 256  # items re-embedded and committed together after a model change
 
 
 class OwnerLock:
@@ -78,6 +85,8 @@ class Engine:
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
         self._embedder_ready = threading.Event()
+        self._embed_cache: OrderedDict = OrderedDict()  # (model id, text) -> vector, see embed_cached
+        self._embed_cache_lock = threading.Lock()
         if embedder is not None:
             self._embedder_ready.set()
         self.index: DenseIndex | None = None
@@ -95,6 +104,7 @@ class Engine:
         self._team: TeamClient | None = None
         self._team_lock = threading.Lock()
         self._store_checked = threading.Event()
+        self.reembed: dict | None = None  # {"model_id", "done", "total", "running"} of a re-embedding at start
         if start_indexer:
             import numpy  # noqa: F401 - import here, not first in two threads at once (partial-import race)
 
@@ -172,6 +182,30 @@ class Engine:
     def embed(self, texts: list[str]):
         return self.embedder.embed(texts)
 
+    def embed_cached(self, texts: list[str]):
+        """`embed` through a small LRU of texts: the relation check embeds the masked notes and replaced slots of a
+        new note's neighbours, and the same neighbours come back for the next notes (remembers in a row, an
+        import), so most of them are embedded once (issue 22)."""
+        import numpy as np
+
+        mid = self.model_id
+        with self._embed_cache_lock:
+            cache = self._embed_cache
+            hits = {t: cache[(mid, t)] for t in texts if (mid, t) in cache}
+            for t in hits:
+                cache.move_to_end((mid, t))
+        todo = list(dict.fromkeys(t for t in texts if t not in hits))
+        if todo:
+            vecs = self.embed(todo)
+            with self._embed_cache_lock:
+                for t, v in zip(todo, vecs, strict=True):
+                    hits[t] = cache[(mid, t)] = v
+                while len(cache) > EMBED_CACHE:
+                    cache.popitem(last=False)
+        if not texts:
+            return self.embed([])
+        return np.stack([hits[t] for t in texts])
+
     def embed_query(self, text: str):
         return self.embedder.embed([text])[0]
 
@@ -242,16 +276,21 @@ class Engine:
             self.embedder  # noqa: B018 - load once, off the caller's path
             self._reembed_foreign_vectors()
             self._prepare_cache()
-            self.index = DenseIndex(self.home / "chroma", self.store, self.model_id)
+            self.index = DenseIndex(self.home / "chroma", self.store, self.model_id,
+                                    min_rows=int(config.value("ann_min_rows")))
             self.index.ensure_ready()
         except Exception as exc:  # noqa: BLE001
             log.exception("dense index could not be prepared; recall uses exact scans")
             if self.index is not None:
                 self._index_failed(exc, grow=False)
+        last_replay = 0.0
         while not self._stop.is_set():
             if self._wake.wait(timeout=1.0):  # a commit: let the writes of a burst (an import, remembers in a row)
-                self._stop.wait(REPLAY_DELAY)  # land first and replay them in one go; meanwhile recall and the
-            self._wake.clear()  # checks on write scan the unreplayed tail exactly, so nothing is missed
+                # land first and replay them in one go, at most once per REPLAY_INTERVAL; meanwhile recall and
+                # the checks on write scan the unreplayed tail exactly, so nothing is missed
+                self._stop.wait(max(REPLAY_DELAY, last_replay + REPLAY_INTERVAL - time.monotonic()))
+                last_replay = time.monotonic()
+            self._wake.clear()
             if self.store.damage:  # nothing is read or written until `mnemo doctor --repair`
                 continue
             try:
@@ -307,18 +346,28 @@ class Engine:
         self._retry = (min(backoff * 2, 300.0) if grow else backoff, time.monotonic() + backoff)
 
     def _reembed_foreign_vectors(self) -> None:
-        """Vectors made by another model are re-embedded from the stored text (model change)."""
+        """Vectors made by another model (the embedder setting changed) are re-embedded from the stored text, once,
+        in committed chunks: an owner stopped midway resumes with what is left. Meanwhile the searches compare a
+        query only with this model's vectors (never two models' cosines in one ranking); `reembed` says how far it
+        got (`mnemo reembed` shows it as a progress bar)."""
         mid = self.model_id
         rows = self.store.foreign_vectors(mid)
         if not rows:
             return
-        log.info("re-embedding %d items for model %s", len(rows), mid)
-        for i in range(0, len(rows), 256):
-            chunk = rows[i:i + 256]
+        total = len(rows)
+        self.reembed = {"model_id": mid, "done": 0, "total": total, "running": True}
+        log.info("re-embedding %d items for model %s", total, mid)
+        for i in range(0, total, REEMBED_CHUNK):
+            if self._stop.is_set():
+                break
+            chunk = rows[i:i + REEMBED_CHUNK]
             vecs = self.embed([self.store.item_text(r["item_id"]) for r in chunk])
             with self.store.write() as c:
                 for r, v in zip(chunk, vecs, strict=True):
-                    self.store.set_vector(c, r["item_id"], r["part"], v, mid)
+                    self.store.replace_foreign_vector(c, r["item_id"], v, mid)
+            self.reembed = {**self.reembed, "done": min(total, i + len(chunk))}
+            log.info("re-embedded %d / %d items for model %s", self.reembed["done"], total, mid)
+        self.reembed = {**self.reembed, "running": False}
 
     def schedule_index_repair(self) -> None:
         self._repair.set()

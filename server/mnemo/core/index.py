@@ -31,10 +31,16 @@ def collection_name(part: str) -> str:
 
 
 class DenseIndex:
-    def __init__(self, directory: Path, store: Store, model_id: str):
+    """`min_rows`: while no partition holds more vectors than this, chroma is not opened at all (`dormant`: ready,
+    following the change log by sequence only, costing no memory): the mapped vector file answers those partitions
+    exactly (core/search.py). The first replay that finds a larger partition opens chroma (issue 22)."""
+
+    def __init__(self, directory: Path, store: Store, model_id: str, min_rows: int = 0):
         self.dir = Path(directory)
         self.store = store
         self.model_id = model_id
+        self.min_rows = int(min_rows)
+        self.dormant = False
         self._client = None
         self._collections: dict[str, object] = {}
         self._missing: set[str] = set()
@@ -115,9 +121,21 @@ class DenseIndex:
             self._collections[part] = col
         return col
 
+    def _needed(self, parts=None) -> bool:
+        """Whether one of `parts` (default: every partition) holds more vectors than `min_rows`."""
+        return any(self.store.count_vectors(p) > self.min_rows for p in (self.store.parts() if parts is None
+                                                                        else parts))
+
     def ensure_ready(self) -> None:
-        """Open the index, replay the change log, verify counts; rebuild when missing, corrupt, stale or foreign."""
+        """Open the index, replay the change log, verify counts; rebuild when missing, corrupt, stale or foreign.
+        Dormant instead (nothing opened) while every partition is small enough for the exact scan."""
         with self._lock:
+            if self.min_rows and not self._needed():
+                self.close()
+                self.dormant, self.ready, self.indexed_seq = True, True, self.store.max_seq()
+                self.last_error = None
+                return
+            self.dormant = False
             try:
                 state = self._read_state()
                 if (not state or state.get("format") != INDEX_FORMAT or state.get("model_id") != self.model_id):
@@ -162,7 +180,8 @@ class DenseIndex:
         for rows in self.store.iter_vectors(batch=4000):
             by_part: dict[str, list] = {}
             for r in rows:
-                by_part.setdefault(r["part"], []).append(r)
+                if r["model_id"] == self.model_id:  # another model's: re-embedded first, never mixed in
+                    by_part.setdefault(r["part"], []).append(r)
             for part, items in by_part.items():
                 col = self._collection(part)
                 col.upsert(ids=[r["item_id"] for r in items],
@@ -175,8 +194,21 @@ class DenseIndex:
         log.info("dense index rebuilt: %d vectors", self.store.count_vectors())
 
     def catch_up(self, max_batch: int = 5000) -> int:
-        """Replay change-log entries after `indexed_seq`; returns how many were applied."""
+        """Replay change-log entries after `indexed_seq`; returns how many were applied. Dormant: follow the
+        sequence, and open chroma once a changed partition has outgrown `min_rows`."""
         with self._lock:
+            if self.dormant:
+                changes = self.store.changes_after(self.indexed_seq)
+                if not changes:
+                    return 0
+                if self._needed({c["part"] for c in changes if c["part"]}):
+                    log.info("a partition outgrew %d vectors: opening the ANN index", self.min_rows)
+                    self.ready = False
+                    self.min_rows = 0  # from now on for this owner
+                    self.ensure_ready()
+                    return len(changes)
+                self.indexed_seq = int(changes[-1]["seq"])
+                return len(changes)
             if self._client is None:
                 return 0
             applied = 0
@@ -188,7 +220,7 @@ class DenseIndex:
                 for c in changes:
                     latest[c["item_id"]] = (c["op"], c["part"])
                 rows = self.store.vector_rows([i for i, (op, _) in latest.items() if op == "upsert"])
-                vecs = {i: r["vec"] for i, r in rows.items()}
+                vecs = {i: r["vec"] for i, r in rows.items() if r["model_id"] == self.model_id}
                 upserts: dict[str, tuple[list, list]] = {}
                 deletes: dict[str, list] = {}
                 for item_id, (_op, part) in latest.items():
@@ -229,6 +261,8 @@ class DenseIndex:
         return [(i, 1.0 - float(d)) for i, d in zip(ids, dists, strict=False)]
 
     def counts(self) -> dict[str, int]:
+        if self.dormant:  # every vector is served by the exact scan
+            return {p: self.store.count_vectors(p) for p in self.store.parts()}
         if not self.ready or self._client is None:
             return {}
         out = {}
@@ -266,14 +300,16 @@ class DenseIndex:
         self.last_error = str(exc)
 
 
-def exact_scores(store: Store, parts: Sequence[str], vec, ids: Sequence[str] | None = None) -> list[tuple[str, float]]:
-    """Exact cosine over stored vectors (cold start, rebuild, the un-indexed tail, or a given id set)."""
+def exact_scores(store: Store, parts: Sequence[str], vec, ids: Sequence[str] | None = None,
+                 model_id: str | None = None) -> list[tuple[str, float]]:
+    """Exact cosine over stored vectors (cold start, rebuild, the un-indexed tail, or a given id set); with
+    `model_id`, over the vectors that model made only (a store being re-embedded holds two models' vectors)."""
     import numpy as np
 
     q = np.asarray(vec, dtype=np.float32)
     out: list[tuple[str, float]] = []
     if ids is not None:
-        blobs = store.vectors(ids, parts)
+        blobs = store.vectors(ids, parts, model_id)
         if not blobs:
             return []
         keys = list(blobs)
@@ -284,6 +320,10 @@ def exact_scores(store: Store, parts: Sequence[str], vec, ids: Sequence[str] | N
         return list(zip(keys, sims.tolist(), strict=False))
     for part in parts:
         for rows in store.iter_vectors(part=part, batch=20000):
+            if model_id is not None:
+                rows = [r for r in rows if r["model_id"] == model_id]
+                if not rows:
+                    continue
             mat = np.frombuffer(b"".join(r["vec"] for r in rows), dtype=np.float32).reshape(len(rows), -1)
             if mat.shape[1] != q.shape[0]:
                 continue

@@ -138,8 +138,10 @@ def stats(engine: Engine, ctx: Context) -> dict[str, Any]:
     """Counts of this project's store, the index's state, the model and the store file."""
     index = engine.index
     index_info = {"ready": bool(index and index.ready), "indexed_seq": index.indexed_seq if index else 0,
+                  "ann": bool(index and index.ready and not index.dormant),  # False: the exact scan serves all
                   "store_seq": engine.store.max_seq(), "rebuilds": index.rebuilds if index else 0,
-                  "last_error": index.last_error if index else None}
+                  "last_error": index.last_error if index else None,
+                  "reembed": engine.reembed}  # a re-embedding after a model change: how far it got
     db = engine.home / "mnemo.db"
     loaded = engine.loaded_embedder
     return {

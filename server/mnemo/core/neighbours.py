@@ -62,7 +62,7 @@ def relate(engine: Engine, ctx: Context, mem: Memory, vec, threshold: float | No
              if sim >= thr and m.id != mem.id and not (m.scope == "project" and m.project_id != mem.project_id)]
     if not cands:
         return []
-    decisions = relation.decide_many([(m.text, mem.text, sim) for m, sim in cands], engine.embed,
+    decisions = relation.decide_many([(m.text, mem.text, sim) for m, sim in cands], engine.embed_cached,
                                      relation.vocabulary_of(engine.embedder), scores=False)
     found: list[Found] = []
     mine = specificity(mem, ctx)

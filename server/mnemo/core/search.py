@@ -99,6 +99,7 @@ EXACT_ROWS = 20000
 class DenseHits:
     scores: dict[str, float]  # item id -> cosine
     used_index: bool  # False: the stored vectors were scanned (no index, no vector file: warming up or rebuilt)
+    exact: bool = True  # every score is an exact float32 product (False: chroma's ANN distances among them)
 
 
 def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequence[str] | None = None) -> DenseHits:
@@ -111,10 +112,11 @@ def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequen
     propagate."""
     store = engine.store
     if ids is not None:
-        return DenseHits(dict(exact_scores(store, parts, qvec, ids=list(ids))) if ids else {}, False)
+        return DenseHits(dict(exact_scores(store, parts, qvec, ids=list(ids), model_id=engine.model_id)) if ids
+                         else {}, False)
     index = engine.index
     vf = engine.vector_file()
-    if index is not None and index.ready and not vf.small(parts, EXACT_ROWS):
+    if index is not None and index.ready and not index.dormant and not vf.small(parts, EXACT_ROWS):
         seq = index.indexed_seq
         scores: dict[str, float] = {}
         try:
@@ -124,31 +126,34 @@ def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequen
             index.mark_broken(exc)
             engine.schedule_index_repair()
         else:
-            return DenseHits(_with_tail(store, parts, qvec, scores, store.changes_after(seq)), True)
+            return DenseHits(_with_tail(engine, parts, qvec, scores, store.changes_after(seq)), True, exact=False)
     found = vf.search(parts, qvec, k)
     if found is not None:
-        return DenseHits(_with_tail(store, parts, qvec, *found), True)
-    return DenseHits(dict(exact_scores(store, parts, qvec)), False)
+        return DenseHits(_with_tail(engine, parts, qvec, *found), True)
+    return DenseHits(dict(exact_scores(store, parts, qvec, model_id=engine.model_id)), False)
 
 
-def _with_tail(store: Store, parts: Sequence[str], qvec, scores: dict[str, float], tail: list) -> dict[str, float]:
+def _with_tail(engine: Engine, parts: Sequence[str], qvec, scores: dict[str, float], tail: list) -> dict[str, float]:
     """`scores` plus the exact cosines of the items of the change-log rows `tail` (what an index has not seen)."""
     upserts = {c["item_id"] for c in tail if c["op"] == "upsert"}
     if upserts:
-        scores.update(exact_scores(store, parts, qvec, ids=list(upserts)))
+        scores.update(exact_scores(engine.store, parts, qvec, ids=list(upserts), model_id=engine.model_id))
     return scores
 
 
 def nearest_memories(engine: Engine, ctx: Context, vec, k: int = 10) -> list[tuple[Memory, float]]:
-    """Visible memories nearest to `vec` (project partition + global), with exact cosines."""
+    """Visible memories nearest to `vec` (project partition + global), with exact cosines. A write's check: its
+    cost must not grow with the store, so the visibility of the candidates is read from their few columns and only
+    the `k` kept are loaded whole; the ANN index's cosines (not the exact scans') are recomputed exactly."""
     parts = [f"p-{ctx.project_id}", "g"]
-    hits = dense_search(engine, parts, vec, max(20, k * 4)).scores
-    ids = [i for i, _ in sorted(hits.items(), key=lambda kv: -kv[1]) if not i.startswith("blk-")][: k * 4]
+    hits = dense_search(engine, parts, vec, max(20, k * 4))
+    ids = [i for i, _ in sorted(hits.scores.items(), key=lambda kv: -kv[1]) if not i.startswith("blk-")][: k * 4]
     if not ids:
         return []
-    exact = dense_search(engine, parts, vec, k, ids=ids).scores
-    mems = engine.store.get_memories(ids)
-    out = [(mems[i], float(exact.get(i, hits[i]))) for i in ids if i in mems]
-    out = [(m, s) for m, s in out if memory_visible(m, ctx)]
-    out.sort(key=lambda ms: (-ms[1], ms[0].id))
-    return out[:k]
+    exact = hits.scores if hits.exact else dense_search(engine, parts, vec, k, ids=ids).scores
+    rows = engine.store.visibility_rows(ids)
+    seen = [(i, float(exact.get(i, hits.scores[i]))) for i in ids if i in rows and memory_visible(Light(rows[i]), ctx)]
+    seen.sort(key=lambda kv: (-kv[1], kv[0]))
+    seen = seen[:k]
+    mems = engine.store.get_memories([i for i, _ in seen])
+    return [(mems[i], s) for i, s in seen if i in mems]

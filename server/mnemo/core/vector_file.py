@@ -122,7 +122,55 @@ class VectorFile:
 
     def _read_rows(self, out) -> tuple[dict, list[str]]:
         """Stream every vector of the current model, grouped by partition, to `out` from one consistent read;
-        the header (without its data offset) and the item ids."""
+        the header (without its data offset) and the item ids. With a loaded, fully verified file whose change the
+        store still holds: its rows (minus the items changed since) copied from the mapped matrix plus the changed
+        items' vectors read from SQLite, so a rewrite reads the tail, not the store (issue 22); else every row."""
+        m = self._loaded
+        if m is not None and m.verified and m.count and m.seq:
+            with self.store.reading():
+                if self.store.change_at(m.seq) == m.change:
+                    return self._tail_rows(m, out)
+        return self._all_rows(out)
+
+    def _tail_rows(self, m: _Matrix, out) -> tuple[dict, list[str]]:
+        """`_read_rows` from the loaded matrix `m` and the changes after it (inside the caller's read)."""
+        np = m._np
+        store = self.store
+        seq = store.max_seq()
+        ident = store.change_at(seq)
+        changed = {c["item_id"] for c in store.changes_after(m.seq)}
+        fresh: dict[str, list] = {}
+        for _item_id, r in sorted(store.vector_rows(sorted(changed)).items()):
+            if r["model_id"] == self.model_id and len(r["vec"]) == m.dim * 4:
+                fresh.setdefault(r["part"], []).append(r)
+        parts: dict[str, list[int]] = {}
+        ids: list[str] = []
+        crc = 0
+        step = 8192
+        for part in sorted(set(m.parts) | set(fresh)):
+            start = len(ids)
+            a, b = m.parts.get(part, (0, 0))
+            for lo in range(a, b, step):
+                hi = min(b, lo + step)
+                keep = [i for i in range(lo, hi) if m.ids[i] not in changed]
+                if not keep:
+                    continue
+                block = m.mat[lo:hi] if len(keep) == hi - lo else m.mat[np.asarray(keep)]
+                data = np.ascontiguousarray(block, dtype=np.float32).tobytes()
+                out.write(data)
+                crc = zlib.crc32(data, crc)
+                ids.extend(m.ids[i] for i in keep)
+            for r in fresh.get(part, []):
+                out.write(r["vec"])
+                crc = zlib.crc32(r["vec"], crc)
+                ids.append(r["item_id"])
+            parts[part] = [start, len(ids)]
+        header = {"format": FORMAT, "model_id": self.model_id, "dim": m.dim, "count": len(ids), "seq": seq,
+                  "change": list(ident) if ident else None, "parts": parts,
+                  "ids_len": len("\n".join(ids).encode()), "crc": crc}
+        return header, ids
+
+    def _all_rows(self, out) -> tuple[dict, list[str]]:
         store = self.store
         parts: dict[str, list[int]] = {}
         ids: list[str] = []
@@ -198,6 +246,7 @@ class _Matrix:
         self.dim = int(header["dim"])
         self.parts = {p: (int(a), int(b)) for p, (a, b) in header["parts"].items()}
         self.crc = int(header["crc"])
+        self.change = tuple(header["change"]) if header.get("change") else None  # the identity of change `seq`
         self.verified = False
         self.ids = ids
         self._np = np

@@ -17,17 +17,29 @@ class VectorTable:
                      (item_id, part, model_id, vec_to_blob(vec)))
         self.log_change(conn, item_id, part, "upsert")
 
-    def vectors(self, ids: Sequence[str], parts: Sequence[str] | None = None) -> dict[str, bytes]:
-        """Stored vectors of the given items (only those in `parts`, when given)."""
+    def vectors(self, ids: Sequence[str], parts: Sequence[str] | None = None,
+                model_id: str | None = None) -> dict[str, bytes]:
+        """Stored vectors of the given items (only those in `parts`, when given; only those `model_id` made, when
+        given: vectors of two models are never compared)."""
         out = {}
         wanted = set(parts) if parts else None
         for chunk in chunked(ids):
             # filter the partition here: `part IN (...)` in SQL makes the planner scan the partition's index
-            for r in self.conn().execute(f"SELECT item_id, part, vec FROM vectors WHERE item_id IN ({marks(len(chunk))})",
-                                         chunk):
-                if wanted is None or r["part"] in wanted:
+            for r in self.conn().execute(f"SELECT item_id, part, model_id, vec FROM vectors WHERE item_id IN "
+                                         f"({marks(len(chunk))})", chunk):
+                if (wanted is None or r["part"] in wanted) and (model_id is None or r["model_id"] == model_id):
                     out[r["item_id"]] = r["vec"]
         return out
+
+    def replace_foreign_vector(self, conn: sqlite3.Connection, item_id: str, vec, model_id: str) -> bool:
+        """The re-embedding of an item whose vector another model made: written only while it is still foreign
+        (an item forgotten or edited meanwhile keeps what that did); logged for the indexes. True when written."""
+        row = conn.execute("SELECT part FROM vectors WHERE item_id=? AND model_id != ?", (item_id, model_id)).fetchone()
+        if row is None:
+            return False
+        conn.execute("UPDATE vectors SET vec=?, model_id=? WHERE item_id=?", (vec_to_blob(vec), model_id, item_id))
+        self.log_change(conn, item_id, row["part"], "upsert")
+        return True
 
     def vector_rows(self, ids: Sequence[str]) -> dict[str, sqlite3.Row]:
         """`item_id, part, model_id, vec` of the given items."""

@@ -1,0 +1,164 @@
+"""Issue 22: a write's cost does not grow with the store. Every statement a `remember` runs uses an index (no
+full scan of memories, vectors or the change log), its neighbour check loads whole only the memories it keeps,
+and the relation check embeds a neighbour's masked text once for the notes that follow."""
+
+from __future__ import annotations
+
+import random
+
+from mnemo.core import write
+from mnemo.core.engine import Engine
+from mnemo.core.search import nearest_memories
+
+WORDS = ["redis", "cache", "postgres", "replica", "retry", "backoff", "webhook", "signature", "deploy", "canary",
+         "token", "expiry", "queue", "worker", "schema", "migration", "flag", "rollout", "metric", "alert"]
+BIG_TABLES = ("memories", "vectors", "changes", "blocks", "review", "versions")
+
+
+def _fill(engine, ctx, n: int, start: int = 0) -> None:
+    rng = random.Random(3 + start)
+    for i in range(start, start + n):
+        write.remember(engine, ctx, " ".join(rng.sample(WORDS, 5)) + f" note {i}", on_conflict="keep_both")
+
+
+def _scans(conn, statements: list[str]) -> list[tuple[str, str]]:
+    """(statement, plan line) for every plan step that scans one of the big tables whole."""
+    out = []
+    for sql in statements:
+        head = sql.lstrip().split(None, 1)[0].upper()
+        if head not in ("SELECT", "UPDATE", "DELETE", "INSERT", "WITH"):
+            continue
+        for row in conn.execute("EXPLAIN QUERY PLAN " + sql).fetchall():
+            detail = row[3]
+            if detail.startswith("SCAN ") and detail.split()[1] in BIG_TABLES and "USING" not in detail:
+                out.append((sql, detail))
+    return out
+
+
+def test_remember_runs_no_full_scan(home, hash_embedder, ctx):
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    try:
+        _fill(engine, ctx, 60)
+        engine.vector_file().write()
+        conn = engine.store.conn()
+        seen: list[str] = []
+        conn.set_trace_callback(seen.append)
+        try:
+            for text in ("redis cache retry backoff deploy note 7", "a brand new fact about zebra crossings",
+                         "redis cache retry backoff deploy note 7"):  # related, new, and the same text again
+                write.remember(engine, ctx, text, on_conflict="keep_both")
+        finally:
+            conn.set_trace_callback(None)
+        assert len(seen) > 10
+        assert _scans(conn, seen) == []
+    finally:
+        engine.close()
+
+
+def test_neighbour_check_loads_only_the_kept_memories_whole(home, hash_embedder, ctx, monkeypatch):
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    try:
+        _fill(engine, ctx, 80)
+        loaded: list[int] = []
+        real = type(engine.store).get_memories
+
+        def counting(self, ids):
+            ids = list(ids)
+            loaded.append(len(ids))
+            return real(self, ids)
+
+        monkeypatch.setattr(type(engine.store), "get_memories", counting)
+        found = nearest_memories(engine, ctx, engine.embed_query("redis cache retry"), k=5)
+        assert len(found) == 5 and loaded == [5]  # not the 20 candidates it ranked
+        sims = [s for _, s in found]
+        assert sims == sorted(sims, reverse=True)
+    finally:
+        engine.close()
+
+
+def test_relation_check_embeds_through_the_cache(home, hash_embedder, ctx, monkeypatch):
+    calls: list[list[str]] = []
+
+    class Counting(type(hash_embedder)):
+        def embed(self, texts):
+            calls.append(list(texts))
+            return super().embed(texts)
+
+    engine = Engine(home, embedder=Counting(), start_indexer=False)
+    try:
+        first = engine.embed_cached(["redis cache", "postgres replica", "redis cache"])
+        assert calls == [["redis cache", "postgres replica"]]
+        assert (first == engine.embed(["redis cache", "postgres replica", "redis cache"])).all()
+        calls.clear()
+        again = engine.embed_cached(["postgres replica", "kafka topic", "redis cache"])
+        assert calls == [["kafka topic"]]  # only what it has not seen
+        assert (again == engine.embed(["postgres replica", "kafka topic", "redis cache"])).all()
+        # the write path's relation check embeds its masked notes and slots through the cache
+        from mnemo.core import relation
+
+        used = []
+        real = relation.decide_many
+        monkeypatch.setattr(relation, "decide_many", lambda pairs, embed, *a, **kw: used.append(embed) or
+                            real(pairs, embed, *a, **kw))
+        write.remember(engine, ctx, "the payments API retries 3 times with backoff", on_conflict="keep_both")
+        write.remember(engine, ctx, "the payments API retries 4 times with backoff", on_conflict="keep_both")
+        assert used and all(e == engine.embed_cached for e in used)
+    finally:
+        engine.close()
+
+
+# -- chroma only where the mapped vector file does not serve -----------------------------------------------------
+def test_small_store_never_opens_chroma(home, hash_embedder, ctx, monkeypatch):
+    """At the default `ann_min_rows` a store of small partitions is served by the mapped vector file and the exact
+    tail: the owner never opens chroma (no memory for it, no replay per write), and nothing is missed."""
+    monkeypatch.delenv("MNEMO_ANN_MIN_ROWS")
+    engine = Engine(home, embedder=hash_embedder)
+    try:
+        _fill(engine, ctx, 30)
+        assert engine.wait_indexed(30)
+        assert engine.index.dormant and engine.index.ready and engine.index._client is None
+        new = write.remember(engine, ctx, "zebra crossing policy for the office", on_conflict="keep_both")
+        assert engine.wait_indexed(30)
+        got = [m.id for m, _ in nearest_memories(engine, ctx, engine.embed_query("zebra crossing policy"), k=3)]
+        assert got[0] == new["memory"]["id"]
+        assert engine.index.indexed_seq == engine.store.max_seq()
+        assert not (home / "chroma").exists()
+        from mnemo.core.doctor import _index_check
+
+        assert _index_check(engine)["status"] == "ok"
+    finally:
+        engine.close()
+
+
+def test_chroma_opens_once_a_partition_outgrows_the_exact_scan(home, hash_embedder, ctx, monkeypatch):
+    monkeypatch.setenv("MNEMO_ANN_MIN_ROWS", "12")
+    engine = Engine(home, embedder=hash_embedder)
+    try:
+        _fill(engine, ctx, 10)
+        assert engine.wait_indexed(30) and engine.index.dormant
+        _fill(engine, ctx, 5, start=10)  # the project partition now holds 15 > 12
+        assert engine.wait_indexed(60)
+        idx = engine.index
+        assert not idx.dormant and idx.ready and (home / "chroma" / "mnemo-index.json").exists()
+        part = f"p-{ctx.project_id}"
+        assert idx.counts()[part] == engine.store.count_vectors(part) == 15
+        q = engine.embed_query("redis cache retry backoff deploy")
+        assert idx.query(part, q, 3)  # the ANN index answers
+    finally:
+        engine.close()
+
+
+def test_dormant_index_without_a_vector_file_scans_exactly(home, hash_embedder, ctx, monkeypatch):
+    monkeypatch.delenv("MNEMO_ANN_MIN_ROWS")
+    engine = Engine(home, embedder=hash_embedder)
+    try:
+        _fill(engine, ctx, 20)
+        assert engine.wait_indexed(30) and engine.index.dormant
+        monkeypatch.setattr(engine.vector_file(), "matrix", lambda: None)  # unusable file (torn, being rewritten)
+        monkeypatch.setattr(engine.index, "query", lambda *a: (_ for _ in ()).throw(AssertionError("chroma")))
+        from mnemo.core.search import dense_search
+
+        hits = dense_search(engine, [f"p-{ctx.project_id}", "g"], engine.embed_query("redis cache"), 5)
+        assert len(hits.scores) == 20 and not hits.used_index
+    finally:
+        engine.close()
