@@ -241,8 +241,10 @@ def test_ids_replay_hidden_and_queued_messages(tmp_path, home):
         os.environ.clear()
         os.environ.update(old)
     uri = (root / "src" / "client.py").as_uri()
-    line = next(i for i, text in enumerate(unsaved.splitlines()) if "key = os.urandom" in text)
-    hover = {"textDocument": {"uri": uri}, "position": {"line": line, "character": 9}}
+    # on the symbol's definition (a memory's card shows on its name, not on every identifier inside it)
+    line, col = next((i, text.index("post_queued")) for i, text in enumerate(unsaved.splitlines())
+                     if "def post_queued(" in text)
+    hover = {"textDocument": {"uri": uri}, "position": {"line": line, "character": col}}
     srv = Raw(root, server_env(home))
     try:
         # everything at once, long before pygls is loaded: the first message is read alone, the rest queues
