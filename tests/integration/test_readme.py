@@ -59,6 +59,8 @@ CONCRETE = {
     "mnemo unanchor <id> [--file F [--symbol S]]": ["unanchor", "{id}", "--file", "src/pay.py", "--symbol",
                                                     "charge"],
     "mnemo import notes/ [--dry-run]": [["import", "notes/", "--dry-run"], ["import", "notes/"]],
+    "mnemo anchors check [FILE ...] [--all] [--json]": [["anchors", "check", "src/pay.py"],
+                                                         ["anchors", "check", "--all", "--json"]],
 }
 
 NOTES_JSONL = [{"text": "the ledger service is the only writer of account balances", "kind": "decision",
