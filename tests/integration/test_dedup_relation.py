@@ -38,7 +38,13 @@ def test_paraphrase_is_confirmed_and_exchanged_roles_are_two_facts(cli):
     for old, new in (("Melanie values her friendship with Caroline",
                       "Caroline appreciates her friendship with Melanie"),
                      ("Caroline taught Melanie to paint", "Melanie taught Caroline to paint"),
-                     ("The checkout service logs in JSON", "Every service logs in JSON")):
+                     ("The checkout service logs in JSON", "Every service logs in JSON"),
+                     # another subject in two places is another fact, not a rewording (these were confirmed into
+                     # one note when the two-place rewording rule was added, and their facts lost)
+                     ("only the catalog team may change the catalog_dynamodb schema",
+                      "only the pricing team may change the pricing_dynamodb schema"),
+                     ("search releases go out every wednesday after the freeze",
+                      "catalog releases go out every thursday after the freeze")):
         a = cli("remember", old)
         b = cli("remember", new)
         assert a["status"] == "created" and b["status"] == "created", (old, new, b)

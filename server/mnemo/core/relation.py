@@ -395,7 +395,10 @@ def _align(f: Features, ta: Sequence[Token], tb: Sequence[Token], names: set[str
                                         for op, i1, i2, j1, j2 in ops)  # "frontend ... Mondays" / "backend ... Wednesdays"
     gone = [t for _, i1, i2, _, _ in ops for t in a[i1:i2]]
     came = [t for _, _, _, j1, j2 in ops for t in b[j1:j2]]
-    f.slots_plain = f.two_slots and not any(t.kind in ("ident", "number") or t.norm in names for t in gone + came)
+    # ... a rewording keeps what the note is about: its first content word ("payments API requires ..." / "payments
+    # API needs ..."); "search releases ... wednesday" / "catalog releases ... thursday" is another subject
+    f.slots_plain = f.two_slots and ops[0][1] > 0 and ops[0][3] > 0 and \
+        not any(t.kind in ("ident", "number") or t.norm in names for t in gone + came)
     if len(ops) == 1:  # an opposite by form counts where it is the one thing that differs
         f.opposite = next((f"{x.raw} -> {y.raw}" for x in gone for y in came if _opposite(x.raw, y.raw, vocab)),
                           None)
