@@ -225,7 +225,8 @@ LESS_LIKELY = 0.85                # a skill less probable than this share of the
 SECTION_MIN_LESS_LIKELY = 0.8    # and by its best sections only when at least this relevant (else by reference)
 RESERVE_PER_LIKELY = 250         # tokens kept, when the most probable skill goes in whole, for each other likely one
 # --- fitted: end ---
-FILE_ONLY_SECTION_MIN = 0.35     # a rule the file chose (the request chose none) needs a section this close in meaning
+MEANING_MIN = 0.35               # cosine (MiniLM) at which a text is about the request: see _wanted and _about
+FILE_ONLY_SECTION_MIN = MEANING_MIN  # a rule the file chose (the request chose none) needs a section this close
 FILE_ONLY_LEXICAL_MIN = 0.5      # ... or, with no section vectors yet, holding this share of the request's words
 
 
@@ -502,6 +503,7 @@ class _Fitter:
         fresh = [a for a in always if not self.seen(a.key)]
         for a in fresh:
             a.part.related = _related(a.part, self.query) if self.query else 0.0
+            a.extra["related"] = round(a.part.related, 4)
         total = sum(a.tokens + 1 for a in fresh)
         room = self.share * self.limit
         if total > room and self.query:
@@ -509,11 +511,19 @@ class _Fitter:
         spent = 0
         for a in fresh:
             over = total > room
-            ok = spent + a.tokens + 1 <= room and (not over or not self.query or a.part.related >= ALWAYS_RELATED_MIN)
+            ok = spent + a.tokens + 1 <= room and (not over or not self.query or self._about(a))
             if ok and self._try(a):
                 spent += a.tokens + 1
             elif not self._try_ref(a):
                 self.dropped.append(a)
+
+    def _about(self, a: Item) -> bool:
+        """Past the share, an always-on rule is inlined only when it is about the request: with a message, its
+        cosine to it (the activation's) reaches ``MEANING_MIN`` (a long rule holds many of a short request's words,
+        so their share says little); with only a file, its relation (`_related`) reaches ``ALWAYS_RELATED_MIN``."""
+        if self.req.message and "cosine" in (a.part.act.signals or {}):
+            return float(a.part.act.signals["cosine"]) >= MEANING_MIN
+        return a.part.related >= ALWAYS_RELATED_MIN
 
     def _evict_always(self) -> bool:
         """Move the least related inlined always-on rule to the references; False when there is none."""
