@@ -162,3 +162,17 @@ def test_chatter_with_a_file_open_leaves_out_the_rule_the_file_alone_chose(team_
     assert rule_line in asked["markdown"]
     read = context_json(team_repo, home, "--file", "db/report.sql")
     assert rule_line in read["markdown"]
+
+
+def test_past_their_share_always_on_rules_go_in_by_meaning_not_by_shared_words(team_repo, home):
+    """Eight always-on house-style rules overflow their share. A request about one of their topics gets that one
+    inlined; a request about none of them (the Makefile) gets none inlined, though each one's body holds some of
+    its words ("keep", "short", "person" ...): what a rule is about is its name, description and headings."""
+    about = context_json(team_repo, home, "-m", "write the commit message for this change")
+    inlined = [i["title"] for i in about["items"] if i.get("always") and i["state"] == "inlined"]
+    assert inlined[0] == "house style 3" and len(inlined) <= 2, inlined   # "House style for commit messages" first
+    other = context_json(team_repo, home, "--file", "Makefile", "-m",
+                         "keep the build short: make it rebuild only the objects a person changed")
+    always = [i for i in other["items"] if i.get("always")]
+    assert len(always) == 8 and all(i["state"] == "referenced" for i in always), always
+    assert "Always-on rules left out as less related to this request: `house style" in other["markdown"]

@@ -372,11 +372,13 @@ def render(items: list[Item], refs: list[Item], ctx: Context, req: Request, lear
 
 def _related(part: SkillPart, query: str) -> float:
     """How related an always-on rule is to the request: the activation's cosine and the share of the request's
-    words its text holds."""
+    words that its name, description and headings hold (what the rule says it is about; a long body shares
+    common words with any request)."""
     from mnemo.core.text import tokenize
 
     q = set(tokenize(query))
-    words = set(tokenize(f"{part.act.name} {part.act.description} {getattr(part.act, 'body', '')[:4000]}"))
+    heads = " ".join(ln for ln in (getattr(part.act, "body", "") or "").splitlines() if ln.lstrip().startswith("#"))
+    words = set(tokenize(f"{part.act.name} {part.act.description} {heads}"))
     lex = len(q & words) / len(q) if q else 0.0
     return float((part.act.signals or {}).get("cosine", 0.0)) + 0.5 * lex
 
@@ -521,8 +523,6 @@ class _Fitter:
         """Past the share, an always-on rule is inlined only when it is about the request: with a message, its
         cosine to it (the activation's) reaches ``MEANING_MIN`` (a long rule holds many of a short request's words,
         so their share says little); with only a file, its relation (`_related`) reaches ``ALWAYS_RELATED_MIN``."""
-        if self.req.message and "cosine" in (a.part.act.signals or {}):
-            return float(a.part.act.signals["cosine"]) >= MEANING_MIN
         return a.part.related >= ALWAYS_RELATED_MIN
 
     def _evict_always(self) -> bool:
