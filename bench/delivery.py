@@ -18,6 +18,8 @@ runs it) in-process (`LocalService`), and what reaches the agent is scored:
   count against it unless expected); mean over positive cases with a non-empty block. `token_precision_request`
   leaves the always-on rules out of the count.
 - `neg_quiet`: negatives whose block holds no memory and no skill the request chose (always-on rules allowed).
+  `neg_quiet_anchored_allowed`: the same, allowing the memories anchored to the file at hand (the block shows
+  them whatever the request says, by design: issue 20 point 5), which `neg_quiet` counts as noise.
 - `tokens_median`: the median `tokens` of the JSON answer over every test case.
 - `stale_flagged`: memories whose anchored code changed: their item in the block (header line through quote)
   carries the stale warning. The memories are anchored as `mnemo anchor` does (`service.anchor`, path stored
@@ -199,7 +201,7 @@ def stale_marked(md: str, mid: str) -> bool:
 
 def score(cases: list[dict], results: dict[str, dict], lines: dict[tuple[str, str], list[str]],
           mem_text: dict[tuple[str, str], str], mem_ids: dict[tuple[str, str], str], builtin: str) -> dict:
-    deliv, deliv_act, prec, prec_req, quiet, toks, stale = [], [], [], [], [], [], []
+    deliv, deliv_act, prec, prec_req, quiet, toks, stale, quiet_anchored = [], [], [], [], [], [], [], []
     for c in cases:
         res = results[c["id"]]
         md = res.get("markdown") or ""
@@ -212,6 +214,7 @@ def score(cases: list[dict], results: dict[str, dict], lines: dict[tuple[str, st
             noisy = [it for it in res.get("items", []) if it.get("kind") == "memory"
                      or (it.get("kind") == "skill" and not it.get("always"))]
             quiet.append(not noisy)
+            quiet_anchored.append(not [it for it in noisy if not str(it.get("section", "")).startswith("Memories about")])
             continue
         got = []
         for g in c["expected"]:
@@ -246,6 +249,7 @@ def score(cases: list[dict], results: dict[str, dict], lines: dict[tuple[str, st
 
     return {"delivered": mean(deliv), "delivered_of_activated": mean(deliv_act), "token_precision": mean(prec),
             "token_precision_request": mean(prec_req), "neg_quiet": mean(quiet),
+            "neg_quiet_anchored_allowed": mean(quiet_anchored),
             "tokens_median": statistics.median(toks) if toks else None, "stale_flagged": mean(stale),
             "n_pos": len(deliv), "n_neg": len(quiet), "n_activated": len(deliv_act), "n_stale": len(stale)}
 
