@@ -18,8 +18,13 @@ runs it) in-process (`LocalService`), and what reaches the agent is scored:
   count against it unless expected); mean over positive cases with a non-empty block. `token_precision_request`
   leaves the always-on rules out of the count.
 - `neg_quiet`: negatives whose block holds no memory and no skill the request chose (always-on rules allowed).
+  `neg_quiet_anchored_allowed`: the same, allowing the memories anchored to the file at hand (the block shows
+  them whatever the request says, by design: issue 20 point 5), which `neg_quiet` counts as noise.
 - `tokens_median`: the median `tokens` of the JSON answer over every test case.
-- `stale_flagged`: memories whose anchored code changed: the block marks them stale (or says they are held out).
+- `stale_flagged`: memories whose anchored code changed: their item in the block (header line through quote)
+  carries the stale warning. The memories are anchored as `mnemo anchor` does (`service.anchor`, path stored
+  project-relative); before 2026-12-01 the bench passed absolute anchor paths to `remember` and looked for the
+  word "stale" on the id's line only, so it read 0.0 whatever the block said.
 - `cold_session_start_ms` / `cold_first_prompt_ms`: the installed hook command (`python -m mnemo hook
   session-start`, then `... hook prompt`) with Claude Code's inputs against a stopped owner: time to the answer
   when it delivered the hand-off / a block (null when it delivered nothing; `*_delivered` says).
@@ -173,9 +178,30 @@ def cold_start(home: Path, root: Path) -> dict:
     return out
 
 
+def stale_marked(md: str, mid: str) -> bool:
+    """The memory's item in the block (its header line through its quote) holds the stale warning (the
+    block's `STALE_WARNING`) or says it is stale."""
+    from mnemo.core.context import STALE_WARNING
+
+    lead = STALE_WARNING.split("(")[0].strip().lower()
+    lines = md.splitlines()
+    for i, ln in enumerate(lines):
+        if mid not in ln:
+            continue
+        item = [ln]
+        for nxt in lines[i + 1:]:
+            if not nxt.strip() or nxt.startswith("#") or nxt.startswith("["):
+                break
+            item.append(nxt)
+        text = "\n".join(item).lower()
+        if lead in text or "stale" in text:
+            return True
+    return False
+
+
 def score(cases: list[dict], results: dict[str, dict], lines: dict[tuple[str, str], list[str]],
           mem_text: dict[tuple[str, str], str], mem_ids: dict[tuple[str, str], str], builtin: str) -> dict:
-    deliv, deliv_act, prec, prec_req, quiet, toks, stale = [], [], [], [], [], [], []
+    deliv, deliv_act, prec, prec_req, quiet, toks, stale, quiet_anchored = [], [], [], [], [], [], [], []
     for c in cases:
         res = results[c["id"]]
         md = res.get("markdown") or ""
@@ -188,6 +214,7 @@ def score(cases: list[dict], results: dict[str, dict], lines: dict[tuple[str, st
             noisy = [it for it in res.get("items", []) if it.get("kind") == "memory"
                      or (it.get("kind") == "skill" and not it.get("always"))]
             quiet.append(not noisy)
+            quiet_anchored.append(not [it for it in noisy if not str(it.get("section", "")).startswith("Memories about")])
             continue
         got = []
         for g in c["expected"]:
@@ -215,14 +242,14 @@ def score(cases: list[dict], results: dict[str, dict], lines: dict[tuple[str, st
             prec_req.append(good / total_req)
         for m in c["stale"]:
             mid = mem_ids[(c["repo"], m)]
-            near = [ln for ln in md.splitlines() if mid in ln]
-            stale.append(any("stale" in ln.lower() for ln in near))
+            stale.append(stale_marked(md, mid))
 
     def mean(xs):
         return round(sum(xs) / len(xs), 4) if xs else None
 
     return {"delivered": mean(deliv), "delivered_of_activated": mean(deliv_act), "token_precision": mean(prec),
             "token_precision_request": mean(prec_req), "neg_quiet": mean(quiet),
+            "neg_quiet_anchored_allowed": mean(quiet_anchored),
             "tokens_median": statistics.median(toks) if toks else None, "stale_flagged": mean(stale),
             "n_pos": len(deliv), "n_neg": len(quiet), "n_activated": len(deliv_act), "n_stale": len(stale)}
 
@@ -315,10 +342,12 @@ def main(argv=None) -> int:
             ctx = detect_context(str(root)).to_dict()
             ctxs[name] = ctx
             for m in repo["memories"]:
-                anchors = [code_anchor(str(root), m["anchor"]["file"], m["anchor"]["symbol"])] if m["anchor"] else None
-                res = svc.remember(ctx, m["text"], anchors=anchors)
+                res = svc.remember(ctx, m["text"])
                 assert res["status"] == "created", res
                 mem_ids[(name, m["id"])] = res["memory"]["id"]
+                if m["anchor"]:   # as `mnemo anchor ID --file F --symbol S` does (the anchor stored project-relative)
+                    svc.anchor(ctx, res["memory"]["id"],
+                               code_anchor(str(root), m["anchor"]["file"], m["anchor"]["symbol"]))
                 mem_text[(name, m["id"])] = m["text"]
             for rel, text in repo["changes"].items():   # the code changes after the notes were anchored
                 (root / rel).write_text(text, encoding="utf-8")

@@ -141,3 +141,38 @@ def test_the_block_is_written_for_the_model(team_repo, home):
     cost = out["token_cost"]
     assert cost["total"] == out["tokens"] and cost["skills"] > 0 and cost["memories"] > 0
     assert cost["skills"] + cost["memories"] + cost["references"] + cost["framing"] == cost["total"]
+
+
+def test_chatter_with_a_file_open_leaves_out_the_rule_the_file_alone_chose(team_repo, home):
+    """"looks good, commit it" with a .sql file open chooses no rule; the file's own rule (its globs) is not about
+    the request, so it stays out of the block (said in the JSON), while a request about it still gets it and the
+    file alone (no message: a read) still brings it."""
+    (team_repo / "db").mkdir()
+    (team_repo / "db" / "report.sql").write_text("SELECT id, total FROM orders WHERE total > 100;\n")
+    commit_all(team_repo)
+    rule_line = "Create indexes with CREATE INDEX CONCURRENTLY, in a migration of their own."
+    out = context_json(team_repo, home, "--file", "db/report.sql", "-m", "looks good, commit it")
+    assert rule_line not in out["markdown"]
+    assert not [i for i in out["items"] if i["kind"] == "skill" and not i.get("always")], out["items"]
+    left = next(d for d in out["dropped"] if d["title"] == "sql")
+    assert left["left_out"] == "the request chose no rule and is not about this one's sections"
+    assert left["relevance"] < 0.35
+    asked = context_json(team_repo, home, "--file", "db/report.sql", "-m",
+                         "add the index this report query needs in a new migration")
+    assert rule_line in asked["markdown"]
+    read = context_json(team_repo, home, "--file", "db/report.sql")
+    assert rule_line in read["markdown"]
+
+
+def test_past_their_share_always_on_rules_go_in_by_meaning_not_by_shared_words(team_repo, home):
+    """Eight always-on house-style rules overflow their share. A request about one of their topics gets that one
+    inlined; a request about none of them (the Makefile) gets none inlined, though each one's body holds some of
+    its words ("keep", "short", "person" ...): what a rule is about is its name, description and headings."""
+    about = context_json(team_repo, home, "-m", "write the commit message for this change")
+    inlined = [i["title"] for i in about["items"] if i.get("always") and i["state"] == "inlined"]
+    assert inlined[0] == "house style 3" and len(inlined) <= 2, inlined   # "House style for commit messages" first
+    other = context_json(team_repo, home, "--file", "Makefile", "-m",
+                         "keep the build short: make it rebuild only the objects a person changed")
+    always = [i for i in other["items"] if i.get("always")]
+    assert len(always) == 8 and all(i["state"] == "referenced" for i in always), always
+    assert "Always-on rules left out as less related to this request: `house style" in other["markdown"]

@@ -225,6 +225,9 @@ LESS_LIKELY = 0.85                # a skill less probable than this share of the
 SECTION_MIN_LESS_LIKELY = 0.8    # and by its best sections only when at least this relevant (else by reference)
 RESERVE_PER_LIKELY = 250         # tokens kept, when the most probable skill goes in whole, for each other likely one
 # --- fitted: end ---
+MEANING_MIN = 0.35               # cosine (MiniLM) at which a text is about the request: see _wanted and _about
+FILE_ONLY_SECTION_MIN = MEANING_MIN  # a rule the file chose (the request chose none) needs a section this close
+FILE_ONLY_LEXICAL_MIN = 0.5      # ... or, with no section vectors yet, holding this share of the request's words
 
 
 @dataclass
@@ -239,6 +242,7 @@ class SkillPart:
     include: list[int] | None = None
     cut: tuple[int, str] | None = None  # (section, its text cut to fit)
     related: float = 0.0              # how related to the request (always-on rules' ranking)
+    cosines: list[float] | None = None  # each section's cosine to the request, when the vectors were at hand
 
     @property
     def always(self) -> bool:
@@ -368,11 +372,13 @@ def render(items: list[Item], refs: list[Item], ctx: Context, req: Request, lear
 
 def _related(part: SkillPart, query: str) -> float:
     """How related an always-on rule is to the request: the activation's cosine and the share of the request's
-    words its text holds."""
+    words that its name, description and headings hold (what the rule says it is about; a long body shares
+    common words with any request)."""
     from mnemo.core.text import tokenize
 
     q = set(tokenize(query))
-    words = set(tokenize(f"{part.act.name} {part.act.description} {getattr(part.act, 'body', '')[:4000]}"))
+    heads = " ".join(ln for ln in (getattr(part.act, "body", "") or "").splitlines() if ln.lstrip().startswith("#"))
+    words = set(tokenize(f"{part.act.name} {part.act.description} {heads}"))
     lex = len(q & words) / len(q) if q else 0.0
     return float((part.act.signals or {}).get("cosine", 0.0)) + 0.5 * lex
 
@@ -391,6 +397,10 @@ def _prepare_sections(part: SkillPart, query: str, scorer: Any, wait: bool = Tru
                 if qv is not None else None
         except Exception:  # noqa: BLE001 - the words alone still rank the sections
             qv = sv = None
+    if qv is not None and sv is not None and len(sv) == len(part.sections):
+        import numpy as np
+
+        part.cosines = (np.asarray(sv, dtype=np.float32) @ np.asarray(qv, dtype=np.float32)).tolist()
     part.scores = score_sections(part.sections, query, qv, sv) if query.strip() else \
         [1.0 - i / max(1, len(part.sections)) for i in range(len(part.sections))]   # no request: the author's order
 
@@ -445,6 +455,8 @@ class _Fitter:
         partial: list[Item] = []
         top = max((float(c.part.act.score) for c in chosen), default=0.0)
         others = sum(1 for c in chosen[1:] if float(c.part.act.score) >= LESS_LIKELY * top)
+        if self.req.message and self.req.event in ("prompt", "context"):
+            chosen = [c for c in chosen if self._wanted(c)]
         for n, it in enumerate(chosen):
             first = n == 0
             likely = float(it.part.act.score) >= LESS_LIKELY * top
@@ -462,12 +474,38 @@ class _Fitter:
             self._extend(it)
         return self.inlined, self.refs, self.dropped
 
+    def _wanted(self, it: Item) -> bool:
+        """A rule the file chose because the request chose none ("looks good, commit it" with the file open) goes
+        in only when one of its sections is about the request (its cosine ``FILE_ONLY_SECTION_MIN``; without
+        vectors yet, a hook: ``FILE_ONLY_LEXICAL_MIN`` of the request's weighted words); else it is left out
+        (listed under ``dropped``, with why): the request is not about what the rule says, and the rule reaches
+        the agent when it edits the file (the `pre-tool` hook)."""
+        from mnemo.core.skills.result import FILE_DECIDES
+
+        part = it.part
+        if not (part.act.reason or "").startswith(FILE_DECIDES) or part.act.always:
+            return True
+        _prepare_sections(part, self.query, self.scorer, wait=self.req.event == "context")
+        from mnemo.core.skills.sections import lexical_scores
+
+        if part.cosines is not None:   # by meaning: a short request's few common words make a poor lexical match
+            best, floor = max(part.cosines or [0.0]), FILE_ONLY_SECTION_MIN
+        else:                          # a hook whose section vectors are still being computed: by words
+            best, floor = max(lexical_scores(part.sections or [], self.query) or [0.0]), FILE_ONLY_LEXICAL_MIN
+        it.extra["relevance"] = round(best, 4)
+        if best >= floor:
+            return True
+        it.extra["left_out"] = "the request chose no rule and is not about this one's sections"
+        self.dropped.append(it)
+        return False
+
     def _always(self, always: list[Item]) -> None:
         if not always:
             return
         fresh = [a for a in always if not self.seen(a.key)]
         for a in fresh:
             a.part.related = _related(a.part, self.query) if self.query else 0.0
+            a.extra["related"] = round(a.part.related, 4)
         total = sum(a.tokens + 1 for a in fresh)
         room = self.share * self.limit
         if total > room and self.query:
@@ -475,11 +513,17 @@ class _Fitter:
         spent = 0
         for a in fresh:
             over = total > room
-            ok = spent + a.tokens + 1 <= room and (not over or not self.query or a.part.related >= ALWAYS_RELATED_MIN)
+            ok = spent + a.tokens + 1 <= room and (not over or not self.query or self._about(a))
             if ok and self._try(a):
                 spent += a.tokens + 1
             elif not self._try_ref(a):
                 self.dropped.append(a)
+
+    def _about(self, a: Item) -> bool:
+        """Past the share, an always-on rule is inlined only when it is about the request: with a message, its
+        cosine to it (the activation's) reaches ``MEANING_MIN`` (a long rule holds many of a short request's words,
+        so their share says little); with only a file, its relation (`_related`) reaches ``ALWAYS_RELATED_MIN``."""
+        return a.part.related >= ALWAYS_RELATED_MIN
 
     def _evict_always(self) -> bool:
         """Move the least related inlined always-on rule to the references; False when there is none."""

@@ -205,6 +205,9 @@ def held_entry(s: Skill) -> dict:
                                             "accept it with `mnemo review` to activate it"}
 
 
+FILE_DECIDES = "the request chose no skill, so the file decides"   # an Activation's reason starts so (core/context.py)
+
+
 def build_activation(idx: SkillIndex, ev: Evidence, X: np.ndarray, w: np.ndarray, p: np.ndarray, i: int,
                      forced: bool, file_decides: bool = False) -> Activation:
     """One activated skill with why; ``file_decides``: the request chose no skill and the file's globs decided."""
@@ -243,7 +246,7 @@ def build_activation(idx: SkillIndex, ev: Evidence, X: np.ndarray, w: np.ndarray
     if s.published:
         reason += "; published by Mnemo from its memories (delivered as memories, not injected again)"
     elif file_decides and not forced:
-        reason = "the request chose no skill, so the file decides; " + reason
+        reason = FILE_DECIDES + "; " + reason
     return Activation(
         skill_id=s.id, name=s.name, description=s.description, source_path=s.source_path,
         source_format=s.source_format, scope=s.scope, score=1.0 if forced else round(float(p[i]), 4),
