@@ -125,3 +125,22 @@ def test_anchors_check_reports_stale_anchors_with_its_exit_code(shop):
     assert r.returncode == 0 and "is back as it was anchored" in r.stdout
     bad = cli("anchors", "check", "--all", "shop/db.py", ok=False)
     assert bad.returncode == 2 and "not both" in bad.stderr
+
+
+def test_a_note_remembered_with_an_absolute_anchor_path_is_the_note_on_that_file(shop):
+    """`remember(anchors=[{"path": "/abs/..."}])` (an agent's MCP call, an editor's command) stored the path as
+    given: the note was never shown as the note on that file nor checked for a change. It is kept relative to the
+    workspace root, as `mnemo anchor` keeps it."""
+    from mnemo.core.identity import detect_context
+
+    repo, cli = shop["repo"], shop["cli"]
+    svc = DaemonService(shop["home"], client_name="test")
+    try:
+        path = str((repo / "shop" / "payments.py").resolve())
+        mem = svc.remember(detect_context(repo).to_dict(), "refund() must pass the original charge id, never a new one",
+                           anchors=[{"path": path, "symbol": "refund"}])["memory"]
+    finally:
+        svc.close()
+    assert mem["anchors"][0]["path"] == "shop/payments.py"
+    ids = [it["id"] for it in _context(cli, "--symbol", "refund")["items"] if it["kind"] == "memory"]
+    assert mem["id"] in ids

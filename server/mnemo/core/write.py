@@ -8,6 +8,7 @@ one `store.write()` transaction followed by the engine's commit hook."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -99,6 +100,18 @@ def find_duplicate(engine: Engine, ctx: Context, h: str, branch: str | None) -> 
     return None
 
 
+def _relative_anchor(ctx: Context, anchor: dict) -> dict:
+    """An anchor path inside the workspace is kept relative to its root, as `mnemo anchor` keeps it (an absolute one
+    was never matched to its file: never shown as the note on that file, never checked for a change)."""
+    path = anchor.get("path")
+    if not isinstance(path, str) or not ctx.root or not os.path.isabs(path):
+        return anchor
+    root, real = os.path.realpath(ctx.root), os.path.realpath(path)
+    if not real.startswith(root + os.sep):
+        return anchor
+    return {**anchor, "path": os.path.relpath(real, root).replace(os.sep, "/")}
+
+
 # -- remember --------------------------------------------------------------------------------------------------
 def draft(ctx: Context, text: str, *, type: str = "project", kind: str = "fact", scope: str = "project",
           tags: list[str] | None = None, importance: float = 0.5, source: str = "user",
@@ -110,6 +123,7 @@ def draft(ctx: Context, text: str, *, type: str = "project", kind: str = "fact",
     importance = check_fields(type, scope, source, kind, importance)
     tags = [str(t)[:64] for t in (tags or [])][:32]
     anchors, provenance = check_meta(anchors, provenance)
+    anchors = [_relative_anchor(ctx, a) for a in anchors]
     # Secrets never reach the store (SPEC §7): blocked, or redacted with MNEMO_SECRETS=redact.
     fields, redacted = safety.screen_secrets(
         {"text": text, "kind": kind, "tags": tags, "anchors": anchors, "provenance": provenance}, "remember",
