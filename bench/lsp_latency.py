@@ -59,7 +59,7 @@ def synth_notes(n: int, seed: int = 7) -> list[str]:
 
 def fill_store(home: Path, n: int, ctx) -> dict:
     """Bulk insert (straight into SQLite, before any owner runs); anchors 40 notes to engine.py's functions."""
-    from mnemo.core.embeddings import get_embedder
+    from mnemo.core.embedding.embedder import get_embedder
     from mnemo.core.models import Memory
     from mnemo.core.store import Store
     from mnemo.core.text import content_hash

@@ -68,7 +68,7 @@ class LocalService:
 
     # -- health ----------------------------------------------------------------------------------------------
     def health(self) -> api.Health:
-        from mnemo.core import config
+        from mnemo.core import store_settings as config
 
         idx = self.engine.index
         return {"version": __version__, "protocol": PROTOCOL_VERSION, "pid": os.getpid(),
@@ -85,7 +85,7 @@ class LocalService:
         policy = write_policy(c)  # checked on every write: a bad value is refused, not ignored
         if status is None:
             status = "pending" if source == "agent" and policy == "confirm" else "active"
-        from mnemo.core.write import remember
+        from mnemo.core.memory.write import remember
 
         return remember(self.engine, c, text, type=type, kind=kind, scope=scope, tags=tags, importance=importance,
                         source=source, anchors=anchors, trust=trust, status=status, provenance=provenance,
@@ -97,7 +97,7 @@ class LocalService:
         policy = write_policy(c)
         if status is None:
             status = "pending" if source == "agent" and policy == "confirm" else "active"
-        from mnemo.core.write import remember_batch
+        from mnemo.core.memory.write import remember_batch
 
         return remember_batch(self.engine, c, items, source=source, status=status, on_conflict=on_conflict,
                               progress=progress)
@@ -107,8 +107,8 @@ class LocalService:
                kind: str | None = None, branch: str | None = None, tags: list[str] | None = None,
                since: float | str | None = None, until: float | str | None = None, author: str | None = None,
                source: str | None = None, status: str | None = None) -> api.RecallResult:
-        from mnemo.core.filters import make_filter
-        from mnemo.core.recall import recall
+        from mnemo.core.memory.filters import make_filter
+        from mnemo.core.memory.recall import recall
 
         filt = make_filter(kind=kind, branch=branch, tags=tags, since=since, until=until, author=author,
                            source=source, status=status)
@@ -117,27 +117,27 @@ class LocalService:
                       filters=filt)
 
     def hydrate(self, ctx: dict, item_id: str, mode: str = "default") -> api.Hydrated:
-        from mnemo.core.recall import hydrate
+        from mnemo.core.memory.recall import hydrate
 
         return hydrate(self.engine, _ctx(ctx), item_id, mode)
 
     def get_memory(self, ctx: dict, memory_id: str) -> api.Memory:
-        from mnemo.core import memories
+        from mnemo.core.memory import manage as memories
 
         return memories.get(self.engine, _ctx(ctx), memory_id).to_dict()
 
     def promote(self, ctx: dict, memory_id: str, to: str = "global") -> api.MemoryChange:
-        from mnemo.core import memories
+        from mnemo.core.memory import manage as memories
 
         return memories.promote(self.engine, _ctx(ctx), memory_id, to)
 
     def deprecate(self, ctx: dict, memory_id: str, reason: str | None = None) -> api.MemoryChange:
-        from mnemo.core import memories
+        from mnemo.core.memory import manage as memories
 
         return memories.deprecate(self.engine, _ctx(ctx), memory_id, reason)
 
     def forget(self, ctx: dict, memory_id: str, reason: str | None = None) -> api.Forgotten:
-        from mnemo.core import history
+        from mnemo.core.memory import history
 
         return history.forget(self.engine, _ctx(ctx), memory_id, reason)
 
@@ -147,8 +147,8 @@ class LocalService:
                       offset: int = 0, tags: list[str] | None = None, since: float | str | None = None,
                       until: float | str | None = None, author: str | None = None, source: str | None = None,
                       search: str | None = None) -> api.MemoryList:
-        from mnemo.core import memories
-        from mnemo.core.filters import make_filter
+        from mnemo.core.memory import manage as memories
+        from mnemo.core.memory.filters import make_filter
 
         filt = make_filter(tags=tags, since=since, until=until, author=author, source=source, search=search)
         return memories.list_memories(self.engine, _ctx(ctx), scope=scope, branch=branch, type=type, kind=kind,
@@ -156,11 +156,11 @@ class LocalService:
                                       status=status, all_branches=all_branches, limit=limit, offset=offset,
                                       filters=filt)
 
-    # -- edits and undo (core/history.py) --------------------------------------------------------------------
+    # -- edits and undo (core/memory/history.py) --------------------------------------------------------------------
     def update(self, ctx: dict, memory_id: str, text: str | None = None, *, type: str | None = None,
                kind: str | None = None, importance: float | None = None, tags: list[str] | None = None,
                reason: str | None = None, source: str = "user", on_conflict: str | None = None) -> api.UpdateResult:
-        from mnemo.core import history
+        from mnemo.core.memory import history
 
         c = _ctx(ctx)
         if source == "agent" and write_policy(c) == "confirm":  # the policy is applied: refused, not bypassed
@@ -177,14 +177,14 @@ class LocalService:
         return res
 
     def history(self, ctx: dict, memory_id: str) -> api.MemoryHistory:
-        from mnemo.core import history
+        from mnemo.core.memory import history
 
         return history.history(self.engine, _ctx(ctx), memory_id)
 
     def stats(self, ctx: dict) -> api.Stats:
-        from mnemo.core import memories
-        from mnemo.core.history import purge_forgotten
         from mnemo.core.lifecycle import tier_index
+        from mnemo.core.memory import manage as memories
+        from mnemo.core.memory.history import purge_forgotten
 
         purge_forgotten(self.engine)  # the forget retention: forgotten text older than it is purged
         out = memories.stats(self.engine, _ctx(ctx))
@@ -193,13 +193,13 @@ class LocalService:
 
     def index_docs(self, ctx: dict, root: str | None = None, *,
                    progress: Progress | None = None) -> api.IndexDocsResult:
-        from mnemo.core.docs import index_docs
+        from mnemo.core.documents.indexing import index_docs
 
         return index_docs(self.engine, _ctx(ctx), root, progress)
 
     # -- skills ----------------------------------------------------------------------------------------------
     def _skills(self, c: Context):
-        from mnemo.core import config
+        from mnemo.core import store_settings as config
         from mnemo.core.skills import SkillEngine, SkillRegistry
 
         # Mnemo's starter skills apply in every project unless `mnemo config set starter_skills false` (or
@@ -221,10 +221,10 @@ class LocalService:
         store's home, never shared), so they can use a faster model than memories: by default the int8 export of
         the same MiniLM (~2.4x faster query embedding, same MetaTool accuracy; docs/benchmarks.md), when memories
         use the float ONNX model. MNEMO_SKILL_EMBEDDER=same uses the memory embedder; a kind name forces one."""
-        from mnemo.core.embeddings import MODEL_ID, get_embedder
+        from mnemo.core.embedding.embedder import MODEL_ID, get_embedder
 
         base = self.engine.embedder
-        from mnemo.core import config
+        from mnemo.core import store_settings as config
 
         choice = os.environ.get("MNEMO_SKILL_EMBEDDER", "").strip().lower() or str(config.value("skill_embedder"))
         if choice == "same":
@@ -304,12 +304,12 @@ class LocalService:
         return sharing.merge_snapshot(self.engine, _ctx(ctx), path, strategy, progress=progress)
 
     def markdown_export(self, ctx: dict, path: str, scopes: list[str] | None = None) -> api.MarkdownExport:
-        from mnemo.core.sharing.markdown import export_markdown
+        from mnemo.core.sharing.markdown_files import export_markdown
 
         return export_markdown(self.engine, _ctx(ctx), path, scopes)
 
     def markdown_import(self, ctx: dict, path: str, dry_run: bool = False) -> api.MarkdownImport:
-        from mnemo.core.sharing.markdown import import_markdown
+        from mnemo.core.sharing.markdown_files import import_markdown
 
         return import_markdown(self.engine, _ctx(ctx), path, bool(dry_run))
 
@@ -346,7 +346,8 @@ class LocalService:
         return lifecycle.compact(self.engine, _ctx(ctx))
 
     def restore(self, ctx: dict, memory_id: str) -> api.MemoryChange:
-        from mnemo.core import history, lifecycle
+        from mnemo.core import lifecycle
+        from mnemo.core.memory import history
 
         if history.is_forgotten(self.engine, memory_id):  # a forgotten memory, back from its tombstone
             return history.unforget(self.engine, _ctx(ctx), memory_id)
@@ -370,7 +371,7 @@ class LocalService:
 
     # -- doctor ----------------------------------------------------------------------------------------------
     def doctor(self, ctx: dict) -> api.DoctorResult:
-        from mnemo.core.doctor import run_checks
+        from mnemo.core.recovery.doctor import run_checks
 
         return run_checks(self.engine, _ctx(ctx))
 
@@ -381,11 +382,11 @@ class LocalService:
         return team_status(self.engine, _ctx(ctx))
 
     def recent_context(self, ctx: dict, limit: int = 10, days: float = 14.0) -> api.RecentContext:
-        from mnemo.core.recent import recent_context
+        from mnemo.core.agent.recent import recent_context
 
         return recent_context(self.engine, _ctx(ctx), limit, days)
 
-    # -- the editor's context (core/anchored.py) -------------------------------------------------------------
+    # -- the editor's context (core/memory/anchored_to_file.py) -------------------------------------------------------------
     def hover_context(self, ctx: dict, path: str | None = None, line: int | None = None, symbol: str | None = None,
                       query: str | None = None, limit: int = 5, include_docs: bool = True,
                       min_confidence: float | None = None, skills: bool = True, max_skills: int | None = None,
@@ -394,8 +395,8 @@ class LocalService:
         the memories anchored to `symbol` in `path` (outside any symbol: to the lines around `line`) as cards with
         their stale state, every anchor of the file (`file_anchors`, for code lenses), and the skills active for
         the file (`skills`: activate_skills' answer; None when not asked for)."""
-        from mnemo.core.anchored import anchored_context, check_position
-        from mnemo.core.recall import recall
+        from mnemo.core.memory.anchored_to_file import anchored_context, check_position
+        from mnemo.core.memory.recall import recall
 
         c = _ctx(ctx)
         check_position(path, line, symbol)
@@ -420,11 +421,11 @@ class LocalService:
     def memory_cards(self, ctx: dict, ids: list[str]) -> api.MemoryCards:
         """The card of each memory (the one recall shows, unscored) and its record, for an editor that opens
         memories by id; ids not visible from this project are `missing`."""
-        from mnemo.core.anchored import memory_cards
+        from mnemo.core.memory.anchored_to_file import memory_cards
 
         return memory_cards(self.engine, _ctx(ctx), ids)
 
-    # -- what agents receive without asking (core/context.py), session hand-offs (core/handoff.py) -----------
+    # -- what agents receive without asking (core/agent/context_block.py), session hand-offs (core/agent/handoff.py) -----------
     def context(self, ctx: dict, file: str | None = None, message: str | None = None, *, event: str = "context",
                 session: str | None = None, budget: int | None = None, learn: str | None = None,
                 client: str | None = None, source: str | None = None, min_confidence: float | None = None,
@@ -432,7 +433,7 @@ class LocalService:
         """The context block for an event (session-start | prompt | pre-tool | context), never repeating what the
         session (`session`) already received, under `budget` tokens; `learn` (off | confirm | auto) files the
         corrections a prompt states. Used by the hooks, `mnemo context`, MCP and the editor."""
-        from mnemo.core.context import build_context
+        from mnemo.core.agent.context_block import build_context
 
         c = _ctx(ctx)
 
@@ -450,7 +451,7 @@ class LocalService:
                        last_file: str | None = None, reset: bool = False) -> api.ContextCommit:
         """Record what a session received (a hook calls it once the agent has the block: `context(commit=False)`
         leaves that to it, so a block lost to a timeout is not counted as given)."""
-        from mnemo.core.context import commit
+        from mnemo.core.agent.context_block import commit
 
         _ctx(ctx)
         return {"session": session, "seen": commit(self.engine.home, session, keys or [], last_file, bool(reset))}
@@ -458,8 +459,8 @@ class LocalService:
     def session_end(self, ctx: dict, session: str | None = None, summary: dict | None = None,
                     client: str | None = None) -> api.SessionEnd:
         """Write the session's hand-off note from its summary and forget what the session was given."""
-        from mnemo.core import sessions
-        from mnemo.core.handoff import write_handoff
+        from mnemo.core.agent import sessions
+        from mnemo.core.agent.handoff import write_handoff
 
         c = _ctx(ctx)
         session = sessions.check_session(session)

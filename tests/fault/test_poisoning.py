@@ -19,11 +19,11 @@ from data.secrets_corpus import HELD_OUT_HARMLESS, PROSE
 
 from mnemo.core import review, sharing
 from mnemo.core.errors import InvalidInput
-from mnemo.core.memories import get as get_memory
-from mnemo.core.memories import promote
-from mnemo.core.recall import recall
-from mnemo.core.safety import INVISIBLE_RE, is_suspicious, screen_text
-from mnemo.core.write import remember
+from mnemo.core.memory.manage import get as get_memory
+from mnemo.core.memory.manage import promote
+from mnemo.core.memory.recall import recall
+from mnemo.core.memory.write import remember
+from mnemo.core.safety.screen import INVISIBLE_RE, is_suspicious, screen_text
 
 
 def _flagged(text: str) -> bool:

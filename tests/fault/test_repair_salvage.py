@@ -25,7 +25,7 @@ import _salvage_store as S
 import pytest
 from _helpers import figure, stop_owner
 
-from mnemo.core import backup
+from mnemo.core.recovery import backup
 from mnemo.daemon.client import DaemonService
 
 SIZE = int(os.environ.get("MNEMO_SALVAGE_SIZE", "1500"))
@@ -123,7 +123,7 @@ def test_unopenable_store_gives_every_command_the_repair_command(pristine, tmp_p
 
 @pytest.mark.parametrize("fraction", OFFSETS)
 def test_repair_salvage_at_offsets(pristine, tmp_path, fraction, monkeypatch):
-    from mnemo.core.repair import repair_store_file
+    from mnemo.core.recovery.repair import repair_store_file
 
     monkeypatch.setenv("MNEMO_EMBEDDER", "hash")
     src, truth = pristine

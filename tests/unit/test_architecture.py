@@ -19,6 +19,7 @@ PACKAGE = SERVER / "mnemo"
 # Module -> rank; "pkg.*" names a package and everything in it. An import may point to its own rank or below:
 # surfaces 50 > daemon 40 > service 30 > core operations 20-29 > core resources 10-19 > floor 0 (data and pure
 # functions: no store, no model, no network) 0-9. Inside the core the ranks order the modules too, lowest first.
+# Every package of the core is one room on one floor ("pkg.*"): a module added to a room takes its floor.
 LAYERS: dict[str, int] = {
     # surfaces (mnemo.hooks: the Claude Code hooks' stdlib-only fast path)
     "mnemo.__main__": 50, "mnemo.cli.*": 50, "mnemo.lsp.*": 50, "mnemo.mcp.*": 50, "mnemo.hooks.*": 50,
@@ -27,31 +28,22 @@ LAYERS: dict[str, int] = {
     # the one API: its declaration (mnemo.api: the typed Service, records, results) and the in-process service
     "mnemo.service": 30, "mnemo.api.*": 30,
     # core operations, bottom to top
-    "mnemo.core.search": 20, "mnemo.core.cards": 20, "mnemo.core.skills.*": 20, "mnemo.core.sessions": 20,
-    "mnemo.core.team.ops": 21,
-    "mnemo.core.neighbours": 22, "mnemo.core.write": 22,
-    "mnemo.core.recall": 23,
-    "mnemo.core.memories": 24, "mnemo.core.docs": 24, "mnemo.core.recent": 24, "mnemo.core.anchored": 24,
-    "mnemo.core.history": 24,
-    "mnemo.core.corrections": 24, "mnemo.core.handoff": 24,
+    "mnemo.core.search": 20, "mnemo.core.cards": 20, "mnemo.core.skills.*": 20,
+    "mnemo.core.team.*": 21,
+    "mnemo.core.engine": 22,
+    "mnemo.core.memory.*": 23, "mnemo.core.documents.*": 23,
     "mnemo.core.lifecycle.*": 25, "mnemo.core.edits": 25,
-    "mnemo.core.sharing.*": 26, "mnemo.core.context": 26,
+    "mnemo.core.sharing.*": 26, "mnemo.core.agent.*": 26,
     "mnemo.core.review": 27,
-    "mnemo.core.doctor": 28, "mnemo.core.repair": 28,
-    # core resources: the store (every table and statement) at the bottom, the engine (their holder) on top
+    "mnemo.core.recovery.*": 28,
+    # core resources: the store (every table and statement) at the bottom, the models and indexes on it
     "mnemo.core.store.*": 10,
-    "mnemo.core.embeddings": 11, "mnemo.core.model_files": 11, "mnemo.core.model_export": 11,
-    "mnemo.core.index": 11, "mnemo.core.keyword": 11, "mnemo.core.vector_file": 11, "mnemo.core.backup": 11,
-    "mnemo.core.team.client": 11, "mnemo.core.team_server": 11,
-    "mnemo.core.engine": 12,
+    "mnemo.core.embedding.*": 11, "mnemo.core.indexes.*": 11,
     # floor 0
-    "mnemo": 0, "mnemo.settings": 0, "mnemo.core": 0, "mnemo.core.team": 0,
-    "mnemo.core.errors": 0, "mnemo.core.env": 0, "mnemo.core.text": 0, "mnemo.core.markdown": 0,
-    "mnemo.core.memory_md": 0,
-    "mnemo.core.models": 1, "mnemo.core.relation": 1, "mnemo.core.relation_words": 1, "mnemo.core.identity": 2,
-    "mnemo.core.filters": 2,
-    "mnemo.core.config": 3,
-    "mnemo.core.secret_scan": 3, "mnemo.core.safety": 3, "mnemo.core.policy": 4, "mnemo.core.team.settings": 4,
+    "mnemo": 0, "mnemo.editor_settings": 0, "mnemo.core": 0,
+    "mnemo.core.errors": 0, "mnemo.core.environment": 0, "mnemo.core.text": 0,
+    "mnemo.core.models": 1, "mnemo.core.relation.*": 1, "mnemo.core.identity": 2,
+    "mnemo.core.store_settings": 3, "mnemo.core.safety.*": 3, "mnemo.core.policy": 4,
 }
 NAMES = {0: "floor 0", 1: "core resources", 2: "core operations", 3: "service", 4: "daemon", 5: "surfaces"}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemo.core.embeddings import HashEmbedder
+from mnemo.core.embedding.embedder import HashEmbedder
 from mnemo.core.errors import InvalidInput
 from mnemo.core.skills import ActivationConfig, SkillEngine, SkillRegistry, render_prompt_block
 from mnemo.core.skills.vectors import VectorCache
@@ -181,7 +181,7 @@ def test_vector_cache_on_disk_avoids_re_embedding(project, tmp_path):
 @pytest.fixture(scope="module", params=["onnx-int8", "onnx"])
 def real_engine(request):
     """The int8 export is what skill activation uses (service._skill_embedder); the float model must agree."""
-    from mnemo.core.embeddings import get_embedder
+    from mnemo.core.embedding.embedder import get_embedder
 
     return SkillEngine(SkillRegistry(REPO, use_user_dir=False), get_embedder(request.param))
 
@@ -234,7 +234,7 @@ def test_request_decides_among_many_same_glob_rules(tmp_path):
 
 def test_service_uses_the_int8_model_for_skills_and_keeps_others(home, ctx, real_embedder, hash_embedder,
                                                                   monkeypatch):
-    from mnemo.core.embeddings import MODEL_ID_INT8
+    from mnemo.core.embedding.embedder import MODEL_ID_INT8
     from mnemo.core.engine import Engine
     from mnemo.service import LocalService
 
@@ -302,7 +302,7 @@ def test_token_budget_drops_the_least_likely_first(tmp_path):
 
 
 def test_editor_settings_mirror_the_core_defaults():
-    from mnemo.settings import Settings
+    from mnemo.editor_settings import Settings
 
     core, editor = ActivationConfig(), Settings().skills
     assert (editor.max_active, editor.token_budget) == (core.max_skills, core.token_budget)

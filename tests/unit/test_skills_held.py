@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemo.core.embeddings import HashEmbedder
+from mnemo.core.embedding.embedder import HashEmbedder
 from mnemo.core.skills import SkillEngine, SkillRegistry, render_prompt_block
 
 POISON = ("---\nalwaysApply: true\ndescription: Team conventions\n---\nUse tabs.\n"

@@ -90,7 +90,7 @@ class Service(Protocol):
                kind: str | None = None, branch: str | None = None, tags: list[str] | None = None,
                since: float | str | None = None, until: float | str | None = None, author: str | None = None,
                source: str | None = None, status: str | None = None) -> RecallResult:
-        """Memories and Markdown blocks relevant to `query`, as cards; the filters (core/filters.py) keep only
+        """Memories and Markdown blocks relevant to `query`, as cards; the filters (core/memory/filters.py) keep only
         memories of those types, kind, branch (or branch-independent), tags (all of them), last written between
         `since` and `until` (epoch seconds, an ISO date or a time ago like 7d), author, source and status."""
 
@@ -212,7 +212,7 @@ class Service(Protocol):
     def recent_context(self, ctx: Ctx, limit: int = 10, days: float = 14.0) -> RecentContext:
         """Hand-offs and recent notes of this project (and teammates'), for the start of a session."""
 
-    # what agents receive without asking (core/context.py), session hand-offs (core/handoff.py)
+    # what agents receive without asking (core/agent/context_block.py), session hand-offs (core/agent/handoff.py)
     def context(self, ctx: Ctx, file: str | None = None, message: str | None = None, *, event: str = "context",
                 session: str | None = None, budget: int | None = None, learn: str | None = None,
                 client: str | None = None, source: str | None = None, min_confidence: float | None = None,
@@ -228,7 +228,7 @@ class Service(Protocol):
                     client: str | None = None) -> SessionEnd:
         """Write the session's hand-off note from its summary and forget what the session was given."""
 
-    # the editor's context in one round trip (core/anchored.py)
+    # the editor's context in one round trip (core/memory/anchored_to_file.py)
     def hover_context(self, ctx: Ctx, path: str | None = None, line: int | None = None, symbol: str | None = None,
                       query: str | None = None, limit: int = 5, include_docs: bool = True,
                       min_confidence: float | None = None, skills: bool = True, max_skills: int | None = None,

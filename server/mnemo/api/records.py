@@ -104,7 +104,7 @@ class Card(TypedDict):
     title: str
     heading_path: list[str]
     updated_at: float
-    score: float | None  # None on an unscored card (anchored here, opened by id: core/anchored.py)
+    score: float | None  # None on an unscored card (anchored here, opened by id: core/memory/anchored_to_file.py)
     confidence: float | None
     confidence_state: str | None
     compressed_summary: str

@@ -32,7 +32,7 @@ class Health(TypedDict):
     home: str
     index_ready: bool
     model_loaded: bool
-    config: dict[str, Any]  # the store-wide settings the owner applies (`mnemo.core.config.owner_view`)
+    config: dict[str, Any]  # the store-wide settings the owner applies (`mnemo.core.store_settings.owner_view`)
 
 
 class RememberResult(TypedDict):
@@ -293,7 +293,7 @@ class MarkdownFile(TypedDict):
 
 
 class MarkdownExport(TypedDict):
-    """markdown_export: the files written into `path` (core/memory_md.py is the format)."""
+    """markdown_export: the files written into `path` (core/sharing/markdown_format.py is the format)."""
 
     path: str
     files: list[MarkdownFile]
@@ -466,7 +466,7 @@ class MemoryCards(TypedDict):
 
 
 class ContextBlock(TypedDict):
-    """What an agent receives for one event (core/context.py): one quoted Markdown block and what went into it."""
+    """What an agent receives for one event (core/agent/context_block.py): one quoted Markdown block and what went into it."""
 
     event: str
     markdown: str

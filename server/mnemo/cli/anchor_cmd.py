@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mnemo.cli.context import make_context
+from mnemo.cli.caller import make_context
 from mnemo.cli.output import emit_json, say
 from mnemo.core.errors import InvalidInput
 

@@ -1,4 +1,4 @@
-"""`mnemo config list|get|set|unset`: the store-wide settings in `<store>/config.json` (core/config.py)."""
+"""`mnemo config list|get|set|unset`: the store-wide settings in `<store>/config.json` (core/store_settings.py)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def running_owner(home: Path) -> dict[str, Any] | None:
 
 
 def _team_row(home: Path) -> dict[str, Any]:
-    from mnemo.core.team.settings import load_settings
+    from mnemo.core.team.address import load_settings
 
     s = load_settings(home)
     return {"value": s.url, "source": {"env": "env", "file": "file"}.get(s.source, "default"),
@@ -62,7 +62,7 @@ def _team_row(home: Path) -> dict[str, Any]:
 
 
 def cmd_list(args, _service) -> int:
-    from mnemo.core import config
+    from mnemo.core import store_settings as config
 
     home = _home(args)
     owner = running_owner(home)
@@ -86,7 +86,7 @@ def cmd_list(args, _service) -> int:
 
 
 def cmd_get(args, _service) -> int:
-    from mnemo.core import config
+    from mnemo.core import store_settings as config
 
     home = _home(args)
     config.key(args.key)  # unknown keys are refused with the list of known ones
@@ -104,7 +104,7 @@ def _after_write(home: Path, name: str) -> list[str]:
     """What happens to the change now: applied by the running owner, or when it restarts; env overrides."""
     import os
 
-    from mnemo.core import config
+    from mnemo.core import store_settings as config
 
     k = config.key(name)
     notes = []
@@ -130,7 +130,7 @@ def _after_write(home: Path, name: str) -> list[str]:
 
 
 def cmd_set(args, _service) -> int:
-    from mnemo.core import config
+    from mnemo.core import store_settings as config
 
     home = _home(args)
     val = config.set_value(home, args.key, args.value)
@@ -144,7 +144,7 @@ def cmd_set(args, _service) -> int:
 
 
 def cmd_unset(args, _service) -> int:
-    from mnemo.core import config
+    from mnemo.core import store_settings as config
 
     home = _home(args)
     config.unset(home, args.key)

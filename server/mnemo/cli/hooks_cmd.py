@@ -147,7 +147,7 @@ def cmd_hook(args, _service) -> int:
 
 # -- context --------------------------------------------------------------------------------------------------
 def cmd_context(args, service) -> int:
-    from mnemo.cli.context import make_context
+    from mnemo.cli.caller import make_context
     from mnemo.cli.output import emit_json
 
     budget = args.budget

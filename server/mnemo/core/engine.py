@@ -6,7 +6,7 @@ store calls `changed()`, the commit hook that wakes the indexer.
 Exactly one process opens an engine on a store at a time (the owner lock); everything else goes through that
 process (see `mnemo.daemon`). The indexer thread replays the change log into chroma in the background, so a write
 is acknowledged after the SQLite commit only. It also keeps `<home>/cache/` (the vector file of
-core/vector_file.py and the keyword postings of core/keyword.py) in step with the store, so the next owner answers
+core/indexes/vector_file.py and the keyword postings of core/indexes/keyword.py) in step with the store, so the next owner answers
 its first query without a rebuild.
 """
 
@@ -17,15 +17,16 @@ import threading
 import time
 from pathlib import Path
 
-from mnemo.core import config, safety
-from mnemo.core.embeddings import get_embedder
+from mnemo.core import store_settings as config
+from mnemo.core.embedding.embedder import get_embedder
 from mnemo.core.errors import StoreCorrupt, StoreLocked, StoreNotWritable, TeamUnavailable
-from mnemo.core.index import DenseIndex
-from mnemo.core.keyword import KeywordIndex
+from mnemo.core.indexes.dense import DenseIndex
+from mnemo.core.indexes.keyword import KeywordIndex
+from mnemo.core.indexes.vector_file import VectorFile
+from mnemo.core.safety import screen as safety
 from mnemo.core.store import Store
+from mnemo.core.team.address import load_settings, retry_interval
 from mnemo.core.team.client import TeamClient
-from mnemo.core.team.settings import load_settings, retry_interval
-from mnemo.core.vector_file import VectorFile
 
 log = logging.getLogger("mnemo.engine")
 # How long the indexer waits after a commit wakes it before replaying: one chroma upsert (and one state file write)

@@ -11,9 +11,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from mnemo.core import config
+from mnemo.core import store_settings as config
 from mnemo.core.errors import InvalidInput
-from mnemo.core.relation import SIGNAL_MIN_COSINE
+from mnemo.core.relation.compare import SIGNAL_MIN_COSINE
 
 MAX_TEXT_CHARS = int(os.environ.get("MNEMO_MAX_TEXT_CHARS", "20000"))
 # Anchors + provenance + tags of one memory, as JSON (a memory's metadata is small; a huge one is an attack or a bug).

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mnemo.core.index import exact_scores
+from mnemo.core.indexes.dense import exact_scores
 from mnemo.core.models import Context, Memory
 from mnemo.core.store import Store
 from mnemo.core.store.schema import VISIBILITY_COLUMNS
@@ -105,7 +105,7 @@ def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequen
     """Cosines of `qvec` in the given partitions: with `ids`, exactly, for those items only; otherwise the top `k`
     of each partition, plus every item changed after what the answering index reflects (scored exactly from
     SQLite, so nothing acknowledged is ever unfindable). The answering index: the persisted vector file
-    (core/vector_file.py, exact) when its partitions are small enough for an exact product to beat the ANN index
+    (core/indexes/vector_file.py, exact) when its partitions are small enough for an exact product to beat the ANN index
     (`EXACT_ROWS`) or while the ANN index is not ready; else chroma's ANN index. When chroma fails it is marked
     broken and rebuilt in the background; without either, the stored vectors are scanned. Store errors
     propagate."""

@@ -119,7 +119,7 @@ class DaemonService:
     def _check_settings(self) -> None:
         """Say (once per connection) which store-wide settings of this process's environment the running owner does
         not apply: a client's environment cannot reach an owner it did not start."""
-        from mnemo.core.config import mismatches
+        from mnemo.core.store_settings import mismatches
 
         self.warnings = mismatches(self.owner)
         for msg in self.warnings:

@@ -182,7 +182,7 @@ class OwnerServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     def idle_timeout(self) -> float:
         if self.fixed_idle_timeout is not None:
             return self.fixed_idle_timeout
-        from mnemo.core import config
+        from mnemo.core import store_settings as config
 
         return float(config.value("idle_timeout", self.home))  # `mnemo config set idle_timeout` applies live
 
@@ -255,7 +255,7 @@ def run_owner(home: Path, idle_timeout: float | None = None, embedder=None) -> i
         signal.signal(signal.SIGTERM, _term)
         signal.signal(signal.SIGINT, _term)
     threading.Thread(target=server.idle_watch, name="mnemo-idle", daemon=True).start()
-    from mnemo.core.backup import backup_loop  # rolling daily backups of mnemo.db (SPEC §7 Recovery)
+    from mnemo.core.recovery.backup import backup_loop  # rolling daily backups of mnemo.db (SPEC §7 Recovery)
 
     threading.Thread(target=backup_loop, args=(home, server._stopping), name="mnemo-backup", daemon=True).start()
     try:

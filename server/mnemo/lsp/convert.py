@@ -163,7 +163,7 @@ def flag_warning(card: Mapping[str, Any]) -> str | None:
     flags = card.get("flags")
     if not flags:
         return None
-    from mnemo.core.safety import flag_warning as warning  # lazy for start-up speed (~185 ms)
+    from mnemo.core.safety.screen import flag_warning as warning  # lazy for start-up speed (~185 ms)
 
     return warning(flags)
 

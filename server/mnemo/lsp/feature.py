@@ -22,10 +22,10 @@ if TYPE_CHECKING:
 
     from lsprotocol import types as t
 
+    from mnemo.editor_settings import Settings
     from mnemo.lsp import code_context as cc
     from mnemo.lsp.editor import EditorContext
     from mnemo.lsp.owner import OwnerLink
-    from mnemo.settings import Settings
 
 Handler = Callable[[dict], Awaitable[Any]]
 

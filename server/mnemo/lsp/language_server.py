@@ -28,6 +28,7 @@ from pygls.uris import to_fs_path
 
 from mnemo import __version__
 from mnemo.core.errors import MnemoError
+from mnemo.editor_settings import Settings, describe_problems, parse_settings
 from mnemo.lsp import capabilities, convert
 from mnemo.lsp.editor import EditorContext
 from mnemo.lsp.feature import LanguageFeature
@@ -35,7 +36,6 @@ from mnemo.lsp.features.documents import DocumentsFeature
 from mnemo.lsp.jsonrpc import MnemoProtocol, converter_factory
 from mnemo.lsp.logs import rss_mb
 from mnemo.lsp.owner import READY, STARTING, UNAVAILABLE, OwnerLink, Unavailable, resolve_home
-from mnemo.settings import Settings, describe_problems, parse_settings
 
 log = logging.getLogger("mnemo.lsp")
 

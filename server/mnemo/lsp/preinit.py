@@ -16,7 +16,7 @@ Anything else as the first message (not `initialize`, malformed, a shape pygls m
 before. `MNEMO_LSP_PREINIT=0` turns the pre-handshake off. stdout carries nothing but protocol frames: `print`
 goes to stderr from the first line on.
 
-This module must not import what the import thread imports (pygls, lsprotocol, logging, asyncio, mnemo.settings
+This module must not import what the import thread imports (pygls, lsprotocol, logging, asyncio, mnemo.editor_settings
 ...): the main thread would wait for that thread's import lock.
 """
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from mnemo.core.cards import summarize
 from mnemo.core.errors import InvalidInput
-from mnemo.core.memories import get
+from mnemo.core.memory.manage import get
 from mnemo.core.models import Context, Memory
 from mnemo.core.search import Light, memory_visible
 

@@ -152,7 +152,7 @@ class SkillEngine:
     @property
     def embedder(self):
         if self._embedder is None:
-            from ..embeddings import get_embedder
+            from mnemo.core.embedding.embedder import get_embedder
 
             self._embedder = get_embedder()
         return self._embedder

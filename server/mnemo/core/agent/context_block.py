@@ -5,7 +5,7 @@ Events and what each adds (never what the session already received; everything u
 
 - `session-start`: the hand-off from the last session(s) of this project and branch (`recent_context`), the hot
   tier's memories and the learned preferences (kind `feedback`), the always-apply skills of the repository.
-- `prompt`: learns the corrections and preferences the prompt states (`core/corrections.py`), then the skills the
+- `prompt`: learns the corrections and preferences the prompt states (`core/agent/corrections.py`), then the skills the
   prompt activates (with the last file the session touched) and the memories recall finds for it.
 - `pre-tool`: the skills whose globs match the file about to be read or edited.
 - `context` (`mnemo context`, the editor's tool): skills for the file and message, memories for the message.
@@ -28,12 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mnemo.core import corrections, sessions
+from mnemo.core.agent import corrections, sessions
+from mnemo.core.agent.recent import recent_context
 from mnemo.core.errors import InvalidInput
 from mnemo.core.lifecycle import hot_memories
-from mnemo.core.memories import list_memories
-from mnemo.core.recall import recall
-from mnemo.core.recent import recent_context
+from mnemo.core.memory.manage import list_memories
+from mnemo.core.memory.recall import recall
 from mnemo.core.text import estimate_tokens, strip_controls
 
 if TYPE_CHECKING:

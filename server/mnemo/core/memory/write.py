@@ -1,7 +1,7 @@
 """The write path of a memory (`remember`), each check once and in this order: the text and metadata are
 validated and cleaned (invisible characters stripped, instruction-like text flagged), secrets are refused or
 redacted, a flagged note from an agent becomes untrusted and pending, the same text in the same place is a
-confirmation, then the related memories on every level decide (core/neighbours.py): the same claim confirms or
+confirmation, then the related memories on every level decide (core/memory/neighbours.py): the same claim confirms or
 refines, a contradiction conflicts (resolved by `on_conflict`) or overrides a more general memory. Every write is
 one `store.write()` transaction followed by the engine's commit hook."""
 
@@ -12,8 +12,8 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from mnemo.core import safety
 from mnemo.core.errors import InvalidInput, MnemoError
+from mnemo.core.memory.neighbours import Found, relate
 from mnemo.core.models import (
     BRANCH_INDEPENDENT_TYPES,
     SOURCES,
@@ -22,7 +22,6 @@ from mnemo.core.models import (
     check_type,
     check_write_scope,
 )
-from mnemo.core.neighbours import Found, relate
 from mnemo.core.policy import (
     BATCH_CHUNK,
     MAX_ANCHORS,
@@ -31,6 +30,7 @@ from mnemo.core.policy import (
     MAX_TEXT_CHARS,
     check_on_conflict,
 )
+from mnemo.core.safety import screen as safety
 from mnemo.core.search import memory_visible
 from mnemo.core.text import content_hash
 

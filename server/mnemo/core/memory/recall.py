@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from mnemo.core.cards import block_card, memory_card
 from mnemo.core.errors import InvalidInput, NotFound
-from mnemo.core.filters import Filter, matches
+from mnemo.core.memory.filters import Filter, matches
 from mnemo.core.models import SCOPE_PRIORITY, Context, check_read_scope, check_type
 from mnemo.core.policy import MAX_TEXT_CHARS, check_min_confidence
 from mnemo.core.search import Candidate, Light, dense_search, hidden_by_overrides, memory_visible, scope_parts
@@ -37,7 +37,7 @@ def recall(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", l
            types: list[str] | None = None, include_docs: bool = True, include_cold: bool = False,
            min_confidence: float | None = None, qvec=None, filters: Filter | None = None) -> dict[str, Any]:
     """The cards that answer `query` in `ctx` (the most relevant first), with the warnings of this recall;
-    `filters` (core/filters.py, checked by `make_filter`) keep only the memories that match."""
+    `filters` (core/memory/filters.py, checked by `make_filter`) keep only the memories that match."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("the query is empty", hint="ask in words, e.g. `mnemo recall \"how do we retry POSTs?\"`")
     if len(query) > MAX_TEXT_CHARS:
@@ -95,7 +95,7 @@ def ranked(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", l
 def _candidates(engine: Engine, parts: list[str], query: str, qvec, pool: int,
                 warnings: list[str]) -> dict[str, Candidate]:
     """The dense side (the ANN index and its unreplayed tail, or an exact scan) and the keyword side (the
-    in-memory BM25 index of core/keyword.py; FTS5 while a large partition's index is still being built)."""
+    in-memory BM25 index of core/indexes/keyword.py; FTS5 while a large partition's index is still being built)."""
     hits = dense_search(engine, parts, qvec, pool)
     if not hits.used_index:
         warnings.append("dense index warming up: exact scan used")

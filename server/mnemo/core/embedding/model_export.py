@@ -1,5 +1,5 @@
 """The ONNX export of the embedding model, run once per machine in a child process (`ensure_onnx_model` in
-core/model_files.py starts `python -m mnemo.core.model_export DIR`): the ONNX graph returning last_hidden_state, the
+core/embedding/model_files.py starts `python -m mnemo.core.embedding.model_export DIR`): the ONNX graph returning last_hidden_state, the
 tokenizer files beside it, a check that onnxruntime reproduces torch on a padded batch, the int8 copy and its
 check, the manifest last. Needs torch, onnx and transformers (at this moment only)."""
 
@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from mnemo.core.model_files import (
+from mnemo.core.embedding.model_files import (
     DIM,
     EXPORT_FORMAT,
     INT8_FILE,
@@ -155,11 +155,11 @@ def _export_int8(onnx_path: Path, int8_path: Path, args, enc, got) -> float:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    """`python -m mnemo.core.model_export DIR`: export into DIR (which must not exist); the manifest, or why it
+    """`python -m mnemo.core.embedding.model_export DIR`: export into DIR (which must not exist); the manifest, or why it
     failed, goes to stderr."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python -m mnemo.core.model_export DIR (use `python -m mnemo.core.embeddings --prepare`)",
+        print("usage: python -m mnemo.core.embedding.model_export DIR (use `python -m mnemo.core.embedding.embedder --prepare`)",
               file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")

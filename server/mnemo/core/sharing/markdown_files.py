@@ -1,4 +1,4 @@
-"""Export the memories as Markdown files a person reads and edits, and import them back (format: core/memory_md.py).
+"""Export the memories as Markdown files a person reads and edits, and import them back (format: core/sharing/markdown_format.py).
 
 Export: the active memories this project sees (every branch and tier; not deprecated, superseded, pending or
 rejected), one file per scope and type, each written atomically. Import: every file is read and checked before
@@ -17,13 +17,13 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mnemo.core import memory_md
 from mnemo.core.edits import edit_memory
 from mnemo.core.errors import InvalidInput, MnemoError
 from mnemo.core.lifecycle.anchors import rel_path
+from mnemo.core.memory.write import draft, find_duplicate, remember
 from mnemo.core.models import MEMORY_TYPES, Context, Memory
 from mnemo.core.search import memory_visible
-from mnemo.core.write import draft, find_duplicate, remember
+from mnemo.core.sharing import markdown_format as memory_md
 
 if TYPE_CHECKING:
     from mnemo.core.engine import Engine

@@ -1,15 +1,15 @@
 """How a new memory relates to the visible memories near it, on every level of the chain branch > project > team >
 global: the same claim (a paraphrase or a refinement), a contradiction of a memory at its own level (a conflict)
-or of a more general one (an override), or another fact. The decision per pair is core/relation.py's."""
+or of a more general one (an override), or another fact. The decision per pair is core/relation/compare.py's."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mnemo.core import relation
 from mnemo.core.models import Context, Memory
 from mnemo.core.policy import settings
+from mnemo.core.relation import compare as relation
 from mnemo.core.search import nearest_memories
 from mnemo.core.team.ops import team_neighbours
 
@@ -24,7 +24,7 @@ class Found:
     relation: str  # "conflict" | "override" | "duplicate" (the same claim: a paraphrase or a refinement)
     level: str  # "scope" | "branch" | "same"
     refines: bool = False  # a duplicate whose new text adds detail
-    reasons: list[str] = field(default_factory=list)  # what core/relation.py saw (e.g. "number 30 -> 60")
+    reasons: list[str] = field(default_factory=list)  # what core/relation/compare.py saw (e.g. "number 30 -> 60")
 
     def to_dict(self, resolution: str | None = None) -> dict[str, Any]:
         m = self.memory
@@ -54,7 +54,7 @@ def neighbours(engine: Engine, ctx: Context, vec, k: int = 10) -> list[tuple[Mem
 
 def relate(engine: Engine, ctx: Context, mem: Memory, vec, threshold: float | None = None) -> list[Found]:
     """How the new memory relates to the visible memories near it (cosine >= threshold) on every level
-    (core/relation.py): a contradiction is a `conflict`, or an `override` of a more general memory; the same claim
+    (core/relation/compare.py): a contradiction is a `conflict`, or an `override` of a more general memory; the same claim
     (a paraphrase, a refinement) is a `duplicate` of a memory at its own level or a more general one. Other
     nearby memories are other facts and are not returned."""
     thr = settings().conflict_threshold if threshold is None else threshold

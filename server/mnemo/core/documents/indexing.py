@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mnemo.core import markdown as md
+from mnemo.core.documents import blocks as md
 from mnemo.core.errors import InvalidInput
 from mnemo.core.models import Context
 

@@ -14,7 +14,7 @@ The owner looks every `MNEMO_BACKUP_POLL` seconds (default 60). A copy is writte
 fsynced and renamed, so a crash never leaves a half backup under a real name, and a damaged store (whose copy
 fails the check) never replaces a good backup.
 
-`mnemo doctor --repair` (core/repair.py) salvages the damaged store and merges the newest backup that passes
+`mnemo doctor --repair` (core/recovery/repair.py) salvages the damaged store and merges the newest backup that passes
 `integrity_check` (`newest first` across both kinds).
 """
 
@@ -29,8 +29,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mnemo.core import config
-from mnemo.core.env import env_float
+from mnemo.core import store_settings as config
+from mnemo.core.environment import env_float
 from mnemo.core.store.files import check_db, copy_db, last_change
 
 log = logging.getLogger("mnemo.backup")

@@ -1,6 +1,6 @@
 """Safety checks on text that enters or leaves the store: secrets, invisible Unicode, prompt injection.
 
-Secrets (`find_secrets`, `redact_secrets`, `screen_secrets`, `secrets_mode`): core/secret_scan.py, imported from
+Secrets (`find_secrets`, `redact_secrets`, `screen_secrets`, `secrets_mode`): core/safety/secrets.py, imported from
 here (provider patterns, detect-secrets' precise detectors, our own entropy check; `MNEMO_SECRETS` block or
 redact).
 
@@ -18,7 +18,7 @@ import re
 import unicodedata
 from typing import Any
 
-from mnemo.core.secret_scan import (  # noqa: F401 - the secret checks are part of this module's API
+from mnemo.core.safety.secrets import (  # noqa: F401 - the secret checks are part of this module's API
     SECRETS_MODES,
     SecretFinding,
     describe_findings,

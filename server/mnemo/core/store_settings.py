@@ -28,7 +28,7 @@ from mnemo.core.identity import request_settings
 log = logging.getLogger("mnemo.config")
 
 FILE = "config.json"
-EMBEDDERS = ("onnx", "onnx-int8", "torch", "hash")  # mnemo.core.embeddings.KINDS, without importing it
+EMBEDDERS = ("onnx", "onnx-int8", "torch", "hash")  # mnemo.core.embedding.embedder.KINDS, without importing it
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ KEYS: dict[str, Key] = {k.name: k for k in (
         maximum=1000),
     Key("conflict_threshold", "MNEMO_CONFLICT_THRESHOLD", float, 0.34,
         "cosine from which a nearby note is compared with a new one on write (duplicate / refinement / conflict: "
-        "core/relation.py decides)", minimum=0, maximum=1),
+        "core/relation/compare.py decides)", minimum=0, maximum=1),
     Key("min_confidence", "MNEMO_MIN_CONFIDENCE", float, 0.15,
         "recall's minimum confidence when a call gives none (0 shows every hit; `--min-confidence` per call)",
         minimum=0, maximum=1),

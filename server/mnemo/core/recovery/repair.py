@@ -4,7 +4,7 @@ rebuild what is derived, keep the damaged files, and name what could not be reco
 The caller (mnemo/daemon/doctor.py) has stopped the owner and holds its lock. Steps:
 1. salvage the damaged `mnemo.db` (and its WAL) page by page (core/store/salvage.py): rows on intact pages come back
    even when SQLite's own b-tree walk stops at a damaged page;
-2. read the newest backup that passes `integrity_check` (core/backup.py);
+2. read the newest backup that passes `integrity_check` (core/recovery/backup.py);
 3. merge, per id: a memory or a Markdown block comes from whichever copy is intact and newest (`updated_at`, then
    `last_accessed`; on a tie the salvaged row wins). A memory is intact when its stored content hash matches its
    text. Ids the store deleted (a tombstone, or a `delete` as the last change-log entry) do not come back from
@@ -32,10 +32,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mnemo.core import backup
-from mnemo.core.embeddings import get_embedder
-from mnemo.core.index import DenseIndex
+from mnemo.core.embedding.embedder import get_embedder
+from mnemo.core.indexes.dense import DenseIndex
 from mnemo.core.models import Memory
+from mnemo.core.recovery import backup
 from mnemo.core.store import salvage as sv
 from mnemo.core.store import schema
 from mnemo.core.store.codec import vec_to_blob

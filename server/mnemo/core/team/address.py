@@ -1,7 +1,7 @@
 """Where the team server is: `MNEMO_TEAM_URL` (e.g. http://127.0.0.1:8765), `MNEMO_TEAM_TOKEN`,
 `MNEMO_TEAM_NAMESPACE` (default "default"), `MNEMO_TEAM_CA` (a CA certificate for an https URL), else
 `<store>/team.json` (written by `mnemo team connect`). The token goes as `Authorization: Bearer` and
-`X-Chroma-Token` to the nginx that `mnemo team serve` puts in front of Chroma (core/team_server.py)."""
+`X-Chroma-Token` to the nginx that `mnemo team serve` puts in front of Chroma (core/team/server.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from mnemo.core import config
+from mnemo.core import store_settings as config
 from mnemo.core.errors import InvalidInput
 
 CONFIG_FILE = "team.json"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from mnemo.core.cards import memory_card
 from mnemo.core.errors import InvalidInput, NotFound
-from mnemo.core.memories import get
+from mnemo.core.memory.manage import get
 from mnemo.core.models import Context, Memory
 from mnemo.core.search import Light, memory_visible
 

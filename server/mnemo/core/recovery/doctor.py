@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mnemo.core import backup
 from mnemo.core.models import Context
+from mnemo.core.recovery import backup
 from mnemo.core.store import repair_hint
 
 if TYPE_CHECKING:

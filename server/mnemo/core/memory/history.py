@@ -8,14 +8,15 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
-from mnemo.core import config, memories
+from mnemo.core import store_settings as config
 from mnemo.core.errors import InvalidInput, NotFound
-from mnemo.core.memories import get
+from mnemo.core.memory import manage as memories
+from mnemo.core.memory.manage import get
+from mnemo.core.memory.neighbours import relate
+from mnemo.core.memory.write import draft, find_duplicate
 from mnemo.core.models import BRANCH_INDEPENDENT_TYPES, Context, Memory
-from mnemo.core.neighbours import relate
 from mnemo.core.policy import check_on_conflict
 from mnemo.core.store import partition_for
-from mnemo.core.write import draft, find_duplicate
 
 if TYPE_CHECKING:
     from mnemo.core.engine import Engine

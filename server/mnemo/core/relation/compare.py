@@ -40,7 +40,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from mnemo.core.relation_words import (
+from mnemo.core.relation.words import (
     _ALT_INDEX,
     CHANGE_MARKERS,
     NEGATIONS,

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mnemo.core import relation
 from mnemo.core.errors import InvalidInput
-from mnemo.core.write import confirm, remember
+from mnemo.core.memory.write import confirm, remember
+from mnemo.core.relation import compare as relation
 
 if TYPE_CHECKING:
     from mnemo.core.engine import Engine
@@ -353,7 +353,7 @@ def _canonical(text: str) -> str:
 
 def same_learned(engine: Engine, ctx: Context, text: str, type_: str) -> Any:
     """An earlier learned correction (pending or active, in this project) that states the same thing: the same
-    words, or a paraphrase the conflict detector calls the same claim (core/relation.py)."""
+    words, or a paraphrase the conflict detector calls the same claim (core/relation/compare.py)."""
     import numpy as np
 
     rows = [m for m in engine.store.learned_feedback(ctx.project_id) if m.type == type_]
