@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from mnemo.core.indexes.dense import exact_scores
 from mnemo.core.models import Context, Memory
 from mnemo.core.store import Store
+from mnemo.core.store.codec import partition_for
 from mnemo.core.store.schema import VISIBILITY_COLUMNS
 
 if TYPE_CHECKING:
@@ -61,9 +62,9 @@ def scope_parts(ctx: Context, scope: str) -> list[str]:
     """The store partitions a read scope covers (team lives on the team server)."""
     parts = []
     if scope in ("project", "hybrid"):
-        parts.append(f"p-{ctx.project_id}")
+        parts.append(partition_for("project", ctx.project_id))
     if scope in ("global", "hybrid"):
-        parts.append("g")
+        parts.append(partition_for("global", ctx.project_id))
     return parts
 
 
@@ -141,7 +142,7 @@ def _with_tail(store: Store, parts: Sequence[str], qvec, scores: dict[str, float
 
 def nearest_memories(engine: Engine, ctx: Context, vec, k: int = 10) -> list[tuple[Memory, float]]:
     """Visible memories nearest to `vec` (project partition + global), with exact cosines."""
-    parts = [f"p-{ctx.project_id}", "g"]
+    parts = scope_parts(ctx, "hybrid")
     hits = dense_search(engine, parts, vec, max(20, k * 4)).scores
     ids = [i for i, _ in sorted(hits.items(), key=lambda kv: -kv[1]) if not i.startswith("blk-")][: k * 4]
     if not ids:

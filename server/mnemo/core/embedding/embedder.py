@@ -70,7 +70,6 @@ log = logging.getLogger("mnemo.embeddings")
 
 BATCH_SIZE = 32
 KINDS = ("onnx", "onnx-int8", "torch", "hash")
-DEFAULT_KIND = "onnx"
 
 _ENCODE_CHUNK = 2048      # texts tokenized and length-sorted together (bounds tokenizer memory)
 
@@ -291,16 +290,11 @@ class OnnxMiniLM:
         return self._sess.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
 
     def _run(self, batch: list[list[int]]):
+        """Mean-pooled, L2-normalized sentence vectors of a batch (the last hidden states of `_hidden`)."""
         import numpy as np
-        width = max(len(x) for x in batch)
-        input_ids = np.zeros((len(batch), width), dtype=np.int64)
-        mask = np.zeros((len(batch), width), dtype=np.int64)
-        for r, row in enumerate(batch):
-            input_ids[r, :len(row)] = row
-            mask[r, :len(row)] = 1
-        feeds = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
-        hidden = self._sess.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
-        m = mask[:, :, None].astype(np.float32)
+        hidden = self._hidden(batch)
+        lengths = np.array([len(row) for row in batch])
+        m = (np.arange(hidden.shape[1])[None, :] < lengths[:, None]).astype(np.float32)[:, :, None]
         pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
         return _l2_normalize(pooled)
 

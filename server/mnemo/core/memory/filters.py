@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from mnemo.core.errors import InvalidInput
-from mnemo.core.models import MEMORY_TYPES, SOURCES, STATUSES, check_status, check_type
+from mnemo.core.models import SOURCES, check_status, check_type
 from mnemo.core.text import tokenize
 
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
@@ -141,5 +141,3 @@ def matches(m: Any, f: Filter) -> bool:
             return False
     return True
 
-
-ACCEPTED = {"type": MEMORY_TYPES, "source": SOURCES, "status": STATUSES}

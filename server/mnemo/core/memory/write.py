@@ -287,9 +287,8 @@ def write_new(engine: Engine, ctx: Context, mem: Memory, vec, found: list[Found]
         res_status = "conflict"
     else:
         res_status = "created" if mem.status == "active" else mem.status
-    res_for = {"review": "review", "supersede": "supersede", "keep_both": "keep_both"}[on_conflict]
     return {"status": res_status, "memory": store.get_memory(mem.id).to_dict(), "message": "; ".join(parts),
-            "conflicts": [f.to_dict(res_for if f.relation == "conflict" else "override") for f in found]}
+            "conflicts": [f.to_dict(on_conflict if f.relation == "conflict" else "override") for f in found]}
 
 
 # -- many at once ------------------------------------------------------------------------------------------------

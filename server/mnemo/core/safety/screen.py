@@ -172,12 +172,6 @@ def injection_flags(text: str, hidden: str = "", kind: str = "memory") -> list[s
     return [f"injection:{c}" for c in cats]
 
 
-def screen_text(text: str) -> tuple[str, list[str]]:
-    """Invisible characters stripped, then injection flags: (clean text, flags)."""
-    clean, flags, hidden = strip_invisible(text)
-    return clean, flags + injection_flags(clean, hidden)
-
-
 def clean_text(text: str) -> tuple[str, list[str]]:
     """Strip invisible and control characters, flag text that reads like instructions to the agent; returns the text
     and flags (`invisible_unicode_stripped`, `hidden_text`, `bidi_control`, `injection:<category>`)."""
@@ -233,5 +227,5 @@ def json_size(value: Any) -> int:
 
 
 __all__ = ["SecretFinding", "describe_findings", "find_secrets", "redact_secrets", "screen_secrets",
-           "secrets_mode", "shannon_entropy", "strip_invisible", "injection_flags", "screen_text", "clean_text", "is_suspicious",
+           "secrets_mode", "shannon_entropy", "strip_invisible", "injection_flags", "clean_text", "is_suspicious",
            "INVISIBLE_RE", "json_size", "warning_flags", "flag_warning", "reflag"]

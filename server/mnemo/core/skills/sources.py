@@ -163,14 +163,6 @@ def extract_triggers(description: str) -> list[str]:
     return out
 
 
-def _first_heading(body: str) -> str:
-    for line in body.splitlines()[:40]:
-        s = line.strip()
-        if s.startswith("#"):
-            return s.lstrip("#").strip()
-    return ""
-
-
 def _strip_invisible(text: str) -> tuple[str, int]:
     n = len(_INVISIBLE_RE.findall(text))
     return (_INVISIBLE_RE.sub("", text), n) if n else (text, 0)
