@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo import PROTOCOL_VERSION, __version__, api
+from mnemo.core import environment
 from mnemo.core.errors import InvalidInput, MnemoError
 from mnemo.core.models import Context
 
@@ -39,7 +40,7 @@ def write_policy(ctx: Context | None = None) -> str:
     the editor's `mnemo.writePolicy` for the language server), so a running owner applies each client's own value.
     A context without one (built by hand, in-process) uses this process's environment. A bad value is refused."""
     policy = ctx.write_policy if ctx is not None and ctx.write_policy is not None else \
-        os.environ.get("MNEMO_WRITE_POLICY", "auto")
+        environment.text("MNEMO_WRITE_POLICY")
     policy = (policy or "auto").strip().lower()
     if policy not in WRITE_POLICIES:
         raise InvalidInput(f"write policy {policy!r} is not one of {', '.join(WRITE_POLICIES)}; nothing was stored",
@@ -226,7 +227,7 @@ class LocalService:
         base = self.engine.embedder
         from mnemo.core import store_settings as config
 
-        choice = os.environ.get("MNEMO_SKILL_EMBEDDER", "").strip().lower() or str(config.value("skill_embedder"))
+        choice = (environment.raw("MNEMO_SKILL_EMBEDDER") or "").strip().lower() or str(config.value("skill_embedder"))
         if choice == "same":
             return base
         if choice != "auto":

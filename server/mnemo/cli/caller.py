@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from mnemo.core import environment
 
 
 def make_service(args: argparse.Namespace):
@@ -14,7 +15,7 @@ def make_service(args: argparse.Namespace):
     from mnemo.daemon.paths import default_home  # lazy (as below): `mnemo lsp` never opens a service
 
     home = Path(args.home) if getattr(args, "home", None) else default_home()
-    if getattr(args, "no_daemon", False) or os.environ.get("MNEMO_NO_DAEMON") == "1":
+    if getattr(args, "no_daemon", False) or environment.raw("MNEMO_NO_DAEMON") == "1":
         from mnemo.core.engine import Engine
         from mnemo.service import LocalService
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo.cli.output import emit_json
+from mnemo.core import environment
 
 
 def register(sub: argparse._SubParsersAction, common) -> None:
@@ -102,7 +103,6 @@ def cmd_get(args, _service) -> int:
 
 def _after_write(home: Path, name: str) -> list[str]:
     """What happens to the change now: applied by the running owner, or when it restarts; env overrides."""
-    import os
 
     from mnemo.core import store_settings as config
 
@@ -123,7 +123,7 @@ def _after_write(home: Path, name: str) -> list[str]:
         else:
             notes.append(f"the running owner (pid {owner.get('pid')}) reports {name} = "
                          f"{config.show(theirs.get('value'))}: see `mnemo config list`")
-    if os.environ.get(k.env):
+    if environment.raw(k.env):
         notes.append(f"{k.env} is set in this environment and overrides the stored value for processes "
                      "started from here")
     return notes

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mnemo.core import environment
 from mnemo.core.errors import InvalidInput, MnemoError
 
 AGENTS = ("claude-code",)
@@ -152,13 +153,13 @@ def cmd_context(args, service) -> int:
 
     budget = args.budget
     if budget is None:
-        raw = os.environ.get("MNEMO_CONTEXT_BUDGET", "").strip()
+        raw = environment.text("MNEMO_CONTEXT_BUDGET").strip()
         try:
             budget = int(raw) if raw else None
         except ValueError as exc:
             raise InvalidInput(f"MNEMO_CONTEXT_BUDGET={raw!r} is not a whole number of tokens",
                                hint="use 100..20000, or pass --budget") from exc
-    learn = args.learn or (os.environ.get("MNEMO_LEARN_CORRECTIONS") or "").strip().lower() or "off"
+    learn = args.learn or (environment.raw("MNEMO_LEARN_CORRECTIONS") or "").strip().lower() or "off"
     res = service.context(make_context(args), file=args.file, message=args.message, event=args.event,
                           session=args.session, budget=budget, learn=learn, client=args.client)
     if args.json or args.format == "json":
@@ -181,7 +182,7 @@ def find_vsix(args) -> Path:
         if not args.vsix.is_file():
             raise InvalidInput(f"{args.vsix} does not exist", hint="pass the path of a built mnemo .vsix")
         return args.vsix
-    env = os.environ.get("MNEMO_VSIX")
+    env = environment.raw("MNEMO_VSIX")
     if env and Path(env).is_file() and not args.build:
         return Path(env)
     ext = extension_dir()

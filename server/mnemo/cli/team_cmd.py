@@ -4,12 +4,12 @@ core/team/server.py), connect this store to one, see its state."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from mnemo.cli.caller import make_context
 from mnemo.cli.output import console, emit_json, print_kv, say
+from mnemo.core import environment
 
 DEFAULT_PORT = 8765
 
@@ -179,7 +179,7 @@ def cmd_connect(args, _service) -> int:
     path = save_settings(home, args.url, token, args.namespace, ca)
     res = {"saved": str(path), "url": args.url, "namespace": args.namespace,
            "token": "set" if token else "not set", "ca_cert": ca, "reachable": ok, "detail": detail}
-    if os.environ.get("MNEMO_TEAM_URL"):
+    if environment.raw("MNEMO_TEAM_URL"):
         res["note"] = "MNEMO_TEAM_URL is set in this environment and takes precedence over the saved setting"
     if args.json:
         emit_json(res)

@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 
+from mnemo.core import environment
 from mnemo.lsp import capabilities
 from mnemo.lsp.stdio import ResyncingStdin
 
@@ -36,7 +37,7 @@ HEADER = b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; chars
 
 
 def enabled() -> bool:
-    return os.environ.get("MNEMO_LSP_PREINIT", "1").strip().lower() not in ("0", "false", "no", "off")
+    return environment.text("MNEMO_LSP_PREINIT").strip().lower() not in ("0", "false", "no", "off")
 
 
 class _Loader(threading.Thread):

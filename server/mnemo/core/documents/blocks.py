@@ -10,7 +10,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-MAX_DOC_BYTES = int(os.environ.get("MNEMO_MAX_DOC_BYTES", "1000000"))  # a Markdown file larger than this is skipped
+from mnemo.core import environment
+
+MAX_DOC_BYTES = environment.integer("MNEMO_MAX_DOC_BYTES")  # a Markdown file larger than this is skipped
 MAX_BLOCK_CHARS = 4000
 SKIP_DIRS = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__", "dist", "build", ".tox", ".mypy_cache",
                        ".pytest_cache", ".ruff_cache", "site-packages", ".tools", "test-artifacts"})

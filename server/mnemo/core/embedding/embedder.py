@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import sys
 import threading
@@ -42,6 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from mnemo.core import environment
 from mnemo.core import store_settings as config
 from mnemo.core.embedding.model_files import (  # noqa: F401 - MODEL_ID .. INT8_MIN_COSINE are part of this module's API
     DIM,
@@ -89,7 +89,7 @@ class Embedder(Protocol):
 
 
 def _threads() -> int:
-    raw = os.environ.get("MNEMO_EMBED_THREADS", "").strip()
+    raw = (environment.raw("MNEMO_EMBED_THREADS") or "").strip()
     if not raw:
         return int(config.value("embed_threads"))  # store-wide: `mnemo config set embed_threads N`
     try:
@@ -383,7 +383,7 @@ _registry_lock = threading.Lock()
 
 
 def _configured_kind() -> str:
-    raw = os.environ.get("MNEMO_EMBEDDER", "").strip().lower()
+    raw = (environment.raw("MNEMO_EMBEDDER") or "").strip().lower()
     if raw:
         return raw  # a bad value is refused by get_embedder, naming the variable
     return str(config.value("embedder"))  # store-wide: `mnemo config set embedder KIND`

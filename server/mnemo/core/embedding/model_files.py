@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from mnemo.core import environment
 from mnemo.core.errors import ModelError
 
 log = logging.getLogger("mnemo.embeddings")
@@ -80,7 +81,7 @@ def _gt_model_path() -> Path:
 
 
 def default_cache_dir() -> Path:
-    env = os.environ.get("MNEMO_MODEL_CACHE", "").strip()
+    env = environment.text("MNEMO_MODEL_CACHE").strip()
     if env:
         return Path(env).expanduser()
     base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")

@@ -174,7 +174,7 @@ def backup_loop(home: Path, stopping: threading.Event) -> None:
     """The owner's backup thread: a first backup shortly after start when one is due, then whenever one is due
     (looked at every MNEMO_BACKUP_POLL seconds; the settings are re-read each round, so `mnemo config set
     backup_interval` applies to a running owner)."""
-    if stopping.wait(max(0.0, env_float("MNEMO_BACKUP_DELAY", 60.0))):
+    if stopping.wait(max(0.0, env_float("MNEMO_BACKUP_DELAY"))):
         return
     while True:
         try:
@@ -183,7 +183,7 @@ def backup_loop(home: Path, stopping: threading.Event) -> None:
                 take_backup(home, kind=kind)
         except Exception as exc:  # noqa: BLE001 - a failed backup is retried next round; the owner keeps serving
             log.warning("backup failed: %s", exc)
-        if stopping.wait(max(0.05, min(interval() or 60.0, env_float("MNEMO_BACKUP_POLL", 60.0)))):
+        if stopping.wait(max(0.05, min(interval() or 60.0, env_float("MNEMO_BACKUP_POLL")))):
             return
 
 

@@ -20,13 +20,13 @@ import base64
 import binascii
 import logging
 import math
-import os
 import re
 import threading
 from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from mnemo.core import environment
 from mnemo.core.errors import InvalidInput, SecretDetected
 
 log = logging.getLogger("mnemo.safety")
@@ -116,7 +116,7 @@ SECRETS_MODES = ("block", "redact")
 def secrets_mode(mode: str | None = None) -> str:
     """`block` (default) or `redact`: the caller's value (a client's MNEMO_SECRETS travels in its Context), else
     this process's MNEMO_SECRETS. Anything else is refused (nothing is stored), never silently replaced."""
-    mode = (mode if mode is not None else os.environ.get("MNEMO_SECRETS", "")).strip().lower() or "block"
+    mode = (mode if mode is not None else environment.text("MNEMO_SECRETS")).strip().lower() or "block"
     if mode not in SECRETS_MODES:
         raise InvalidInput(f"secrets mode {mode!r} is not one of {', '.join(SECRETS_MODES)}; nothing was stored",
                            hint="fix MNEMO_SECRETS: block (refuse notes holding a secret) or redact")

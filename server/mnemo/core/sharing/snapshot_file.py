@@ -40,15 +40,15 @@ NOT_CHANGED = "nothing was changed"
 
 
 def max_snapshot_bytes() -> int:
-    return env_int("MNEMO_SNAPSHOT_MAX_BYTES", 512 * 1024 * 1024)
+    return env_int("MNEMO_SNAPSHOT_MAX_BYTES")
 
 
 def max_records() -> int:
-    return env_int("MNEMO_SNAPSHOT_MAX_RECORDS", 500_000)
+    return env_int("MNEMO_SNAPSHOT_MAX_RECORDS")
 
 
 def max_record_bytes() -> int:
-    return env_int("MNEMO_SNAPSHOT_MAX_RECORD_BYTES", 512 * 1024)
+    return env_int("MNEMO_SNAPSHOT_MAX_RECORD_BYTES")
 
 
 def canonical(obj: Any) -> bytes:

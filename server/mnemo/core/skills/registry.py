@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from mnemo.core import environment
+
 from ..text import content_hash
 from .globs import MINIMATCH_DOT
 from .model import (
@@ -45,13 +47,13 @@ _DOC_NAMES = {"readme.md", "license.md", "contributing.md", "changelog.md"}
 
 
 def default_user_dir() -> Path:
-    return Path(os.environ.get("MNEMO_USER_SKILLS", Path.home() / ".mnemo" / "skills"))
+    return Path(environment.raw("MNEMO_USER_SKILLS") or Path.home() / ".mnemo" / "skills")
 
 
 def builtin_skills_dir() -> Path | None:
     """The starter skills shipped with Mnemo: ``skills/`` at the repository root in a source checkout, else the
     copy a wheel carries as package data (``mnemo/starter_skills``, a symlink to ``skills/`` in the repository)."""
-    env = os.environ.get("MNEMO_BUILTIN_SKILLS")
+    env = environment.raw("MNEMO_BUILTIN_SKILLS")
     if env:
         return Path(env)
     here = Path(__file__).resolve()

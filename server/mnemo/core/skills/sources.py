@@ -11,6 +11,7 @@ import os
 import re
 from pathlib import Path
 
+from mnemo.core import environment
 from mnemo.core.safety.screen import injection_flags, strip_invisible
 
 from ..text import content_hash, estimate_tokens
@@ -33,7 +34,7 @@ from .model import (
     Skill,
 )
 
-MAX_FILE_BYTES = int(os.environ.get("MNEMO_MAX_SKILL_BYTES", str(1024 * 1024)))
+MAX_FILE_BYTES = environment.integer("MNEMO_MAX_SKILL_BYTES")
 
 # Zero-width characters and bidi controls: stripped from skill text (skills are data, and these hide content).
 _INVISIBLE_RE = re.compile("[\u200b\u200c\u200d\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")

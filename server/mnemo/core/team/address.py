@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from mnemo.core import environment
 from mnemo.core import store_settings as config
 from mnemo.core.errors import InvalidInput
 
@@ -99,10 +100,10 @@ def config_path(home: Path) -> Path:
 
 def load_settings(home: Path | None) -> TeamSettings:
     """Environment first (`MNEMO_TEAM_*`), then `<store>/team.json`; the environment's token/namespace win."""
-    env_url = os.environ.get("MNEMO_TEAM_URL", "").strip()
-    env_token = os.environ.get("MNEMO_TEAM_TOKEN") or None
-    env_ns = os.environ.get("MNEMO_TEAM_NAMESPACE") or None
-    env_ca = os.environ.get("MNEMO_TEAM_CA") or None
+    env_url = environment.text("MNEMO_TEAM_URL").strip()
+    env_token = environment.raw("MNEMO_TEAM_TOKEN") or None
+    env_ns = environment.raw("MNEMO_TEAM_NAMESPACE") or None
+    env_ca = environment.raw("MNEMO_TEAM_CA") or None
     if env_url:
         return TeamSettings(env_url, env_token, env_ns or DEFAULT_NAMESPACE, "env", env_ca)
     if home is not None:

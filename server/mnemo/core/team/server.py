@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from mnemo.core import environment
 from mnemo.core.errors import InvalidInput, MnemoError
 
 TOKEN_FILE = "team-token"
@@ -55,7 +56,7 @@ def find_chroma() -> str | None:
 
 def find_nginx() -> str | None:
     """`MNEMO_NGINX` if set (and executable), else `nginx` on PATH or in the sbin directories."""
-    forced = os.environ.get("MNEMO_NGINX")
+    forced = environment.raw("MNEMO_NGINX")
     if forced:
         return forced if os.path.isfile(forced) and os.access(forced, os.X_OK) else None
     path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin", "/sbin"])
