@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from mnemo.core import environment
 
@@ -193,7 +194,7 @@ def scope_to_subtree(skill: Skill, project_root: Path) -> Skill:
 def project_sources(root: Path) -> list[SkillSource]:
     """Every location read in a project (the table in docs/architecture.md, "Skills")."""
     r = root
-    b = dict(id_base=r, scope="project")
+    b: dict[str, Any] = {"id_base": r, "scope": "project"}
     return [
         SkillSource(r / ".mnemo" / "skills", FORMAT_MNEMO, rank=0, skip_docs=True, **b),
         SkillSource(r / "skills", FORMAT_MNEMO, rank=10, skip_docs=True, **b),
