@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-from pathlib import Path
 from typing import Any
 
 from mnemo import PROTOCOL_VERSION, __version__, api
-from mnemo.core import environment
 from mnemo.core.errors import InvalidInput, MnemoError
 from mnemo.core.models import Context
 
@@ -28,24 +25,6 @@ Progress = api.Progress
 
 # The core operations are imported inside the methods, for start-up speed: a client that only probes the owner
 # (daemon/client.py -> daemon/server.py -> this module) must not load the core (numpy, the operations: ~0.4 s).
-
-
-WRITE_POLICIES = ("auto", "confirm")
-
-
-def write_policy(ctx: Context | None = None) -> str:
-    """`auto`: agent-written memories land directly; `confirm`: they wait in Review. People's writes always land.
-
-    The policy is the caller's: it travels in the request's context (`MNEMO_WRITE_POLICY` of the client process,
-    the editor's `mnemo.writePolicy` for the language server), so a running owner applies each client's own value.
-    A context without one (built by hand, in-process) uses this process's environment. A bad value is refused."""
-    policy = ctx.write_policy if ctx is not None and ctx.write_policy is not None else \
-        environment.text("MNEMO_WRITE_POLICY")
-    policy = (policy or "auto").strip().lower()
-    if policy not in WRITE_POLICIES:
-        raise InvalidInput(f"write policy {policy!r} is not one of {', '.join(WRITE_POLICIES)}; nothing was stored",
-                           hint="fix MNEMO_WRITE_POLICY (or the editor's mnemo.writePolicy): auto or confirm")
-    return policy
 
 
 def _ctx(ctx: dict | Context) -> Context:
@@ -61,8 +40,6 @@ class LocalService:
 
     def __init__(self, engine):
         self.engine = engine
-        self._skill_engines: dict[str, Any] = {}
-        self._skills_lock = threading.Lock()
         from mnemo.core.team.ops import attach
 
         attach(engine)  # resumes sending team promotions queued before a restart (no-op without a team server)
@@ -82,11 +59,11 @@ class LocalService:
                  tags: list[str] | None = None, importance: float = 0.5, source: str = "user",
                  anchors: list[dict] | None = None, trust: str = "trusted", status: str | None = None,
                  provenance: dict | None = None, on_conflict: str | None = None) -> api.RememberResult:
-        c = _ctx(ctx)
-        policy = write_policy(c)  # checked on every write: a bad value is refused, not ignored
-        if status is None:
-            status = "pending" if source == "agent" and policy == "confirm" else "active"
         from mnemo.core.memory.write import remember
+        from mnemo.core.policy import landing_status
+
+        c = _ctx(ctx)
+        status = landing_status(c, source, status)  # the policy is checked on every write: refused, not ignored
 
         return remember(self.engine, c, text, type=type, kind=kind, scope=scope, tags=tags, importance=importance,
                         source=source, anchors=anchors, trust=trust, status=status, provenance=provenance,
@@ -94,11 +71,11 @@ class LocalService:
 
     def remember_batch(self, ctx: dict, items: list[dict], *, source: str = "user", status: str | None = None,
                        on_conflict: str | None = None, progress: Progress | None = None) -> api.RememberBatchResult:
-        c = _ctx(ctx)
-        policy = write_policy(c)
-        if status is None:
-            status = "pending" if source == "agent" and policy == "confirm" else "active"
         from mnemo.core.memory.write import remember_batch
+        from mnemo.core.policy import landing_status
+
+        c = _ctx(ctx)
+        status = landing_status(c, source, status)
 
         return remember_batch(self.engine, c, items, source=source, status=status, on_conflict=on_conflict,
                               progress=progress)
@@ -162,6 +139,7 @@ class LocalService:
                kind: str | None = None, importance: float | None = None, tags: list[str] | None = None,
                reason: str | None = None, source: str = "user", on_conflict: str | None = None) -> api.UpdateResult:
         from mnemo.core.memory import history
+        from mnemo.core.policy import write_policy
 
         c = _ctx(ctx)
         if source == "agent" and write_policy(c) == "confirm":  # the policy is applied: refused, not bypassed
@@ -199,78 +177,24 @@ class LocalService:
         return index_docs(self.engine, _ctx(ctx), root, progress)
 
     # -- skills ----------------------------------------------------------------------------------------------
-    def _skills(self, c: Context):
-        from mnemo.core import store_settings as config
-        from mnemo.core.skills import SkillEngine, SkillRegistry
-
-        # Mnemo's starter skills apply in every project unless `mnemo config set starter_skills false` (or
-        # MNEMO_STARTER_SKILLS=0); a change applies at once (another cache key). Skill vectors are cached in the
-        # store so a restart embeds only what changed.
-        starter = bool(config.value("starter_skills", self.engine.home))
-        key = f"{int(starter)}:{c.root or ''}"
-        with self._skills_lock:
-            eng = self._skill_engines.get(key)
-            if eng is None:
-                registry = SkillRegistry(Path(c.root) if c.root else None, include_builtin=starter)
-                eng = SkillEngine(registry, self._skill_embedder(),
-                                  vector_cache=self.engine.home / "skill_vectors.sqlite")
-                self._skill_engines[key] = eng
-            return eng
-
-    def _skill_embedder(self):
-        """The embedder of skill activation. Skills are embedded on this machine only (vectors cached in the
-        store's home, never shared), so they can use a faster model than memories: by default the int8 export of
-        the same MiniLM (~2.4x faster query embedding, same MetaTool accuracy; docs/benchmarks.md), when memories
-        use the float ONNX model. MNEMO_SKILL_EMBEDDER=same uses the memory embedder; a kind name forces one."""
-        from mnemo.core.embedding.embedder import MODEL_ID, get_embedder
-
-        base = self.engine.embedder
-        from mnemo.core import store_settings as config
-
-        choice = (environment.raw("MNEMO_SKILL_EMBEDDER") or "").strip().lower() or str(config.value("skill_embedder"))
-        if choice == "same":
-            return base
-        if choice != "auto":
-            return get_embedder(choice)
-        if getattr(base, "backend", None) != "onnx" or getattr(base, "model_id", None) != MODEL_ID:
-            return base                      # torch, hash (tests) or a caller's own embedder: keep it
-        try:
-            return get_embedder("onnx-int8")
-        except MnemoError as e:
-            log.warning("int8 skill embedder unavailable (%s); skills use the memory embedder", e)
-            return base
-
-    def _holds(self, c: Context, eng) -> list[dict[str, Any]]:
-        """Skill files that read like a prompt injection stay held until a person accepts them in Review
-        (`skill_held` items, keyed by path and content): queue the new ones, let the accepted ones activate."""
-        from mnemo.core.review import skill_holds
-        from mnemo.core.skills import hold_key
-
-        flagged = [{"key": hold_key(s), "path": s.source_path, "name": s.name, "flags": list(s.flags)}
-                   for s in eng.skills() if s.flags]
-        accepted = frozenset(skill_holds(self.engine, c, flagged))
-        eng.accepted = lambda skill: hold_key(skill) in accepted
-        return [{**f, "state": "accepted" if f["key"] in accepted else "held"} for f in flagged]
-
     def skills_list(self, ctx: dict) -> api.SkillList:
-        eng = self._skills(_ctx(ctx))
+        eng = self.engine.skill_engine(_ctx(ctx))
         return {"skills": [s.to_dict() for s in eng.skills()]}
 
     def skills_check(self, ctx: dict) -> api.SkillsCheck:
-        c = _ctx(ctx)
-        eng = self._skills(c)
+        from mnemo.core.review import project_skills
+
+        eng, held = project_skills(self.engine, _ctx(ctx))
         out = eng.check().to_dict()
-        out["held"] = self._holds(c, eng)
+        out["held"] = held
         return out
 
     def activate_skills(self, ctx: dict, file: str | None = None, message: str | None = None, *,
                         max_skills: int | None = None, token_budget: int | None = None) -> api.ActivationResult:
+        from mnemo.core.review import project_skills
         from mnemo.core.skills import render_prompt_block
 
-        c = _ctx(ctx)
-        eng = self._skills(c)
-        eng.maybe_refresh()  # an edited skill file gets its new content's hold state at once
-        self._holds(c, eng)
+        eng, _ = project_skills(self.engine, _ctx(ctx))
         result = eng.activate(file, message, max_skills=max_skills, token_budget=token_budget)
         out = result.to_dict()
         out["prompt_block"] = render_prompt_block(result)
@@ -436,15 +360,7 @@ class LocalService:
         corrections a prompt states. Used by the hooks, `mnemo context`, MCP and the editor."""
         from mnemo.core.agent.context_block import build_context
 
-        c = _ctx(ctx)
-
-        def activate(file_path: str | None, msg: str | None):
-            eng = self._skills(c)
-            eng.maybe_refresh()
-            self._holds(c, eng)  # held skills never reach an agent
-            return eng.activate(file_path, msg)
-
-        return build_context(self.engine, c, activate, file=file, message=message, event=event, session=session,
+        return build_context(self.engine, _ctx(ctx), file=file, message=message, event=event, session=session,
                              budget=budget, learn=learn, client=client, source=source,
                              min_confidence=min_confidence, commit=commit)
 

@@ -33,9 +33,9 @@ LAYERS: dict[str, int] = {
     "mnemo.core.engine": 22,
     "mnemo.core.memory.*": 23, "mnemo.core.documents.*": 23,
     "mnemo.core.lifecycle.*": 25, "mnemo.core.edits": 25,
-    "mnemo.core.sharing.*": 26, "mnemo.core.agent.*": 26,
+    "mnemo.core.sharing.*": 26,
     "mnemo.core.review": 27,
-    "mnemo.core.recovery.*": 28,
+    "mnemo.core.agent.*": 28, "mnemo.core.recovery.*": 28,
     # core resources: the store (every table and statement) at the bottom, the models and indexes on it
     "mnemo.core.store.*": 10,
     "mnemo.core.embedding.*": 11, "mnemo.core.indexes.*": 11,
@@ -199,6 +199,52 @@ def test_core_never_imports_a_surface_the_daemon_or_the_service():
     assert not bad, bad
 
 
+# -- rooms ----------------------------------------------------------------------------------------------------------
+CORE = PACKAGE / "core"
+DOC = SERVER.parent / "docs" / "architecture.md"
+
+
+def test_each_core_package_is_one_room_on_one_floor():
+    pkgs = [module_name(p) for p in sorted(CORE.rglob("__init__.py")) if p.parent != CORE]
+    assert len(pkgs) >= 10
+    missing = [p for p in pkgs if f"{p}.*" not in LAYERS]
+    assert not missing, f"give each core package one floor in LAYERS (\"pkg.*\"): {missing}"
+    split = [k for k in LAYERS if any(k.startswith(p + ".") and k != f"{p}.*" for p in pkgs)]
+    assert not split, f"a module inside a room has a floor of its own (move it, or give the room one floor): {split}"
+
+
+def test_the_core_top_holds_at_most_a_dozen_modules():
+    top = sorted(p.stem for p in CORE.glob("*.py") if p.name != "__init__.py")
+    assert len(top) <= 12, f"{len(top)} modules at the core's top; put them in rooms: {top}"
+
+
+def test_no_core_module_imports_the_service_even_for_annotations():
+    bad = []
+    for m, path in MODULES.items():
+        if not m.startswith("mnemo.core"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) and node.module \
+                else []
+            bad += [f"{m}:{node.lineno} {n}" for n in names if n == "mnemo.service" or n.startswith("mnemo.service.")]
+    assert not bad, "the core calls no service (a callback the service hands in is an arrow up too):\n" + "\n".join(bad)
+
+
+def floor_table() -> str:
+    """docs/architecture.md's rank table, from LAYERS (`python tests/unit/test_architecture.py` prints it)."""
+    rows = ["| rank | modules |", "|---|---|"]
+    for r in sorted(set(LAYERS.values()), reverse=True):
+        names = [k.replace("mnemo.core.", "core.") for k, v in LAYERS.items() if v == r]
+        rows.append(f"| {r} | " + ", ".join(f"`{n}`" for n in names) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def test_docs_floor_table_is_layers():
+    assert floor_table() in DOC.read_text(encoding="utf-8"), (
+        "docs/architecture.md's rank table is not LAYERS: paste `python tests/unit/test_architecture.py`")
+
+
 # -- SQL only in the store ---------------------------------------------------------------------------------------
 STORE = PACKAGE / "core" / "store"
 SQL_METHODS = {"execute", "executemany", "executescript"}
@@ -226,3 +272,7 @@ def test_the_sql_scan_sees_a_statement(tmp_path, src):
     f = tmp_path / "m.py"
     f.write_text(f"def f(conn, db, q, rows, SCHEMA, self):\n    {src}\n")
     assert sql_calls(f) == [2]
+
+
+if __name__ == "__main__":
+    print(floor_table(), end="")

@@ -360,9 +360,13 @@ def gather(engine: Engine, ctx: Context, req: Request, activate: Callable[[str |
     return items, warnings
 
 
-def build_context(engine: Engine, ctx: Context, activate: Callable[[str | None, str | None], Any],
-                  **kw: Any) -> dict[str, Any]:
+def build_context(engine: Engine, ctx: Context, **kw: Any) -> dict[str, Any]:
     """The block for one event (see the module docstring) and what went into it."""
+    from mnemo.core.review import project_skills
+
+    def activate(file: str | None, message: str | None) -> Any:
+        return project_skills(engine, ctx)[0].activate(file, message)  # held skills never reach an agent
+
     t0 = time.perf_counter()
     req = Request.checked(**kw)
     learn = corrections.learn_mode(req.learn)
