@@ -27,7 +27,7 @@ Progress = api.Progress
 # (daemon/client.py -> daemon/server.py -> this module) must not load the core (numpy, the operations: ~0.4 s).
 
 
-def _ctx(ctx: dict | Context) -> Context:
+def _ctx(ctx: api.Ctx | Context) -> Context:
     if isinstance(ctx, Context):
         return ctx
     if not isinstance(ctx, dict) or not ctx.get("project_id"):
@@ -55,9 +55,9 @@ class LocalService:
                 "config": config.owner_view(self.engine.home)}  # what it applies: `mnemo daemon status`
 
     # -- memories --------------------------------------------------------------------------------------------
-    def remember(self, ctx: dict, text: str, *, type: str = "project", kind: str = "fact", scope: str = "project",
+    def remember(self, ctx: api.Ctx, text: str, *, type: str = "project", kind: str = "fact", scope: str = "project",
                  tags: list[str] | None = None, importance: float = 0.5, source: str = "user",
-                 anchors: list[dict] | None = None, trust: str = "trusted", status: str | None = None,
+                 anchors: list[api.Anchor] | None = None, trust: str = "trusted", status: str | None = None,
                  provenance: dict | None = None, on_conflict: str | None = None) -> api.RememberResult:
         from mnemo.core.memory.write import remember
         from mnemo.core.policy import landing_status
@@ -69,7 +69,7 @@ class LocalService:
                         source=source, anchors=anchors, trust=trust, status=status, provenance=provenance,
                         on_conflict=on_conflict)
 
-    def remember_batch(self, ctx: dict, items: list[dict], *, source: str = "user", status: str | None = None,
+    def remember_batch(self, ctx: api.Ctx, items: list[api.BatchNote], *, source: str = "user", status: str | None = None,
                        on_conflict: str | None = None, progress: Progress | None = None) -> api.RememberBatchResult:
         from mnemo.core.memory.write import remember_batch
         from mnemo.core.policy import landing_status
@@ -80,7 +80,7 @@ class LocalService:
         return remember_batch(self.engine, c, items, source=source, status=status, on_conflict=on_conflict,
                               progress=progress)
 
-    def recall(self, ctx: dict, query: str, *, scope: str = "hybrid", limit: int = 5, types: list[str] | None = None,
+    def recall(self, ctx: api.Ctx, query: str, *, scope: str = "hybrid", limit: int = 5, types: list[str] | None = None,
                include_docs: bool = True, include_cold: bool = False, min_confidence: float | None = None,
                kind: str | None = None, branch: str | None = None, tags: list[str] | None = None,
                since: float | str | None = None, until: float | str | None = None, author: str | None = None,
@@ -94,32 +94,32 @@ class LocalService:
                       include_docs=include_docs, include_cold=include_cold, min_confidence=min_confidence,
                       filters=filt)
 
-    def hydrate(self, ctx: dict, item_id: str, mode: str = "default") -> api.Hydrated:
+    def hydrate(self, ctx: api.Ctx, item_id: str, mode: str = "default") -> api.Hydrated:
         from mnemo.core.memory.recall import hydrate
 
         return hydrate(self.engine, _ctx(ctx), item_id, mode)
 
-    def get_memory(self, ctx: dict, memory_id: str) -> api.Memory:
+    def get_memory(self, ctx: api.Ctx, memory_id: str) -> api.Memory:
         from mnemo.core.memory import manage as memories
 
         return memories.get(self.engine, _ctx(ctx), memory_id).to_dict()
 
-    def promote(self, ctx: dict, memory_id: str, to: str = "global") -> api.MemoryChange:
+    def promote(self, ctx: api.Ctx, memory_id: str, to: str = "global") -> api.MemoryChange:
         from mnemo.core.memory import manage as memories
 
         return memories.promote(self.engine, _ctx(ctx), memory_id, to)
 
-    def deprecate(self, ctx: dict, memory_id: str, reason: str | None = None) -> api.MemoryChange:
+    def deprecate(self, ctx: api.Ctx, memory_id: str, reason: str | None = None) -> api.MemoryChange:
         from mnemo.core.memory import manage as memories
 
         return memories.deprecate(self.engine, _ctx(ctx), memory_id, reason)
 
-    def forget(self, ctx: dict, memory_id: str, reason: str | None = None) -> api.Forgotten:
+    def forget(self, ctx: api.Ctx, memory_id: str, reason: str | None = None) -> api.Forgotten:
         from mnemo.core.memory import history
 
         return history.forget(self.engine, _ctx(ctx), memory_id, reason)
 
-    def list_memories(self, ctx: dict, *, scope: str = "hybrid", branch: str | None = None, type: str | None = None,
+    def list_memories(self, ctx: api.Ctx, *, scope: str = "hybrid", branch: str | None = None, type: str | None = None,
                       kind: str | None = None, include_deprecated: bool = False, include_cold: bool = False,
                       status: str | None = "active", all_branches: bool = False, limit: int = 200,
                       offset: int = 0, tags: list[str] | None = None, since: float | str | None = None,
@@ -135,7 +135,7 @@ class LocalService:
                                       filters=filt)
 
     # -- edits and undo (core/memory/history.py) --------------------------------------------------------------------
-    def update(self, ctx: dict, memory_id: str, text: str | None = None, *, type: str | None = None,
+    def update(self, ctx: api.Ctx, memory_id: str, text: str | None = None, *, type: str | None = None,
                kind: str | None = None, importance: float | None = None, tags: list[str] | None = None,
                reason: str | None = None, source: str = "user", on_conflict: str | None = None) -> api.UpdateResult:
         from mnemo.core.memory import history
@@ -155,12 +155,12 @@ class LocalService:
             res["memory"] = settle_rewritten(self.engine, res["memory"]["id"])  # "edit the note" settles a stale anchor
         return res
 
-    def history(self, ctx: dict, memory_id: str) -> api.MemoryHistory:
+    def history(self, ctx: api.Ctx, memory_id: str) -> api.MemoryHistory:
         from mnemo.core.memory import history
 
         return history.history(self.engine, _ctx(ctx), memory_id)
 
-    def stats(self, ctx: dict) -> api.Stats:
+    def stats(self, ctx: api.Ctx) -> api.Stats:
         from mnemo.core.lifecycle import tier_index
         from mnemo.core.memory import manage as memories
         from mnemo.core.memory.history import purge_forgotten
@@ -170,18 +170,18 @@ class LocalService:
         out["tiers"] = tier_index(self.engine, _ctx(ctx))  # hot / warm / cold, like an index of the memory
         return out
 
-    def index_docs(self, ctx: dict, root: str | None = None, *,
+    def index_docs(self, ctx: api.Ctx, root: str | None = None, *,
                    progress: Progress | None = None) -> api.IndexDocsResult:
         from mnemo.core.documents.indexing import index_docs
 
         return index_docs(self.engine, _ctx(ctx), root, progress)
 
     # -- skills ----------------------------------------------------------------------------------------------
-    def skills_list(self, ctx: dict) -> api.SkillList:
+    def skills_list(self, ctx: api.Ctx) -> api.SkillList:
         eng = self.engine.skill_engine(_ctx(ctx))
         return {"skills": [s.to_dict() for s in eng.skills()]}
 
-    def skills_check(self, ctx: dict) -> api.SkillsCheck:
+    def skills_check(self, ctx: api.Ctx) -> api.SkillsCheck:
         from mnemo.core.review import project_skills
 
         eng, held = project_skills(self.engine, _ctx(ctx))
@@ -189,7 +189,7 @@ class LocalService:
         out["held"] = held
         return out
 
-    def activate_skills(self, ctx: dict, file: str | None = None, message: str | None = None, *,
+    def activate_skills(self, ctx: api.Ctx, file: str | None = None, message: str | None = None, *,
                         max_skills: int | None = None, token_budget: int | None = None) -> api.ActivationResult:
         from mnemo.core.review import project_skills
         from mnemo.core.skills import render_prompt_block
@@ -201,76 +201,76 @@ class LocalService:
         return out
 
     # -- lifecycle, review and sharing (core/lifecycle/, core/review.py, core/sharing/) ---------------------
-    def review_list(self, ctx: dict, kind: str | None = None, include_resolved: bool = False) -> api.ReviewList:
+    def review_list(self, ctx: api.Ctx, kind: str | None = None, include_resolved: bool = False) -> api.ReviewList:
         from mnemo.core import review
 
         return review.review_list(self.engine, _ctx(ctx), kind, include_resolved)
 
-    def review_resolve(self, ctx: dict, review_id: int, resolution: str) -> api.ReviewResolution:
+    def review_resolve(self, ctx: api.Ctx, review_id: int, resolution: str) -> api.ReviewResolution:
         from mnemo.core import review
 
         return review.review_resolve(self.engine, _ctx(ctx), review_id, resolution)
 
-    def snapshot_export(self, ctx: dict, path: str, scopes: list[str] | None = None,
+    def snapshot_export(self, ctx: api.Ctx, path: str, scopes: list[str] | None = None,
                         branches: list[str] | None = None) -> api.SnapshotExport:
         from mnemo.core import sharing
 
         return sharing.export_snapshot(self.engine, _ctx(ctx), path, scopes, branches)
 
-    def snapshot_diff(self, ctx: dict, path: str, strategy: str = "newer_wins") -> api.SnapshotMergeReport:
+    def snapshot_diff(self, ctx: api.Ctx, path: str, strategy: str = "newer_wins") -> api.SnapshotMergeReport:
         from mnemo.core import sharing
 
         return sharing.diff_snapshot(self.engine, _ctx(ctx), path, strategy)
 
-    def snapshot_merge(self, ctx: dict, path: str, strategy: str = "newer_wins", *,
+    def snapshot_merge(self, ctx: api.Ctx, path: str, strategy: str = "newer_wins", *,
                        progress: Progress | None = None) -> api.SnapshotMergeReport:
         from mnemo.core import sharing
 
         return sharing.merge_snapshot(self.engine, _ctx(ctx), path, strategy, progress=progress)
 
-    def markdown_export(self, ctx: dict, path: str, scopes: list[str] | None = None) -> api.MarkdownExport:
+    def markdown_export(self, ctx: api.Ctx, path: str, scopes: list[str] | None = None) -> api.MarkdownExport:
         from mnemo.core.sharing.markdown_files import export_markdown
 
         return export_markdown(self.engine, _ctx(ctx), path, scopes)
 
-    def markdown_import(self, ctx: dict, path: str, dry_run: bool = False) -> api.MarkdownImport:
+    def markdown_import(self, ctx: api.Ctx, path: str, dry_run: bool = False) -> api.MarkdownImport:
         from mnemo.core.sharing.markdown_files import import_markdown
 
         return import_markdown(self.engine, _ctx(ctx), path, bool(dry_run))
 
-    def branch_diff(self, ctx: dict, source: str) -> api.BranchMergeReport:
+    def branch_diff(self, ctx: api.Ctx, source: str) -> api.BranchMergeReport:
         from mnemo.core import sharing
 
         return sharing.branch_diff(self.engine, _ctx(ctx), source)
 
-    def branch_merge(self, ctx: dict, source: str) -> api.BranchMergeReport:
+    def branch_merge(self, ctx: api.Ctx, source: str) -> api.BranchMergeReport:
         from mnemo.core import sharing
 
         return sharing.branch_merge(self.engine, _ctx(ctx), source)
 
-    def branch_delete(self, ctx: dict, name: str, force: bool = False) -> api.BranchDelete:
+    def branch_delete(self, ctx: api.Ctx, name: str, force: bool = False) -> api.BranchDelete:
         from mnemo.core import sharing
 
         return sharing.branch_delete(self.engine, _ctx(ctx), name, force)
 
-    def merged_branches(self, ctx: dict, queue: bool = True) -> api.MergedBranches:
+    def merged_branches(self, ctx: api.Ctx, queue: bool = True) -> api.MergedBranches:
         from mnemo.core import sharing
 
         return sharing.merged_branches(self.engine, _ctx(ctx), queue)
 
-    def decay(self, ctx: dict, now: float | str | None = None, dry_run: bool = False,
+    def decay(self, ctx: api.Ctx, now: float | str | None = None, dry_run: bool = False,
               force: bool = False) -> api.DecayReport:
         from mnemo.core import lifecycle
 
         at = lifecycle.check_decay_time(now, force=bool(force or dry_run))  # a future time: force, or a dry run
         return lifecycle.decay(self.engine, _ctx(ctx), at, dry_run=bool(dry_run))
 
-    def compact(self, ctx: dict) -> api.CompactReport:
+    def compact(self, ctx: api.Ctx) -> api.CompactReport:
         from mnemo.core import lifecycle
 
         return lifecycle.compact(self.engine, _ctx(ctx))
 
-    def restore(self, ctx: dict, memory_id: str) -> api.MemoryChange:
+    def restore(self, ctx: api.Ctx, memory_id: str) -> api.MemoryChange:
         from mnemo.core import lifecycle
         from mnemo.core.memory import history
 
@@ -278,41 +278,41 @@ class LocalService:
             return history.unforget(self.engine, _ctx(ctx), memory_id)
         return lifecycle.restore(self.engine, _ctx(ctx), memory_id)
 
-    def anchor(self, ctx: dict, memory_id: str, anchor: dict[str, Any]) -> api.MemoryChange:
+    def anchor(self, ctx: api.Ctx, memory_id: str, anchor: api.Anchor) -> api.MemoryChange:
         from mnemo.core import lifecycle
 
         return lifecycle.anchor(self.engine, _ctx(ctx), memory_id, anchor)
 
-    def unanchor(self, ctx: dict, memory_id: str, path: str | None = None,
+    def unanchor(self, ctx: api.Ctx, memory_id: str, path: str | None = None,
                  symbol: str | None = None) -> api.MemoryChange:
         from mnemo.core import lifecycle
 
         return lifecycle.unanchor(self.engine, _ctx(ctx), memory_id, path, symbol)
 
-    def check_anchors(self, ctx: dict, path: str, symbols: list[dict[str, Any]] | None) -> api.AnchorCheck:
+    def check_anchors(self, ctx: api.Ctx, path: str, symbols: list[api.CodeSymbol] | None) -> api.AnchorCheck:
         from mnemo.core import lifecycle
 
         return lifecycle.check_anchors(self.engine, _ctx(ctx), path, symbols)
 
     # -- doctor ----------------------------------------------------------------------------------------------
-    def doctor(self, ctx: dict) -> api.DoctorResult:
+    def doctor(self, ctx: api.Ctx) -> api.DoctorResult:
         from mnemo.core.recovery.doctor import run_checks
 
         return run_checks(self.engine, _ctx(ctx))
 
     # -- team, hand-off --------------------------------------------------------------------------------------
-    def team_status(self, ctx: dict) -> api.TeamStatus:
+    def team_status(self, ctx: api.Ctx) -> api.TeamStatus:
         from mnemo.core.team.ops import team_status
 
         return team_status(self.engine, _ctx(ctx))
 
-    def recent_context(self, ctx: dict, limit: int = 10, days: float = 14.0) -> api.RecentContext:
+    def recent_context(self, ctx: api.Ctx, limit: int = 10, days: float = 14.0) -> api.RecentContext:
         from mnemo.core.agent.recent import recent_context
 
         return recent_context(self.engine, _ctx(ctx), limit, days)
 
     # -- the editor's context (core/memory/anchored_to_file.py) -------------------------------------------------------------
-    def hover_context(self, ctx: dict, path: str | None = None, line: int | None = None, symbol: str | None = None,
+    def hover_context(self, ctx: api.Ctx, path: str | None = None, line: int | None = None, symbol: str | None = None,
                       query: str | None = None, limit: int = 5, include_docs: bool = True,
                       min_confidence: float | None = None, skills: bool = True, max_skills: int | None = None,
                       token_budget: int | None = None) -> api.HoverContext:
@@ -343,7 +343,7 @@ class LocalService:
                 out["skills"] = {"activations": [], "total_tokens": 0, "error": str(exc)}
         return out
 
-    def memory_cards(self, ctx: dict, ids: list[str]) -> api.MemoryCards:
+    def memory_cards(self, ctx: api.Ctx, ids: list[str]) -> api.MemoryCards:
         """The card of each memory (the one recall shows, unscored) and its record, for an editor that opens
         memories by id; ids not visible from this project are `missing`."""
         from mnemo.core.memory.anchored_to_file import memory_cards
@@ -351,7 +351,7 @@ class LocalService:
         return memory_cards(self.engine, _ctx(ctx), ids)
 
     # -- what agents receive without asking (core/agent/context_block.py), session hand-offs (core/agent/handoff.py) -----------
-    def context(self, ctx: dict, file: str | None = None, message: str | None = None, *, event: str = "context",
+    def context(self, ctx: api.Ctx, file: str | None = None, message: str | None = None, *, event: str = "context",
                 session: str | None = None, budget: int | None = None, learn: str | None = None,
                 client: str | None = None, source: str | None = None, min_confidence: float | None = None,
                 commit: bool = True) -> api.ContextBlock:
@@ -364,7 +364,7 @@ class LocalService:
                              budget=budget, learn=learn, client=client, source=source,
                              min_confidence=min_confidence, commit=commit)
 
-    def context_commit(self, ctx: dict, session: str | None = None, keys: list[str] | None = None,
+    def context_commit(self, ctx: api.Ctx, session: str | None = None, keys: list[str] | None = None,
                        last_file: str | None = None, reset: bool = False) -> api.ContextCommit:
         """Record what a session received (a hook calls it once the agent has the block: `context(commit=False)`
         leaves that to it, so a block lost to a timeout is not counted as given)."""
@@ -373,7 +373,7 @@ class LocalService:
         _ctx(ctx)
         return {"session": session, "seen": commit(self.engine.home, session, keys or [], last_file, bool(reset))}
 
-    def session_end(self, ctx: dict, session: str | None = None, summary: dict | None = None,
+    def session_end(self, ctx: api.Ctx, session: str | None = None, summary: dict | None = None,
                     client: str | None = None) -> api.SessionEnd:
         """Write the session's hand-off note from its summary and forget what the session was given."""
         from mnemo.core.agent import sessions

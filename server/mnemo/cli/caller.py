@@ -5,13 +5,18 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mnemo import api
 
 from mnemo.core import environment
 
 
-def make_service(args: argparse.Namespace):
-    """The daemon client by default; an in-process service with --no-daemon (or MNEMO_NO_DAEMON=1)."""
+def make_service(args: argparse.Namespace) -> api.Service:
+    """The daemon client by default; an in-process service with --no-daemon (or MNEMO_NO_DAEMON=1). Either is the
+    one `api.Service` (the type checker checks LocalService against it; DaemonService forwards every method of it
+    to the owner, so it is cast: go-to-definition lands on the declaration in `mnemo.api`)."""
     from mnemo.daemon.paths import default_home  # lazy (as below): `mnemo lsp` never opens a service
 
     home = Path(args.home) if getattr(args, "home", None) else default_home()
@@ -27,7 +32,7 @@ def make_service(args: argparse.Namespace):
         return LocalService(engine)
     from mnemo.daemon.client import DaemonService
 
-    return DaemonService(home, client_name="cli", on_warning=warn)
+    return cast("api.Service", DaemonService(home, client_name="cli", on_warning=warn))
 
 
 def warn(message: str) -> None:
