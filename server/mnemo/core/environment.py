@@ -130,29 +130,26 @@ def text(name: str) -> str:
     return value
 
 
+def _parsed(name: str, convert: type, what: str):
+    value = (os.environ.get(name) or "").strip()
+    if not value:
+        return convert(VARIABLES[name].default)
+    try:
+        return convert(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not {what}; unset it or give one "
+                         f"(default {VARIABLES[name].default})") from None
+
+
 def integer(name: str) -> int:
     """A whole-number variable; unset or empty is the declared default. A value that is not a whole number is
     refused with what to do (the process does not start on a limit it cannot read)."""
-    value = (os.environ.get(name) or "").strip()
-    if not value:
-        return int(VARIABLES[name].default)  # type: ignore[call-overload]
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(f"{name}={value!r} is not a whole number; unset it or give one "
-                         f"(default {VARIABLES[name].default})") from None
+    return _parsed(name, int, "a whole number")
 
 
 def number(name: str) -> float:
     """A number variable; unset or empty is the declared default; a value that is not a number is refused."""
-    value = (os.environ.get(name) or "").strip()
-    if not value:
-        return float(VARIABLES[name].default)  # type: ignore[arg-type]
-    try:
-        return float(value)
-    except ValueError:
-        raise ValueError(f"{name}={value!r} is not a number; unset it or give one "
-                         f"(default {VARIABLES[name].default})") from None
+    return _parsed(name, float, "a number")
 
 
 def env_float(name: str, default: float | None = None) -> float:
