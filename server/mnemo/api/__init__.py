@@ -6,7 +6,7 @@ Every surface calls these operations: the CLI, the language server and the MCP s
 and the argument mapping of the client are derived from `Service` by introspection, and `call_arguments` refuses
 an argument an operation does not take - on the client before anything is sent, and on the owner with an
 `InvalidInput` that names the accepted arguments. Results are JSON objects, typed as TypedDicts in
-`mnemo/api/results.py` (made of the records in `mnemo/api/records.py`).
+`mnemo/core/api_types/results.py` (made of the records in `mnemo/core/api_types/records.py`).
 
 tests/unit/test_service_contract.py checks that LocalService matches this declaration and that real results have
 these shapes; tests/unit/test_protocol_ts.py that the extension's `protocol.ts` reads only declared fields and sends
@@ -19,9 +19,9 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any, Protocol
 
-from mnemo.api import records, results
-from mnemo.api.records import Anchor, BatchNote, CodeSymbol, Ctx, Memory
-from mnemo.api.results import (
+from mnemo.core.api_types import records, results
+from mnemo.core.api_types.records import Anchor, BatchNote, CodeSymbol, Ctx, Memory
+from mnemo.core.api_types.results import (
     ActivationResult,
     AnchorCheck,
     BranchDelete,

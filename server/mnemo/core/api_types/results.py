@@ -7,7 +7,7 @@ required (Python 3.11).
 
 from typing import Any, NotRequired, TypedDict
 
-from mnemo.api.records import (
+from mnemo.core.api_types.records import (
     Activation,
     Anchor,
     BriefMemory,
