@@ -180,7 +180,7 @@ def test_vector_cache_on_disk_avoids_re_embedding(project, tmp_path):
 
 @pytest.fixture(scope="module", params=["onnx-int8", "onnx"])
 def real_engine(request):
-    """The int8 export is what skill activation uses (service._skill_embedder); the float model must agree."""
+    """The int8 export is what skill activation uses (Engine.skill_embedder); the float model must agree."""
     from mnemo.core.embedding.embedder import get_embedder
 
     return SkillEngine(SkillRegistry(REPO, use_user_dir=False), get_embedder(request.param))
@@ -230,7 +230,7 @@ def test_request_decides_among_many_same_glob_rules(tmp_path):
     assert res.names()[0] == "redux"
 
 
-# -- which embedder skill activation uses (service._skill_embedder) -------------------------------------------
+# -- which embedder skill activation uses (Engine.skill_embedder) -------------------------------------------
 
 def test_service_uses_the_int8_model_for_skills_and_keeps_others(home, ctx, real_embedder, hash_embedder,
                                                                   monkeypatch):
@@ -243,15 +243,15 @@ def test_service_uses_the_int8_model_for_skills_and_keeps_others(home, ctx, real
     fake = Engine(home / "hash", embedder=hash_embedder)
     try:
         svc = LocalService(real)
-        assert svc._skill_embedder().model_id == MODEL_ID_INT8      # memories stay on the float model
+        assert real.skill_embedder().model_id == MODEL_ID_INT8      # memories stay on the float model
         assert real.model_id != MODEL_ID_INT8
         res = svc.activate_skills(ctx.to_dict(), file=str(REPO / "src" / "app" / "Dockerfile"),
                                   message="deploy the containers to staging")
         assert res["activations"][0]["name"] == "docker"
         monkeypatch.setenv("MNEMO_SKILL_EMBEDDER", "same")
-        assert LocalService(real)._skill_embedder() is real_embedder
+        assert real.skill_embedder() is real_embedder
         monkeypatch.delenv("MNEMO_SKILL_EMBEDDER")
-        assert LocalService(fake)._skill_embedder() is hash_embedder  # plumbing tests keep their embedder
+        assert fake.skill_embedder() is hash_embedder  # plumbing tests keep their embedder
     finally:
         real.close()
         fake.close()
