@@ -13,13 +13,14 @@ from mnemo.core.errors import InvalidInput
 from mnemo.core.models import Context
 
 if TYPE_CHECKING:
+    from mnemo.core.api_types.results import IndexDocsResult
     from mnemo.core.engine import Engine
 
 ProgressFn = Callable[[dict[str, Any]], None]
 
 
 def index_docs(engine: Engine, ctx: Context, root: str | None = None,
-               progress: ProgressFn | None = None) -> dict[str, Any]:
+               progress: ProgressFn | None = None) -> IndexDocsResult:
     base = Path(root or ctx.root or ".").resolve()
     if not base.is_dir():
         raise InvalidInput(f"{base} is not a directory", hint="pass the repository root")
