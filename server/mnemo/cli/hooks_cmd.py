@@ -153,7 +153,7 @@ def cmd_context(args, service) -> int:
 
     budget = args.budget
     if budget is None:
-        raw = environment.text("MNEMO_CONTEXT_BUDGET").strip()
+        raw = (environment.raw("MNEMO_CONTEXT_BUDGET") or "").strip()
         try:
             budget = int(raw) if raw else None
         except ValueError as exc:
