@@ -660,7 +660,7 @@ def _check_file(root: Path, p: Planned) -> str | None:
         return f"read with {skill.glob_mode} globs, not {GLOB_MODES[p.target]}"
     for glob in want:
         sample = glob[:-3] + "/x.py" if glob.endswith("/**") else glob
-        if g.glob_match([glob], skill.glob_mode, sample, str(root / sample)) is None:
+        if g.matcher_for([glob], skill.glob_mode).match(sample, str(root / sample)) is None:
             return f"glob {glob!r} does not match {sample} with {p.target}'s semantics"
     return None
 
