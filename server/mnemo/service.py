@@ -52,6 +52,7 @@ class LocalService:
         self.engine = engine
         self._publish_lock = threading.Lock()  # one publish at a time (a request's, or one after a change)
         self._publish_timers: dict[str, threading.Timer] = {}
+        self._timers_lock = threading.Lock()  # guards _publish_timers
         from mnemo.core.team.ops import attach
 
         attach(engine)  # resumes sending team promotions queued before a restart (no-op without a team server)
@@ -81,7 +82,7 @@ class LocalService:
             return
         if not targets or targets == "off" or not c.root:
             return
-        with self._skills_lock:
+        with self._timers_lock:
             old = self._publish_timers.pop(c.project_id + "\0" + c.root, None)
             if old is not None:
                 old.cancel()
@@ -93,7 +94,7 @@ class LocalService:
     def _publish_now(self, c: Context, targets: str) -> None:
         from mnemo.core.sharing.publish import publish
 
-        with self._skills_lock:
+        with self._timers_lock:
             self._publish_timers.pop(c.project_id + "\0" + (c.root or ""), None)
         try:
             with self._publish_lock:
@@ -105,7 +106,7 @@ class LocalService:
 
     def _flush_publishes(self) -> None:
         """Run now the publishes a change scheduled (a process about to exit: `--no-daemon` commands)."""
-        with self._skills_lock:
+        with self._timers_lock:
             pending = list(self._publish_timers.values())
         for t in pending:
             t.cancel()
