@@ -9,9 +9,9 @@
 Data: `bench/data/conflict_pairs.jsonl`, pairs of developer notes (old, new) labeled paraphrase, refinement,
 contradiction or unrelated (similar wording, another fact), each with a split (tune/test) and the round it was
 written in. A contradiction must be decided `conflict`; a paraphrase or refinement `duplicate` (a confirmation);
-an unrelated pair `distinct`. The decision is `mnemo.core.relation.decide_many` with the real MiniLM embedder
+an unrelated pair `distinct`. The decision is `mnemo.core.relation.compare.decide_many` with the real MiniLM embedder
 (offline), the one `remember` uses. The conflict model (a logistic regression over the pair's features, see
-core/relation.py) and the same-claim thresholds are fit with `--fit` on the tune split alone (the regularization
+core/relation/compare.py) and the same-claim thresholds are fit with `--fit` on the tune split alone (the regularization
 and the decision threshold by leave-one-round-out cross-validation); the test split is scored only with `--test`.
 """
 
@@ -38,7 +38,7 @@ def load(path: Path = DATA) -> list[dict]:
 
 def prepare(rows: list[dict], embedder) -> list[dict]:
     """Each pair's cosine, features, masked and slot cosines (threshold-free: computed for every pair), once."""
-    from mnemo.core import relation
+    from mnemo.core.relation import compare as relation
 
     vocab = relation.vocabulary_of(embedder)
     vo = embedder.embed([r["old"] for r in rows])
@@ -53,7 +53,7 @@ def prepare(rows: list[dict], embedder) -> list[dict]:
 
 def decide(p: dict, t, model) -> str:
     """core/relation.classify on the prepared features with thresholds `t` and conflict model `model`."""
-    from mnemo.core import relation
+    from mnemo.core.relation import compare as relation
 
     return relation.classify(p["f"], p["cos"], p["masked"], t, p["slot_cos"], model).relation
 
@@ -85,7 +85,7 @@ def scores(rows: list[dict], decided: list[str], split: str) -> dict:
 
 
 def shipped():
-    from mnemo.core import relation
+    from mnemo.core.relation import compare as relation
 
     return relation.DEFAULT, relation.MODEL
 
@@ -123,7 +123,7 @@ def folds(rows: list[dict]) -> list[int]:
 
 
 def _fit_model(rows: list[dict], t, l2: float, threshold: float):
-    from mnemo.core import relation
+    from mnemo.core.relation import compare as relation
 
     # below the cosine gate, or without any cue, nothing is a conflict: the model is fit on the rest
     use = [p for p in rows if p["cos"] >= t.signal_min_cosine and relation.has_cue(p["f"])]
@@ -133,7 +133,7 @@ def _fit_model(rows: list[dict], t, l2: float, threshold: float):
 
 def cross_validated(rows: list[dict], t, l2: float, threshold: float) -> list[float]:
     """P(conflict) of each tune pair from a model fit on the other rounds."""
-    from mnemo.core import relation
+    from mnemo.core.relation import compare as relation
 
     fold = folds(rows)
     probs = [0.0] * len(rows)
@@ -195,7 +195,7 @@ def fit(prepared: list[dict]):
 def run(errors: bool = False, do_fit: bool = False, test: bool = False) -> dict:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     sys.path.insert(0, str(REPO / "server"))
-    from mnemo.core.embeddings import get_embedder
+    from mnemo.core.embedding.embedder import get_embedder
 
     emb = get_embedder()
     rows = [r for r in load() if test or r["split"] == "tune"]  # the test split is not even embedded without --test
@@ -228,7 +228,7 @@ def latency(rows: list[dict], embedder, batch: int = 10, repeat: int = 3) -> dic
     """What the decision adds to a `remember`: `relation.decide_many` on batches of `batch` (old, new, cosine)
     pairs (a remember compares the new note with up to 10 neighbours), with the real embedder for the masked
     notes and slots; the pair cosines are given, as the write path has them. Best of `repeat` runs."""
-    from mnemo.core import relation
+    from mnemo.core.relation import compare as relation
 
     vocab = relation.vocabulary_of(embedder)
     vo = embedder.embed([r["old"] for r in rows])
@@ -252,14 +252,14 @@ def latency(rows: list[dict], embedder, batch: int = 10, repeat: int = 3) -> dic
 
 def model_l2() -> float:
     """The L2 strength the shipped model was fit with (relation.MODEL_L2), for the CV figure."""
-    from mnemo.core import relation
+    from mnemo.core.relation import compare as relation
 
     return relation.MODEL_L2
 
 
 def cv_decision(p: dict, q: float, t, model) -> str:
     """The decision with the cross-validated P(conflict) `q` in place of the shipped model's."""
-    from mnemo.core import relation
+    from mnemo.core.relation import compare as relation
 
     if p["cos"] >= t.signal_min_cosine and q >= model.threshold:
         return "conflict"
@@ -294,7 +294,7 @@ def table(res: dict) -> str:
 
 
 def model_code(res: dict) -> str:
-    """The fitted model and thresholds as the Python to put in core/relation.py."""
+    """The fitted model and thresholds as the Python to put in core/relation/compare.py."""
     m, f = res["model"], res["fitted"]
     return (f"MODEL_L2 = {f['l2']}\nMODEL = Model(weights={tuple(m['weights'])},\n              bias={m['bias']}, "
             f"threshold={m['threshold']})\n# thresholds: {res['thresholds']}")
@@ -312,7 +312,7 @@ def main() -> int:
     if args.latency:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         sys.path.insert(0, str(REPO / "server"))
-        from mnemo.core.embeddings import get_embedder
+        from mnemo.core.embedding.embedder import get_embedder
 
         print(json.dumps(latency([r for r in load() if r["split"] == "tune"], get_embedder())))
         return 0

@@ -2,7 +2,7 @@
 
     python bench/corrections.py                  # fit on tune, report tune and test (nothing written)
     python bench/corrections.py --write          # ... and write the model and the examples into core/
-    python bench/corrections.py --current        # report what core/corrections.py ships, unchanged
+    python bench/corrections.py --current        # report what core/agent/corrections.py ships, unchanged
 
 `bench/data/corrections.jsonl`: prompts written the way people write to coding agents, each labeled 1 (a lasting
 correction or stated preference that should become a memory) or 0 (an ordinary request, a question, or a hard
@@ -11,7 +11,7 @@ memory type a positive should get (user | project) and a split: `tune` (fits the
 with tune and split at random), `fresh` (written after the detector was frozen; never used to change it).
 
 Everything is fit on tune only. The model: L2 logistic regression over the sentence features of
-`core/corrections.py` (patterns, plus `knn`: the mean cosine of the sentence's MiniLM embedding to its 5 nearest
+`core/agent/corrections.py` (patterns, plus `knn`: the mean cosine of the sentence's MiniLM embedding to its 5 nearest
 tune examples of lasting rules minus that to its 5 nearest other tune sentences; inside tune each sentence's `knn`
 leaves its own prompt out). The threshold: the best out-of-fold tune precision (5 folds, each scored by a model fit
 on the other four) among thresholds that keep out-of-fold tune recall >= --min-recall. A prompt is detected when
@@ -33,10 +33,10 @@ sys.path.insert(0, str(ROOT / "server"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fitted_block import write_fitted_block  # noqa: E402
-from mnemo.core import corrections as cr  # noqa: E402
+from mnemo.core.agent import corrections as cr  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "corrections.jsonl"
-MODULE = ROOT / "server" / "mnemo" / "core" / "corrections.py"
+MODULE = ROOT / "server" / "mnemo" / "core" / "agent" / "corrections.py"
 
 
 def load(path: Path = DATA) -> list[dict]:
@@ -237,7 +237,7 @@ def main(argv=None) -> int:
     ap.add_argument("--errors", default="", choices=["", "tune", "test", "fresh"],
                     help="list the prompts of this split that the detector gets wrong")
     args = ap.parse_args(argv)
-    from mnemo.core.embeddings import get_embedder
+    from mnemo.core.embedding.embedder import get_embedder
 
     rows = load(Path(args.data))
     emb = get_embedder(args.embedder)

@@ -127,7 +127,7 @@ LEAD = re.compile(r"^\s*(?:no|nope|nah)\s*[,.!;:\u2014-]+\s*", re.IGNORECASE)
 
 
 def corrections_meaning(path: Path = CORRECTIONS) -> dict:
-    from mnemo.core.corrections import memory_text, sentences
+    from mnemo.core.agent.corrections import memory_text, sentences
 
     rows = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
     kept, n = 0, 0
@@ -181,7 +181,7 @@ def cold_start(home: Path, root: Path) -> dict:
 def stale_marked(md: str, mid: str) -> bool:
     """The memory's item in the block (its header line through its quote) holds the stale warning (the
     block's `STALE_WARNING`) or says it is stale."""
-    from mnemo.core.context import STALE_WARNING
+    from mnemo.core.agent.context_block import STALE_WARNING
 
     lead = STALE_WARNING.split("(")[0].strip().lower()
     lines = md.splitlines()
@@ -264,11 +264,11 @@ GRID = {"WHOLE_MAX_SECONDARY": (400,), "SECTION_MIN": (0.5,), "LESS_LIKELY": (0.
 
 
 def fit(svc, ctxs, tune, lines, mem_text, mem_ids, builtin, write: bool) -> int:
-    """core/context.py's fitted constants, chosen on the tune half: the mean of `delivered`,
+    """core/agent/context_block.py's fitted constants, chosen on the tune half: the mean of `delivered`,
     `delivered_of_activated` and `token_precision` (ties: fewer tokens)."""
     import itertools
 
-    from mnemo.core import context as cx
+    from mnemo.core.agent import context_block as cx
 
     rows = []
     names = list(GRID)
@@ -284,7 +284,7 @@ def fit(svc, ctxs, tune, lines, mem_text, mem_ids, builtin, write: bool) -> int:
     chosen = dict(zip(names, values, strict=True))
     print(json.dumps({"fitted": chosen, "objective": round(obj, 4), "tune": r}))
     if write:
-        path = REPO / "server" / "mnemo" / "core" / "context.py"
+        path = REPO / "server" / "mnemo" / "core" / "agent" / "context_block.py"
         src = path.read_text(encoding="utf-8")
         block = FITTED.search(src)
         if block is None:
@@ -306,8 +306,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="print only the final JSON object")
     ap.add_argument("--no-cold", action="store_true", help="skip the cold hook start (owner stopped)")
     ap.add_argument("--dump", default=None, help="write every case's block and items to this JSONL file")
-    ap.add_argument("--fit", action="store_true", help="choose core/context.py's fitted constants on the TUNE half")
-    ap.add_argument("--write", action="store_true", help="with --fit: write them into core/context.py")
+    ap.add_argument("--fit", action="store_true", help="choose core/agent/context_block.py's fitted constants on the TUNE half")
+    ap.add_argument("--write", action="store_true", help="with --fit: write them into core/agent/context_block.py")
     args = ap.parse_args(argv)
     data = Path(args.data)
     if not (data / "skills").is_dir():

@@ -247,7 +247,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-refine", action="store_true", help="the logistic model alone (no decision refinement)")
     ap.add_argument("--write", action="store_true", help="write the coefficients into activation.py")
     args = ap.parse_args(argv)
-    from mnemo.core.embeddings import get_embedder
+    from mnemo.core.embedding.embedder import get_embedder
 
     data, emb, cfg = Path(args.data), get_embedder(args.embedder), ActivationConfig()
     with tempfile.TemporaryDirectory(prefix="mnemo-fit-") as td:

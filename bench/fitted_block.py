@@ -1,5 +1,5 @@
 """Writes a fitted model into the source module that ships it: the `FITTED_MODEL` dict and `FITTED_THRESHOLD`
-block (bench/fit_activation.py -> core/skills/activation.py, bench/corrections.py -> core/corrections.py)."""
+block (bench/fit_activation.py -> core/skills/activation.py, bench/corrections.py -> core/agent/corrections.py)."""
 
 from __future__ import annotations
 

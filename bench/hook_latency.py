@@ -70,7 +70,7 @@ def seed(home: Path, n: int) -> None:
     from lsp_latency import synth_notes
     from mnemo.core.engine import Engine
     from mnemo.core.identity import detect_context
-    from mnemo.core.write import remember
+    from mnemo.core.memory.write import remember
 
     eng = Engine(home)
     ctx = detect_context(REPO)

@@ -59,8 +59,8 @@ def synth_notes(n: int, seed: int = 7) -> list[str]:
 
 def fill_store(home: Path, n: int, ctx) -> dict:
     """Bulk insert (straight into SQLite, before any owner runs); anchors 40 notes to engine.py's functions."""
-    from mnemo.core import code_context as cc
-    from mnemo.core.embeddings import get_embedder
+    from mnemo.core.embedding.embedder import get_embedder
+    from mnemo.core.files import code_symbols as cc
     from mnemo.core.models import Memory
     from mnemo.core.store import Store
     from mnemo.core.text import content_hash
@@ -99,7 +99,7 @@ def pct(values: list[float], p: float) -> float:
 
 def hover_positions(source: str, count: int) -> list[tuple[int, int]]:
     """Identifiers inside function bodies (not keywords), spread over the file."""
-    from mnemo.core import code_context as cc
+    from mnemo.core.files import code_symbols as cc
 
     parsed = cc.parse_document(source, "python")
     lines = source.splitlines()
@@ -208,7 +208,7 @@ async def drive(home: Path, hovers: int, lenses: int, init_reps: int) -> dict:
             await one_hover(line, col)
         shown = 0
         # which hovers ask the owner a query not seen before (the server caches recall answers for 15 s)
-        from mnemo.core import code_context as cc
+        from mnemo.core.files import code_symbols as cc
 
         parsed = cc.parse_document(source, "python")
         seen = {cc.context_at(source, ln, cl, "python", parsed=parsed)[0].query() for ln, cl in spots[:20]}

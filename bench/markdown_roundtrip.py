@@ -17,10 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from mnemo.core.embeddings import get_embedder
+from mnemo.core.embedding.embedder import get_embedder
 from mnemo.core.engine import Engine
 from mnemo.core.models import Context, Memory
-from mnemo.core.sharing.markdown import export_markdown, import_markdown
+from mnemo.core.sharing.markdown_files import export_markdown, import_markdown
 from mnemo.core.text import content_hash
 
 CTX = Context(project_id="git-bench-md", project_name="bench", root=None, branch="main", default_branch="main")

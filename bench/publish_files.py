@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mnemo.core.embeddings import get_embedder
+from mnemo.core.embedding.embedder import get_embedder
 from mnemo.core.engine import Engine
 from mnemo.core.identity import detect_context
 from mnemo.core.models import Memory

@@ -159,7 +159,7 @@ def measure(home: Path, ctx, n_queries: int, n_writes: int, cold: bool, n_bulk: 
 def measure_bulk(svc, ctx, n: int, batch: int = 500) -> dict:
     """The bulk path through the owner: `remember_batch` calls of `batch` new notes (what `mnemo import` sends),
     every check on; and, as the limit, the embedding alone of the same texts in this process (the same model)."""
-    from mnemo.core.embeddings import get_embedder
+    from mnemo.core.embedding.embedder import get_embedder
 
     texts = [f"bulk {i} {uuid.uuid4().hex[:6]}: {t}" for i, t in enumerate(synth_notes(n, seed=77))]
     counts: dict = {}
@@ -201,7 +201,7 @@ def owner_cpu_s(home: Path) -> float:
 
 def remember_limit(texts: list[str]) -> dict:
     """The limit of sequential remembers: the model embedding the same texts one at a time, in this process."""
-    from mnemo.core.embeddings import get_embedder
+    from mnemo.core.embedding.embedder import get_embedder
 
     emb = get_embedder()
     emb.embed(["warm up"])
@@ -318,7 +318,7 @@ def main() -> int:
     ap.add_argument("--no-cold", dest="cold", action="store_false",
                     help="skip the cold start on an indexed store (three owner spawns per size)")
     args = ap.parse_args()
-    from mnemo.core.embeddings import get_embedder
+    from mnemo.core.embedding.embedder import get_embedder
     from mnemo.core.models import Context
 
     embedder = get_embedder()

@@ -44,12 +44,12 @@ def main() -> int:
         print(f"LoCoMo data not found at {args.data}", file=sys.stderr)
         return 2
 
-    from mnemo.core.embeddings import get_embedder
+    from mnemo.core.embedding.embedder import get_embedder
     from mnemo.core.engine import Engine
-    from mnemo.core.index import exact_scores
+    from mnemo.core.indexes.dense import exact_scores
+    from mnemo.core.memory.recall import recall
+    from mnemo.core.memory.write import remember
     from mnemo.core.models import Context
-    from mnemo.core.recall import recall
-    from mnemo.core.write import remember
 
     observations = [json.loads(line) for line in obs_path.open()]
     queries = [json.loads(line) for line in (args.data / "locomo_queries.jsonl").open()]

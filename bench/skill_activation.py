@@ -167,7 +167,7 @@ def main(argv=None) -> int:
                     help="a second embedder timed in the same run, call by call ('' for none; default onnx)")
     args = ap.parse_args(argv)
     data = Path(args.data)
-    from mnemo.core.embeddings import get_embedder
+    from mnemo.core.embedding.embedder import get_embedder
 
     emb = get_embedder(args.embedder)
     embedders = {args.embedder: emb}

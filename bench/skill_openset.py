@@ -148,7 +148,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-forced", action="store_true", help="skip MetaTool forced choice (~70 s)")
     ap.add_argument("--no-latency", action="store_true")
     args = ap.parse_args(argv)
-    from mnemo.core.embeddings import get_embedder
+    from mnemo.core.embedding.embedder import get_embedder
 
     data, emb = Path(args.data), get_embedder("onnx-int8")
     with tempfile.TemporaryDirectory(prefix="mnemo-openset-") as td:

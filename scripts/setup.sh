@@ -19,5 +19,5 @@ fi
 echo "==> installing mnemo${extras}"
 .venv/bin/pip install -q torch==2.13.0 -e ".${extras}"
 echo "==> preparing the embedding model (ONNX export, once)"
-HF_HUB_OFFLINE=1 .venv/bin/python -m mnemo.core.embeddings --prepare
+HF_HUB_OFFLINE=1 .venv/bin/python -m mnemo.core.embedding.embedder --prepare
 echo "==> ready: $(.venv/bin/mnemo --version)"

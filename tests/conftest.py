@@ -74,14 +74,14 @@ def home(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def hash_embedder():
-    from mnemo.core.embeddings import HashEmbedder
+    from mnemo.core.embedding.embedder import HashEmbedder
 
     return HashEmbedder()
 
 
 @pytest.fixture(scope="session")
 def real_embedder():
-    from mnemo.core.embeddings import get_embedder
+    from mnemo.core.embedding.embedder import get_embedder
 
     return get_embedder()
 

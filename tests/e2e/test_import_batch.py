@@ -82,7 +82,7 @@ def test_cli_import_of_a_jsonl_file(repo, store, tmp_path):
 
 
 def test_mcp_remember_batch(repo, store, tmp_path):
-    from mnemo.core.embeddings import default_cache_dir
+    from mnemo.core.embedding.embedder import default_cache_dir
 
     fake_home = tmp_path / "user-home"
     fake_home.mkdir()

@@ -55,7 +55,7 @@ def workspace(tmp_path: Path) -> Path:
 @pytest.fixture
 def server_env(tmp_path: Path):
     """Environment of the MCP server: its own store and home directory; the hash embedder (plumbing)."""
-    from mnemo.core.embeddings import default_cache_dir
+    from mnemo.core.embedding.embedder import default_cache_dir
 
     fake_home = tmp_path / "user-home"
     fake_home.mkdir()

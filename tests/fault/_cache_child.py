@@ -11,10 +11,10 @@ import random
 import sys
 from pathlib import Path
 
-from mnemo.core.embeddings import HashEmbedder
+from mnemo.core.embedding.embedder import HashEmbedder
 from mnemo.core.engine import Engine
+from mnemo.core.memory.write import remember
 from mnemo.core.models import Context
-from mnemo.core.write import remember
 
 CTX = Context(project_id="git-cache", project_name="cache", root=None, branch="main", default_branch="main")
 WORDS = ["redis", "cache", "postgres", "replica", "retry", "backoff", "webhook", "signature", "deploy", "canary",

@@ -14,11 +14,11 @@ import signal
 import sys
 from pathlib import Path
 
-from mnemo.core.embeddings import HashEmbedder
+from mnemo.core.embedding.embedder import HashEmbedder
 from mnemo.core.engine import Engine
 from mnemo.core.errors import MnemoError
+from mnemo.core.memory.write import remember
 from mnemo.core.models import Context
-from mnemo.core.write import remember
 
 CTX = Context(project_id="git-io", project_name="io", root=None, branch="main", default_branch="main")
 

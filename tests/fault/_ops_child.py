@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 from mnemo.core import lifecycle, sharing
-from mnemo.core.embeddings import HashEmbedder
+from mnemo.core.embedding.embedder import HashEmbedder
 from mnemo.core.engine import Engine
-from mnemo.core.memories import promote
+from mnemo.core.memory.manage import promote
 from mnemo.core.models import Context
 
 MAIN = Context(project_id="git-ops", project_name="ops", root=None, branch="main", default_branch="main")

@@ -16,10 +16,10 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from mnemo.core import backup
-from mnemo.core.embeddings import HashEmbedder
-from mnemo.core.memories import forget
+from mnemo.core.embedding.embedder import HashEmbedder
+from mnemo.core.memory.manage import forget
 from mnemo.core.models import Context, Memory
+from mnemo.core.recovery import backup
 from mnemo.core.store import Store
 from mnemo.core.text import content_hash
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from _helpers import FULL, figure, integrity
 
-from mnemo.core.embeddings import HashEmbedder
+from mnemo.core.embedding.embedder import HashEmbedder
 from mnemo.core.engine import Engine
-from mnemo.core.index import exact_scores
-from mnemo.core.keyword import KeywordIndex
+from mnemo.core.indexes.dense import exact_scores
+from mnemo.core.indexes.keyword import KeywordIndex
 from mnemo.core.search import dense_search
 
 CHILD = Path(__file__).with_name("_cache_child.py")

@@ -24,10 +24,10 @@ from _helpers import figure
 
 from conftest import store_dump
 from mnemo.core import sharing
-from mnemo.core.embeddings import HashEmbedder
+from mnemo.core.embedding.embedder import HashEmbedder
 from mnemo.core.engine import Engine
+from mnemo.core.memory.write import remember
 from mnemo.core.models import Context
-from mnemo.core.write import remember
 
 CHILD = Path(__file__).with_name("_ops_child.py")
 MAIN = Context(project_id="git-ops", project_name="ops", root=None, branch="main", default_branch="main")

@@ -125,7 +125,7 @@ def run(home, n_notes: int, n_kills: int, seed: int) -> dict:
 
 def final_index_check(home) -> dict:
     """Open the store in-process after the last kill: integrity, then the index replays to the store's count."""
-    from mnemo.core.embeddings import HashEmbedder
+    from mnemo.core.embedding.embedder import HashEmbedder
     from mnemo.core.engine import Engine
 
     assert integrity(home / "mnemo.db") == "ok"

@@ -23,12 +23,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mnemo.core import lifecycle, sharing
-from mnemo.core.embeddings import HashEmbedder
+from mnemo.core.embedding.embedder import HashEmbedder
 from mnemo.core.engine import Engine
 from mnemo.core.errors import InvalidInput, NotFound, SnapshotError
-from mnemo.core.memories import promote
+from mnemo.core.memory.manage import promote
+from mnemo.core.memory.write import remember
 from mnemo.core.models import Context
-from mnemo.core.write import remember
 
 CTX = Context(project_id="git-fuzz", project_name="fuzz", root=None, branch="main", default_branch="main")
 EMB = HashEmbedder()

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from _helpers import FULL, figure, integrity
 
-from mnemo.core.embeddings import HashEmbedder
+from mnemo.core.embedding.embedder import HashEmbedder
 from mnemo.core.engine import Engine
 
 HERE = Path(__file__).parent

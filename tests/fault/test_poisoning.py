@@ -19,15 +19,15 @@ from data.secrets_corpus import HELD_OUT_HARMLESS, PROSE
 
 from mnemo.core import review, sharing
 from mnemo.core.errors import InvalidInput
-from mnemo.core.memories import get as get_memory
-from mnemo.core.memories import promote
-from mnemo.core.recall import recall
-from mnemo.core.safety import INVISIBLE_RE, is_suspicious, screen_text
-from mnemo.core.write import remember
+from mnemo.core.memory.manage import get as get_memory
+from mnemo.core.memory.manage import promote
+from mnemo.core.memory.recall import recall
+from mnemo.core.memory.write import remember
+from mnemo.core.safety.screen import INVISIBLE_RE, clean_text, is_suspicious
 
 
 def _flagged(text: str) -> bool:
-    clean, flags = screen_text(text)
+    clean, flags = clean_text(text)
     return is_suspicious(flags) or (clean != text and "invisible_unicode_stripped" in flags)
 
 
@@ -35,10 +35,10 @@ def test_flagger_catches_every_payload_and_spares_ordinary_notes():
     missed = [p for p in PAYLOADS if not _flagged(p)]
     inv = invisible_variants()
     inv_missed = [(k, p) for k, p in inv if not _flagged(p)]
-    inv_suspicious = sum(is_suspicious(screen_text(p)[1]) for _, p in inv)
+    inv_suspicious = sum(is_suspicious(clean_text(p)[1]) for _, p in inv)
     held_missed = [p for p in HELD_OUT_PAYLOADS if not _flagged(p)]
     benign = BENIGN + PROSE + HELD_OUT_HARMLESS
-    false_flags = [b for b in benign if screen_text(b)[1]]
+    false_flags = [b for b in benign if clean_text(b)[1]]
     name = "test_poisoning"
     figure(name, "payloads flagged", f"{len(PAYLOADS) - len(missed)}/{len(PAYLOADS)}")
     figure(name, "invisible-Unicode variants flagged or stripped", f"{len(inv) - len(inv_missed)}/{len(inv)}",

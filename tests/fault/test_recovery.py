@@ -20,9 +20,9 @@ import time
 
 from _helpers import figure, stop_owner
 
-from mnemo.core import backup
 from mnemo.core.identity import detect_context
-from mnemo.core.write import remember
+from mnemo.core.memory.write import remember
+from mnemo.core.recovery import backup
 from mnemo.daemon.client import DaemonService
 
 
@@ -119,7 +119,7 @@ def test_backup_then_damage_then_doctor_repair(tmp_path, git_repo, monkeypatch):
 
 
 def test_online_backup_during_writes_is_consistent_and_rotation_keeps_seven(tmp_path, monkeypatch):
-    from mnemo.core.embeddings import HashEmbedder
+    from mnemo.core.embedding.embedder import HashEmbedder
     from mnemo.core.engine import Engine
     from mnemo.core.models import Context
 

@@ -25,7 +25,7 @@ import _salvage_store as S
 import pytest
 from _helpers import figure, stop_owner
 
-from mnemo.core import backup
+from mnemo.core.recovery import backup
 from mnemo.daemon.client import DaemonService
 
 SIZE = int(os.environ.get("MNEMO_SALVAGE_SIZE", "1500"))
@@ -143,7 +143,7 @@ def test_unopenable_store_gives_every_command_the_repair_command(pristine, tmp_p
 
 @pytest.mark.parametrize("fraction", OFFSETS)
 def test_repair_salvage_at_offsets(pristine, tmp_path, fraction, monkeypatch):
-    from mnemo.core.repair import repair_store_file
+    from mnemo.core.recovery.repair import repair_store_file
 
     monkeypatch.setenv("MNEMO_EMBEDDER", "hash")
     src, truth = pristine
@@ -184,7 +184,7 @@ def test_repair_brings_back_every_note_still_readable(issue_store, tmp_path, fra
         fig = check_recovered(home, truth, report, minimum=0.0)
     finally:
         stop_owner(home)
-    from mnemo.core.embeddings import HashEmbedder
+    from mnemo.core.embedding.embedder import HashEmbedder
     from mnemo.core.engine import Engine
     from mnemo.core.review import review_list
 

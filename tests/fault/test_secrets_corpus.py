@@ -26,7 +26,7 @@ from data.secrets_corpus import HELD_OUT_HARMLESS, corpus, held_out_secrets
 from conftest import SHARED_DATA
 from mnemo.core.errors import SecretDetected
 from mnemo.core.identity import detect_context
-from mnemo.core.safety import find_secrets, redact_secrets
+from mnemo.core.safety.screen import find_secrets, redact_secrets
 from mnemo.daemon.client import DaemonService
 
 
@@ -178,7 +178,7 @@ def test_real_rule_files_scanned():
     root = SHARED_DATA / "skills"
     if not root.exists():
         pytest.skip("needs ../shared/data/skills")
-    from mnemo.core.safety import find_secrets as scan
+    from mnemo.core.safety.screen import find_secrets as scan
 
     paras = flagged = 0
     for p in sorted(root.rglob("*")):

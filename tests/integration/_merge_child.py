@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from mnemo.core import sharing
-from mnemo.core.embeddings import HashEmbedder
+from mnemo.core.embedding.embedder import HashEmbedder
 from mnemo.core.engine import Engine
 from mnemo.core.models import Context
 

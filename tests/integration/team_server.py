@@ -97,7 +97,7 @@ def chroma_server(tmp_path_factory):
 def require_nginx() -> str:
     """nginx's path. When it is missing and this is a Debian/Ubuntu machine where we are root, install it from the
     distribution (as scripts/test.sh does); skip with the reason only when that is impossible."""
-    from mnemo.core.team_server import find_nginx
+    from mnemo.core.team.server import find_nginx
 
     exe = find_nginx()
     if exe is not None:

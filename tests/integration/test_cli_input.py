@@ -139,7 +139,7 @@ def test_a_closed_pipe_ends_quietly(mnemo, home, git_repo):
 def test_promote_and_deprecate_name_the_scope_they_reached(mnemo, home, chroma_server):  # noqa: F811
     """Item 9: `mnemo promote ID --to team` printed "promoted ID → project" although the note reached the team
     store, and `deprecate` likewise named the local scope only. A real Chroma team server."""
-    from mnemo.core.team.settings import save_settings
+    from mnemo.core.team.address import save_settings
 
     save_settings(home, chroma_server.url, None, "cli-input")
     mid = as_json(mnemo("remember", "payments retries use exponential backoff", "--json"))["memory"]["id"]
@@ -163,7 +163,7 @@ def test_a_queued_promotion_says_team_not_project(mnemo, home):
     """Item 9, the team server down: the promotion is queued for the team; the line says so."""
     from team_server import free_port
 
-    from mnemo.core.team.settings import save_settings
+    from mnemo.core.team.address import save_settings
 
     save_settings(home, f"http://127.0.0.1:{free_port()}", None, "cli-input")
     mid = as_json(mnemo("remember", "deploy windows are Tuesday and Thursday", "--json"))["memory"]["id"]

@@ -22,10 +22,10 @@ import pytest
 
 from conftest import store_dump
 from mnemo.core import sharing
-from mnemo.core.embeddings import HashEmbedder
+from mnemo.core.embedding.embedder import HashEmbedder
 from mnemo.core.engine import Engine
+from mnemo.core.memory.write import remember
 from mnemo.core.models import Context
-from mnemo.core.write import remember
 
 CHILD = Path(__file__).with_name("_merge_child.py")
 CTX = Context(project_id="git-sigkill", project_name="sigkill", root=None, branch="main", default_branch="main")

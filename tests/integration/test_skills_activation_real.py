@@ -80,7 +80,7 @@ def test_a_request_that_chooses_another_skill_keeps_the_decision(tmp_path):
 @pytest.fixture(scope="module")
 def wshobson(tmp_path_factory):
     src = shared_data("skills", "wshobson_skills")
-    from mnemo.core.embeddings import get_embedder
+    from mnemo.core.embedding.embedder import get_embedder
     from mnemo.core.skills import SkillEngine, SkillRegistry
 
     repo = tmp_path_factory.mktemp("wshobson")
@@ -125,7 +125,7 @@ def metatool(tmp_path_factory):
     """MetaTool's 199 tools as the skills of a project (name and description only) and its awareness records."""
     import yaml
 
-    from mnemo.core.embeddings import get_embedder
+    from mnemo.core.embedding.embedder import get_embedder
     from mnemo.core.skills import SkillEngine, SkillRegistry
 
     tools = json.loads(shared_data("metatool", "plugin_des.json").read_text(encoding="utf-8"))

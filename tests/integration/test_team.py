@@ -17,7 +17,7 @@ from team_server import ChromaServer, chroma_server, proxied_team_server  # noqa
 from conftest import git
 from mnemo.core.errors import NotFound, SecretDetected
 from mnemo.core.identity import detect_context
-from mnemo.core.team.settings import save_settings
+from mnemo.core.team.address import save_settings
 from mnemo.daemon.client import DaemonService
 
 pytestmark = pytest.mark.team

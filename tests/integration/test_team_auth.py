@@ -27,7 +27,7 @@ from team_server import (  # noqa: F401 - fixture
     require_nginx,
 )
 
-from mnemo.core.team.settings import TeamSettings
+from mnemo.core.team.address import TeamSettings
 
 pytestmark = pytest.mark.team
 

@@ -13,10 +13,10 @@ from team_server import chroma_server  # noqa: F401 - fixture
 from mnemo.core import review
 from mnemo.core.engine import Engine
 from mnemo.core.identity import detect_context
-from mnemo.core.memories import list_memories, promote
-from mnemo.core.recall import recall
-from mnemo.core.team.settings import save_settings
-from mnemo.core.write import remember
+from mnemo.core.memory.manage import list_memories, promote
+from mnemo.core.memory.recall import recall
+from mnemo.core.memory.write import remember
+from mnemo.core.team.address import save_settings
 
 pytestmark = pytest.mark.team
 

@@ -52,7 +52,7 @@ def server_ids(url: str, token: str, collection: str) -> list[str]:
     import chromadb
     from chromadb.config import Settings
 
-    from mnemo.core.team.settings import TeamSettings
+    from mnemo.core.team.address import TeamSettings
 
     host, port, ssl = TeamSettings(url=url, token=token).endpoint()
     client = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=TeamSettings(url=url, token=token).headers(),

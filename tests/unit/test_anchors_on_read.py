@@ -4,7 +4,7 @@ tree-sitter; the hash embedder is plumbing."""
 
 from __future__ import annotations
 
-from mnemo.core import code_context as cc
+from mnemo.core.files import code_symbols as cc
 from mnemo.core.lifecycle import anchors
 from mnemo.service import LocalService
 

@@ -19,6 +19,7 @@ PACKAGE = SERVER / "mnemo"
 # Module -> rank; "pkg.*" names a package and everything in it. An import may point to its own rank or below:
 # surfaces 50 > daemon 40 > service 30 > core operations 20-29 > core resources 10-19 > floor 0 (data and pure
 # functions: no store, no model, no network) 0-9. Inside the core the ranks order the modules too, lowest first.
+# Every package of the core is one room on one floor ("pkg.*"): a module added to a room takes its floor.
 LAYERS: dict[str, int] = {
     # surfaces (mnemo.hooks: the Claude Code hooks' stdlib-only fast path)
     "mnemo.__main__": 50, "mnemo.cli.*": 50, "mnemo.lsp.*": 50, "mnemo.mcp.*": 50, "mnemo.hooks.*": 50,
@@ -27,31 +28,22 @@ LAYERS: dict[str, int] = {
     # the one API: its declaration (mnemo.api: the typed Service, records, results) and the in-process service
     "mnemo.service": 30, "mnemo.api.*": 30,
     # core operations, bottom to top
-    "mnemo.core.search": 20, "mnemo.core.cards": 20, "mnemo.core.skills.*": 20, "mnemo.core.sessions": 20,
-    "mnemo.core.team.ops": 21,
-    "mnemo.core.neighbours": 22, "mnemo.core.write": 22,
-    "mnemo.core.recall": 23,
-    "mnemo.core.memories": 24, "mnemo.core.docs": 24, "mnemo.core.recent": 24, "mnemo.core.anchored": 24,
-    "mnemo.core.history": 24,
-    "mnemo.core.corrections": 24, "mnemo.core.handoff": 24,
+    "mnemo.core.search": 20, "mnemo.core.cards": 20, "mnemo.core.skills.*": 20,
+    "mnemo.core.team.*": 21,
+    "mnemo.core.engine": 22,
+    "mnemo.core.memory.*": 23, "mnemo.core.documents.*": 23,
     "mnemo.core.lifecycle.*": 25, "mnemo.core.edits": 25,
-    "mnemo.core.sharing.*": 26, "mnemo.core.context": 26,
+    "mnemo.core.sharing.*": 26,
     "mnemo.core.review": 27,
-    "mnemo.core.doctor": 28, "mnemo.core.repair": 28,
-    # core resources: the store (every table and statement) at the bottom, the engine (their holder) on top
+    "mnemo.core.agent.*": 28, "mnemo.core.recovery.*": 28,
+    # core resources: the store (every table and statement) at the bottom, the models and indexes on it
     "mnemo.core.store.*": 10,
-    "mnemo.core.embeddings": 11, "mnemo.core.model_files": 11, "mnemo.core.model_export": 11,
-    "mnemo.core.index": 11, "mnemo.core.keyword": 11, "mnemo.core.vector_file": 11, "mnemo.core.backup": 11,
-    "mnemo.core.team.client": 11, "mnemo.core.team_server": 11,
-    "mnemo.core.engine": 12,
+    "mnemo.core.embedding.*": 11, "mnemo.core.indexes.*": 11,
     # floor 0
-    "mnemo": 0, "mnemo.settings": 0, "mnemo.core": 0, "mnemo.core.team": 0,
-    "mnemo.core.errors": 0, "mnemo.core.env": 0, "mnemo.core.text": 0, "mnemo.core.markdown": 0,
-    "mnemo.core.memory_md": 0, "mnemo.core.publish_format": 0, "mnemo.core.code_context": 0,
-    "mnemo.core.models": 1, "mnemo.core.relation": 1, "mnemo.core.relation_words": 1, "mnemo.core.identity": 2,
-    "mnemo.core.filters": 2,
-    "mnemo.core.config": 3,
-    "mnemo.core.secret_scan": 3, "mnemo.core.safety": 3, "mnemo.core.policy": 4, "mnemo.core.team.settings": 4,
+    "mnemo": 0, "mnemo.editor_settings": 0, "mnemo.core": 0, "mnemo.core.api_types.*": 0, "mnemo.core.files.*": 0,
+    "mnemo.core.errors": 0, "mnemo.core.environment": 0, "mnemo.core.text": 0,
+    "mnemo.core.models": 1, "mnemo.core.relation.*": 1, "mnemo.core.identity": 2,
+    "mnemo.core.store_settings": 3, "mnemo.core.safety.*": 3, "mnemo.core.policy": 4,
 }
 NAMES = {0: "floor 0", 1: "core resources", 2: "core operations", 3: "service", 4: "daemon", 5: "surfaces"}
 
@@ -207,6 +199,52 @@ def test_core_never_imports_a_surface_the_daemon_or_the_service():
     assert not bad, bad
 
 
+# -- rooms ----------------------------------------------------------------------------------------------------------
+CORE = PACKAGE / "core"
+DOC = SERVER.parent / "docs" / "architecture.md"
+
+
+def test_each_core_package_is_one_room_on_one_floor():
+    pkgs = [module_name(p) for p in sorted(CORE.rglob("__init__.py")) if p.parent != CORE]
+    assert len(pkgs) >= 10
+    missing = [p for p in pkgs if f"{p}.*" not in LAYERS]
+    assert not missing, f"give each core package one floor in LAYERS (\"pkg.*\"): {missing}"
+    split = [k for k in LAYERS if any(k.startswith(p + ".") and k != f"{p}.*" for p in pkgs)]
+    assert not split, f"a module inside a room has a floor of its own (move it, or give the room one floor): {split}"
+
+
+def test_the_core_top_holds_at_most_a_dozen_modules():
+    top = sorted(p.stem for p in CORE.glob("*.py") if p.name != "__init__.py")
+    assert len(top) <= 12, f"{len(top)} modules at the core's top; put them in rooms: {top}"
+
+
+def test_no_core_module_imports_the_service_even_for_annotations():
+    bad = []
+    for m, path in MODULES.items():
+        if not m.startswith("mnemo.core"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) and node.module \
+                else []
+            bad += [f"{m}:{node.lineno} {n}" for n in names if n == "mnemo.service" or n.startswith("mnemo.service.")]
+    assert not bad, "the core calls no service (a callback the service hands in is an arrow up too):\n" + "\n".join(bad)
+
+
+def floor_table() -> str:
+    """docs/architecture.md's rank table, from LAYERS (`python tests/unit/test_architecture.py` prints it)."""
+    rows = ["| rank | modules |", "|---|---|"]
+    for r in sorted(set(LAYERS.values()), reverse=True):
+        names = [k.replace("mnemo.core.", "core.") for k, v in LAYERS.items() if v == r]
+        rows.append(f"| {r} | " + ", ".join(f"`{n}`" for n in names) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def test_docs_floor_table_is_layers():
+    assert floor_table() in DOC.read_text(encoding="utf-8"), (
+        "docs/architecture.md's rank table is not LAYERS: paste `python tests/unit/test_architecture.py`")
+
+
 # -- SQL only in the store ---------------------------------------------------------------------------------------
 STORE = PACKAGE / "core" / "store"
 SQL_METHODS = {"execute", "executemany", "executescript"}
@@ -234,3 +272,7 @@ def test_the_sql_scan_sees_a_statement(tmp_path, src):
     f = tmp_path / "m.py"
     f.write_text(f"def f(conn, db, q, rows, SCHEMA, self):\n    {src}\n")
     assert sql_calls(f) == [2]
+
+
+if __name__ == "__main__":
+    print(floor_table(), end="")

@@ -1,15 +1,15 @@
-"""Backups on write volume (core/backup.py): after MNEMO_BACKUP_WRITES writes or MNEMO_BACKUP_WRITE_INTERVAL seconds
+"""Backups on write volume (core/recovery/backup.py): after MNEMO_BACKUP_WRITES writes or MNEMO_BACKUP_WRITE_INTERVAL seconds
 of writing, never more often than MNEMO_BACKUP_MIN_GAP, kept apart from the daily ones (bounded, rolling)."""
 
 from __future__ import annotations
 
 import time
 
-from mnemo.core import backup
-from mnemo.core.embeddings import HashEmbedder
+from mnemo.core.embedding.embedder import HashEmbedder
 from mnemo.core.engine import Engine
+from mnemo.core.memory.write import remember
 from mnemo.core.models import Context
-from mnemo.core.write import remember
+from mnemo.core.recovery import backup
 
 CTX = Context(project_id="git-bv", project_name="bv", branch="main", default_branch="main")
 

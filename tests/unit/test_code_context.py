@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from mnemo.core import code_context as cc
+from mnemo.core.files import code_symbols as cc
 
 PY = '''import os
 

@@ -1,4 +1,4 @@
-"""Store-wide settings (`core/config.py`): validation that names what is accepted, the environment as an override,
+"""Store-wide settings (`core/store_settings.py`): validation that names what is accepted, the environment as an override,
 a damaged or hand-edited file reported (never silently used), changes seen without a restart, and the warnings a
 client gets when the running owner does not apply its environment."""
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from mnemo.core import config
+from mnemo.core import store_settings as config
 from mnemo.core.errors import InvalidInput
 
 

@@ -1,6 +1,6 @@
-"""The context block (core/context.py): quoted memories with provenance, fenced skills, the token budget, what an
+"""The context block (core/agent/context_block.py): quoted memories with provenance, fenced skills, the token budget, what an
 agent's own tool already loads left out, nothing repeated within a session, session state bounded; the hand-off
-note from a Claude Code transcript (hooks/transcript.py, core/handoff.py)."""
+note from a Claude Code transcript (hooks/transcript.py, core/agent/handoff.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from mnemo.core import sessions
+from mnemo.core.agent import sessions
+from mnemo.core.agent.handoff import compose
 from mnemo.core.errors import InvalidInput
-from mnemo.core.handoff import compose
 from mnemo.hooks.transcript import summarize
 from mnemo.service import LocalService
 

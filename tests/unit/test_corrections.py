@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mnemo.core import corrections as cr
+from mnemo.core.agent import corrections as cr
 from mnemo.core.errors import InvalidInput
 from mnemo.service import LocalService
 

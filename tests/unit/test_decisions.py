@@ -9,12 +9,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from mnemo.core import lifecycle, relation, sharing
+from mnemo.core import lifecycle, sharing
 from mnemo.core.engine import Engine
-from mnemo.core.memories import list_memories
+from mnemo.core.memory.manage import list_memories
+from mnemo.core.memory.write import remember
+from mnemo.core.relation import compare as relation
 from mnemo.core.store import partition_for
 from mnemo.core.text import content_hash
-from mnemo.core.write import remember
 
 REMOTE = "The payments API requires idempotency keys on every POST"
 LOCAL = "payments API requires idempotency keys on every POST request"  # cosine 0.955: above the 0.95 merge line

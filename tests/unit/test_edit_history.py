@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from mnemo.core import config
+from mnemo.core import store_settings as config
 from mnemo.core.errors import InvalidInput, MnemoError, NotFound
-from mnemo.core.filters import make_filter, parse_time
+from mnemo.core.memory.filters import make_filter, parse_time
 from mnemo.service import LocalService
 
 
@@ -197,8 +197,8 @@ def test_editing_the_note_of_a_stale_anchor_settles_it(svc, c, engine, ctx):
     """Review's "edit the note": `mnemo edit` (service `update`) of a memory whose anchored code changed moves its
     anchor to the current code and closes the stale item, as a Markdown import's edit does."""
     from mnemo.core import lifecycle
+    from mnemo.core.memory.write import remember
     from mnemo.core.review import review_list
-    from mnemo.core.write import remember
 
     mid = remember(engine, ctx, "charge rounds each line before summing",
                    anchors=[{"path": "pay.py", "symbol": "charge", "hash": "a" * 64}])["memory"]["id"]

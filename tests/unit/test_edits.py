@@ -8,8 +8,8 @@ import pytest
 from mnemo.core import lifecycle
 from mnemo.core.edits import edit_memory
 from mnemo.core.errors import InvalidInput
+from mnemo.core.memory.write import remember
 from mnemo.core.review import review_list
-from mnemo.core.write import remember
 
 
 def test_rewriting_a_stale_note_settles_its_anchor(engine, ctx):

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mnemo.core import embeddings as E
-from mnemo.core import model_files
+from mnemo.core.embedding import embedder as E
+from mnemo.core.embedding import model_files
 from mnemo.core.errors import InvalidInput, ModelError
 
 SENTENCES = [
@@ -126,7 +126,7 @@ def test_hash_is_deterministic_across_instances_and_processes():
     a = E.HashEmbedder().embed(texts)
     b = E.HashEmbedder().embed(texts)
     assert np.array_equal(a, b)
-    code = ("import sys, json; from mnemo.core.embeddings import HashEmbedder; "
+    code = ("import sys, json; from mnemo.core.embedding.embedder import HashEmbedder; "
             f"sys.stderr.write(json.dumps(HashEmbedder().embed({texts!r}).tolist()))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_subprocess_env(),
                        timeout=60)
@@ -229,7 +229,7 @@ def test_onnx_matches_sentence_transformers(onnx):
 
 def test_onnx_runtime_does_not_import_torch_and_keeps_stdout_clean(onnx):
     code = ("import sys, time; t = time.perf_counter()\n"
-            "from mnemo.core.embeddings import get_embedder\n"
+            "from mnemo.core.embedding.embedder import get_embedder\n"
             "v = get_embedder('onnx').embed(['hello world'])\n"
             "assert v.shape == (1, 384)\n"
             "bad = [m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules]\n"
@@ -248,7 +248,7 @@ def test_onnx_runtime_does_not_import_torch_and_keeps_stdout_clean(onnx):
 def test_import_is_lightweight():
     heavy = ("torch", "onnxruntime", "tokenizers", "transformers", "sentence_transformers", "numpy", "onnx",
              "filelock")
-    code = ("import sys, json; import mnemo.core.embeddings\n"
+    code = ("import sys, json; import mnemo.core.embedding.embedder\n"
             f"sys.stderr.write(json.dumps([m for m in {heavy!r} if m in sys.modules]))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_subprocess_env(),
                        timeout=60)
@@ -373,7 +373,7 @@ def test_ensure_onnx_model_two_processes_export_once(tmp_path):
     code = (
         "import sys, time, json\n"
         "from pathlib import Path\n"
-        "import mnemo.core.embeddings as E\n"
+        "import mnemo.core.embedding.embedder as E\n"
         "def run(out):\n"
         "    time.sleep(0.5)\n"
         "    out.mkdir(parents=True)\n"
@@ -383,7 +383,7 @@ def test_ensure_onnx_model_two_processes_export_once(tmp_path):
         "    (out / E.MANIFEST_FILE).write_text(json.dumps({'format': E.EXPORT_FORMAT, 'model_id': E.MODEL_ID,\n"
         "        'dim': E.DIM, 'gt_version': E._gt_version(), 'onnx_bytes': 10, 'int8_bytes': 4}))\n"
         "    sys.stderr.write('EXPORTED\\n')\n"
-        "import mnemo.core.model_files as model_files\n"
+        "import mnemo.core.embedding.model_files as model_files\n"
         "model_files._run_export = run\n"
         "sys.stderr.write(str(E.ensure_onnx_model(Path(sys.argv[1]))) + '\\n')\n"
     )
@@ -482,7 +482,7 @@ def test_model_status_never_raises(monkeypatch, tmp_path, onnx):
 
 
 def test_prepare_cli_prints_path_to_stderr_only(onnx):
-    p = subprocess.run([sys.executable, "-m", "mnemo.core.embeddings", "--prepare"], capture_output=True,
+    p = subprocess.run([sys.executable, "-m", "mnemo.core.embedding.embedder", "--prepare"], capture_output=True,
                        text=True, env=_subprocess_env(MNEMO_MODEL_CACHE=str(onnx.model_dir)), timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout == ""

@@ -10,13 +10,13 @@ from dataclasses import replace
 
 import pytest
 
-from mnemo.core.docs import index_docs
+from mnemo.core.documents.indexing import index_docs
 from mnemo.core.engine import Engine
 from mnemo.core.errors import InvalidInput, NotFound, ScopeError, StoreLocked, StoreNotWritable
-from mnemo.core.memories import deprecate, forget, list_memories, promote
-from mnemo.core.memories import get as get_memory
-from mnemo.core.recall import hydrate, recall
-from mnemo.core.write import remember
+from mnemo.core.memory.manage import deprecate, forget, list_memories, promote
+from mnemo.core.memory.manage import get as get_memory
+from mnemo.core.memory.recall import hydrate, recall
+from mnemo.core.memory.write import remember
 
 
 def snapshot_rows(engine):
@@ -230,7 +230,7 @@ def test_damaged_chroma_directory_is_rebuilt_without_reembedding(home, ctx, hash
 
 
 def test_model_change_reembeds_and_rebuilds(home, ctx, hash_embedder):
-    from mnemo.core.embeddings import HashEmbedder
+    from mnemo.core.embedding.embedder import HashEmbedder
 
     e = Engine(home, embedder=hash_embedder)
     ids = _fill(e, ctx, 10)

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from mnemo.core.keyword import PartitionIndex
-from mnemo.core.memories import forget, promote
+from mnemo.core.indexes.keyword import PartitionIndex
+from mnemo.core.memory.manage import forget, promote
+from mnemo.core.memory.write import remember
 from mnemo.core.text import BM25, tokenize
-from mnemo.core.write import remember
 
 
 def test_partition_scores_match_reference_bm25():

@@ -13,9 +13,9 @@ import pytest
 
 from mnemo.core import lifecycle, review
 from mnemo.core.errors import InvalidInput, NotFound
-from mnemo.core.memories import list_memories, promote
-from mnemo.core.recall import recall
-from mnemo.core.write import remember
+from mnemo.core.memory.manage import list_memories, promote
+from mnemo.core.memory.recall import recall
+from mnemo.core.memory.write import remember
 from mnemo.service import LocalService
 
 A = "The database is PostgreSQL 14 in production"

@@ -1,14 +1,15 @@
-"""The write-time relation decision (core/relation.py) with the real model (all-MiniLM-L6-v2) on realistic pairs:
+"""The write-time relation decision (core/relation/compare.py) with the real model (all-MiniLM-L6-v2) on realistic pairs:
 contradictions conflict, paraphrases and refinements confirm, other facts about the same thing are stored."""
 
 from __future__ import annotations
 
 import pytest
 
-from mnemo.core import lifecycle, relation, review
-from mnemo.core.memories import list_memories, promote
-from mnemo.core.recall import recall
-from mnemo.core.write import remember
+from mnemo.core import lifecycle, review
+from mnemo.core.memory.manage import list_memories, promote
+from mnemo.core.memory.recall import recall
+from mnemo.core.memory.write import remember
+from mnemo.core.relation import compare as relation
 
 CONFLICTS = [  # the same subject, another value: each pair must be caught
     ("The database is PostgreSQL 14", "The database is PostgreSQL 16"),  # a version

@@ -6,8 +6,8 @@ import json
 
 from lsprotocol import types as t
 
+from mnemo.editor_settings import SETTINGS_SCHEMA, Settings, parse_settings, to_dict
 from mnemo.lsp import convert
-from mnemo.settings import SETTINGS_SCHEMA, Settings, parse_settings, to_dict
 
 
 def test_defaults_and_schema_agree():

@@ -1,4 +1,4 @@
-"""Markdown export and import (core/memory_md.py, core/sharing/markdown.py).
+"""Markdown export and import (core/sharing/markdown_format.py, core/sharing/markdown_files.py).
 
 Property (hypothesis): export -> import into a fresh store -> export again gives identical files, for memories
 whose text holds heading-like lines, backslashes, backticks and separators, and whose tags, kinds and anchors hold
@@ -16,12 +16,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from mnemo.core import memory_md, safety
-from mnemo.core.embeddings import HashEmbedder
+from mnemo.core.embedding.embedder import HashEmbedder
 from mnemo.core.engine import Engine
 from mnemo.core.errors import InvalidInput
 from mnemo.core.models import Context, Memory
-from mnemo.core.sharing.markdown import export_markdown, import_markdown
+from mnemo.core.safety import screen as safety
+from mnemo.core.sharing import markdown_format as memory_md
+from mnemo.core.sharing.markdown_files import export_markdown, import_markdown
 from mnemo.core.text import content_hash
 
 CTX = Context(project_id="git-md", project_name="md", root=None, branch="main", default_branch="main")

@@ -10,14 +10,14 @@ import shutil
 import pytest
 
 from mnemo.core.engine import Engine
-from mnemo.core.index import exact_scores
-from mnemo.core.keyword import KeywordIndex, PartitionIndex
-from mnemo.core.memories import forget, promote
-from mnemo.core.recall import recall
+from mnemo.core.indexes.dense import exact_scores
+from mnemo.core.indexes.keyword import KeywordIndex, PartitionIndex
+from mnemo.core.indexes.vector_file import FILE_NAME, VectorFile
+from mnemo.core.memory.manage import forget, promote
+from mnemo.core.memory.recall import recall
+from mnemo.core.memory.write import remember
 from mnemo.core.search import dense_search
 from mnemo.core.text import tokenize
-from mnemo.core.vector_file import FILE_NAME, VectorFile
-from mnemo.core.write import remember
 
 WORDS = ["redis", "cache", "postgres", "replica", "retry", "backoff", "webhook", "signature", "deploy", "canary",
          "token", "expiry", "queue", "worker", "schema", "migration", "flag", "rollout", "metric", "alert"]
@@ -163,7 +163,7 @@ def test_a_crash_while_writing_leaves_the_old_file_in_use(home, hash_embedder, c
         def crash(*a, **k):
             raise OSError("simulated crash before the rename")
 
-        monkeypatch.setattr("mnemo.core.vector_file.os.replace", crash)
+        monkeypatch.setattr("mnemo.core.indexes.vector_file.os.replace", crash)
         with pytest.raises(OSError):
             engine.vector_file().write()
         monkeypatch.undo()

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mnemo.core import config
-from mnemo.core import publish_format as fmt
+from mnemo.core import store_settings as config
 from mnemo.core.errors import InvalidInput
+from mnemo.core.files import agent_rules as fmt
+from mnemo.core.memory.write import remember
 from mnemo.core.sharing.publish import load_state, memory_globs, plan_sync, publish, select
 from mnemo.core.skills.sources import read_skill_file
-from mnemo.core.write import remember
 
 SECTION = fmt.section(fmt.section_body([fmt.Group((), (("abcdef0123", "Use Decimal for money."),))],
                                        headings=True))
@@ -154,7 +154,7 @@ def test_publish_on_change_setting_is_applied_or_refused(tmp_path):
 def test_without_what_was_published_an_edit_is_told_from_a_stale_line(engine, ctx, two):
     """A fresh clone or another store: no record of what was published. A line as the memory is, or as it was
     (its history), is not an edit; a line that is neither is."""
-    from mnemo.core.history import update
+    from mnemo.core.memory.history import update
 
     a, b = two
     publish(engine, ctx, ["agents"])

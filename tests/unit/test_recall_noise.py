@@ -9,12 +9,12 @@ import json
 import pytest
 
 from conftest import run_cli
-from mnemo.core import markdown as md
-from mnemo.core import recall as recall_mod
-from mnemo.core.docs import index_docs
+from mnemo.core.documents import blocks as md
+from mnemo.core.documents.indexing import index_docs
 from mnemo.core.errors import InvalidInput
-from mnemo.core.recall import recall
-from mnemo.core.write import remember
+from mnemo.core.memory import recall as recall_mod
+from mnemo.core.memory.recall import recall
+from mnemo.core.memory.write import remember
 from mnemo.service import LocalService
 
 NOTES = ["payments API requires idempotency keys on every POST", "Run the tests with pytest -x from the repo root",
@@ -60,7 +60,7 @@ def test_the_setting_and_bad_values(real_engine, ctx, monkeypatch):
     monkeypatch.setenv("MNEMO_MIN_CONFIDENCE", "0.99")
     assert recall(real_engine, ctx, "how do I run the tests?", include_docs=False)["cards"] == []
     # A bad value of the store-wide setting is not applied (the default holds) and is reported, as every setting.
-    from mnemo.core import config
+    from mnemo.core import store_settings as config
 
     monkeypatch.setenv("MNEMO_MIN_CONFIDENCE", "lots")
     assert recall(real_engine, ctx, QUERY)["min_confidence"] == 0.15

@@ -12,11 +12,11 @@ import pytest
 
 from conftest import run_cli
 from mnemo.core import engine as engine_mod
-from mnemo.core.embeddings import OnnxMiniLM
+from mnemo.core.embedding.embedder import OnnxMiniLM
 from mnemo.core.engine import Engine
-from mnemo.core.memories import forget
+from mnemo.core.memory.manage import forget
+from mnemo.core.memory.write import remember
 from mnemo.core.search import dense_search
-from mnemo.core.write import remember
 
 NOTES = [f"{c} {v} {o}" for c, v, o in zip(
     ["payments API", "auth service", "billing worker", "search indexer", "web client", "mobile app", "CI pipeline",

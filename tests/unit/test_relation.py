@@ -1,4 +1,4 @@
-"""core/relation.py beyond its lists: the replaced slot, opposites by form, swapped order, negations in other words,
+"""core/relation/compare.py beyond its lists: the replaced slot, opposites by form, swapped order, negations in other words,
 and the learned conflict model, with the real model (all-MiniLM-L6-v2) where an embedding is involved."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from mnemo.core import relation
+from mnemo.core.relation import compare as relation
 
 
 def decide(real_embedder, old: str, new: str) -> relation.Decision:

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from mnemo.core import relation, write
 from mnemo.core.engine import Engine
 from mnemo.core.errors import InvalidInput, MnemoError
+from mnemo.core.memory import write
+from mnemo.core.relation import compare as relation
 
 COMPONENTS = ["payments API", "auth service", "billing worker", "search indexer", "CI pipeline", "cache"]
 VERBS = ["requires", "must use", "should avoid", "relies on", "retries with", "times out after"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mnemo.core.safety import find_secrets
+from mnemo.core.safety.screen import find_secrets
 
 SECRETS = [
     "aws key AKIAIOSFODNN7EXAMPLE here",

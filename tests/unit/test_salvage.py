@@ -1,4 +1,4 @@
-"""Page-level salvage (core/salvage.py) and the repair's merge rules (core/repair.py), on small real SQLite files.
+"""Page-level salvage (core/salvage.py) and the repair's merge rules (core/recovery/repair.py), on small real SQLite files.
 
 Each case damages a file the way a bad disk does and checks what SQL itself can no longer read is salvaged, and that
 nothing deleted comes back."""
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemo.core.repair import deleted_ids, merge_items, pick_vectors
+from mnemo.core.recovery.repair import deleted_ids, merge_items, pick_vectors
 from mnemo.core.store import salvage as sv
 
 

@@ -1,4 +1,4 @@
-"""The extension's package.json `contributes.configuration` and `mnemo.settings.SETTINGS_SCHEMA` agree.
+"""The extension's package.json `contributes.configuration` and `mnemo.editor_settings.SETTINGS_SCHEMA` agree.
 
 package.json is the one source of the editor settings; the Python side mirrors it with typed defaults. This test
 fails when a key, type, default, enum, range, scope or description differs on either side.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemo.settings import SETTINGS_SCHEMA, Settings, parse_settings, to_dict
+from mnemo.editor_settings import SETTINGS_SCHEMA, Settings, parse_settings, to_dict
 
 PACKAGE_JSON = Path(__file__).resolve().parents[2] / "vscode-extension" / "package.json"
 
@@ -33,8 +33,8 @@ def properties() -> dict[str, dict]:
 def test_same_keys(properties: dict[str, dict]) -> None:
     only_json = sorted(set(properties) - set(SETTINGS_SCHEMA))
     only_python = sorted(set(SETTINGS_SCHEMA) - set(properties))
-    assert not only_json, f"in package.json but not in mnemo.settings: {only_json}"
-    assert not only_python, f"in mnemo.settings but not in package.json: {only_python}"
+    assert not only_json, f"in package.json but not in mnemo.editor_settings: {only_json}"
+    assert not only_python, f"in mnemo.editor_settings but not in package.json: {only_python}"
 
 
 @pytest.mark.parametrize("key", sorted(SETTINGS_SCHEMA))

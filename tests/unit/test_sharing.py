@@ -16,10 +16,10 @@ from conftest import git
 from mnemo.core import lifecycle, review, sharing
 from mnemo.core.engine import Engine
 from mnemo.core.errors import InvalidInput, NotFound, SnapshotError
-from mnemo.core.memories import forget, list_memories, promote
-from mnemo.core.recall import recall
+from mnemo.core.memory.manage import forget, list_memories, promote
+from mnemo.core.memory.recall import recall
+from mnemo.core.memory.write import remember
 from mnemo.core.text import content_hash
-from mnemo.core.write import remember
 
 
 def dump(engine) -> dict:

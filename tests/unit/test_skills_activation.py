@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemo.core.embeddings import HashEmbedder
+from mnemo.core.embedding.embedder import HashEmbedder
 from mnemo.core.errors import InvalidInput
 from mnemo.core.skills import ActivationConfig, SkillEngine, SkillRegistry, render_prompt_block
 from mnemo.core.skills.vectors import VectorCache
@@ -180,8 +180,8 @@ def test_vector_cache_on_disk_avoids_re_embedding(project, tmp_path):
 
 @pytest.fixture(scope="module", params=["onnx-int8", "onnx"])
 def real_engine(request):
-    """The int8 export is what skill activation uses (service._skill_embedder); the float model must agree."""
-    from mnemo.core.embeddings import get_embedder
+    """The int8 export is what skill activation uses (Engine.skill_embedder); the float model must agree."""
+    from mnemo.core.embedding.embedder import get_embedder
 
     return SkillEngine(SkillRegistry(REPO, use_user_dir=False), get_embedder(request.param))
 
@@ -230,11 +230,11 @@ def test_request_decides_among_many_same_glob_rules(tmp_path):
     assert res.names()[0] == "redux"
 
 
-# -- which embedder skill activation uses (service._skill_embedder) -------------------------------------------
+# -- which embedder skill activation uses (Engine.skill_embedder) -------------------------------------------
 
 def test_service_uses_the_int8_model_for_skills_and_keeps_others(home, ctx, real_embedder, hash_embedder,
                                                                   monkeypatch):
-    from mnemo.core.embeddings import MODEL_ID_INT8
+    from mnemo.core.embedding.embedder import MODEL_ID_INT8
     from mnemo.core.engine import Engine
     from mnemo.service import LocalService
 
@@ -243,15 +243,15 @@ def test_service_uses_the_int8_model_for_skills_and_keeps_others(home, ctx, real
     fake = Engine(home / "hash", embedder=hash_embedder)
     try:
         svc = LocalService(real)
-        assert svc._skill_embedder().model_id == MODEL_ID_INT8      # memories stay on the float model
+        assert real.skill_embedder().model_id == MODEL_ID_INT8      # memories stay on the float model
         assert real.model_id != MODEL_ID_INT8
         res = svc.activate_skills(ctx.to_dict(), file=str(REPO / "src" / "app" / "Dockerfile"),
                                   message="deploy the containers to staging")
         assert res["activations"][0]["name"] == "docker"
         monkeypatch.setenv("MNEMO_SKILL_EMBEDDER", "same")
-        assert LocalService(real)._skill_embedder() is real_embedder
+        assert real.skill_embedder() is real_embedder
         monkeypatch.delenv("MNEMO_SKILL_EMBEDDER")
-        assert LocalService(fake)._skill_embedder() is hash_embedder  # plumbing tests keep their embedder
+        assert fake.skill_embedder() is hash_embedder  # plumbing tests keep their embedder
     finally:
         real.close()
         fake.close()
@@ -302,7 +302,7 @@ def test_token_budget_drops_the_least_likely_first(tmp_path):
 
 
 def test_editor_settings_mirror_the_core_defaults():
-    from mnemo.settings import Settings
+    from mnemo.editor_settings import Settings
 
     core, editor = ActivationConfig(), Settings().skills
     assert (editor.max_active, editor.token_budget) == (core.max_skills, core.token_budget)

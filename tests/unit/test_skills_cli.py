@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from mnemo.cli import skills_cmd
-from mnemo.core.embeddings import HashEmbedder
+from mnemo.core.embedding.embedder import HashEmbedder
 from mnemo.core.skills import SkillEngine, SkillRegistry, render_prompt_block
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mnemo.core.embeddings import HashEmbedder
+from mnemo.core.embedding.embedder import HashEmbedder
 from mnemo.core.skills import SkillEngine, SkillRegistry
 from mnemo.core.skills.activation import FITTED_MODEL, FITTED_THRESHOLD
 from mnemo.core.skills.background import BACKGROUND_REQUESTS, background_vectors
@@ -107,7 +107,7 @@ def test_fitted_model_covers_every_feature_with_the_expected_signs():
 
 @pytest.fixture(scope="module")
 def real_engine():
-    from mnemo.core.embeddings import get_embedder
+    from mnemo.core.embedding.embedder import get_embedder
 
     return SkillEngine(SkillRegistry(REPO, use_user_dir=False), get_embedder("onnx-int8"))
 

@@ -238,7 +238,7 @@ def _nested_project(root: Path) -> Path:
 
 
 def test_nested_agents_and_claude_md_apply_to_their_subtree(tmp_path):
-    from mnemo.core.embeddings import HashEmbedder
+    from mnemo.core.embedding.embedder import HashEmbedder
     from mnemo.core.skills import SkillEngine
 
     root = _nested_project(tmp_path / "p")

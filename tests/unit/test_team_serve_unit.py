@@ -8,8 +8,8 @@ import stat
 import pytest
 
 from mnemo.core.errors import InvalidInput, MnemoError
-from mnemo.core.team.settings import TeamSettings, load_settings, save_settings
-from mnemo.core.team_server import TOKEN_FILE, is_loopback, nginx_conf, plan_serve
+from mnemo.core.team.address import TeamSettings, load_settings, save_settings
+from mnemo.core.team.server import TOKEN_FILE, is_loopback, nginx_conf, plan_serve
 
 NGINX = "/usr/sbin/nginx"  # plan_serve only needs to know one exists; nothing is run here
 TOKEN = "a" * 40

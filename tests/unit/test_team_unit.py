@@ -9,11 +9,11 @@ import time
 import pytest
 
 from mnemo.core.errors import InvalidInput, SecretDetected
-from mnemo.core.memories import promote
-from mnemo.core.recall import recall
+from mnemo.core.memory.manage import promote
+from mnemo.core.memory.recall import recall
+from mnemo.core.memory.write import remember
+from mnemo.core.team.address import load_settings, save_settings
 from mnemo.core.team.client import CircuitBreaker, build_record, record_to_memory
-from mnemo.core.team.settings import load_settings, save_settings
-from mnemo.core.write import remember
 
 
 def closed_port() -> int:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import random
 
-from mnemo.core import write
 from mnemo.core.engine import Engine
+from mnemo.core.memory import write
 from mnemo.core.search import nearest_memories
 
 WORDS = ["redis", "cache", "postgres", "replica", "retry", "backoff", "webhook", "signature", "deploy", "canary",
@@ -94,7 +94,7 @@ def test_relation_check_embeds_through_the_cache(home, hash_embedder, ctx, monke
         assert calls == [["kafka topic"]]  # only what it has not seen
         assert (again == engine.embed(["postgres replica", "kafka topic", "redis cache"])).all()
         # the write path's relation check embeds its masked notes and slots through the cache
-        from mnemo.core import relation
+        from mnemo.core.relation import compare as relation
 
         used = []
         real = relation.decide_many
@@ -123,7 +123,7 @@ def test_small_store_never_opens_chroma(home, hash_embedder, ctx, monkeypatch):
         assert got[0] == new["memory"]["id"]
         assert engine.index.indexed_seq == engine.store.max_seq()
         assert not (home / "chroma").exists()
-        from mnemo.core.doctor import _index_check
+        from mnemo.core.recovery.doctor import _index_check
 
         assert _index_check(engine)["status"] == "ok"
     finally:

@@ -6,7 +6,7 @@ Every surface calls these operations: the CLI, the language server and the MCP s
 and the argument mapping of the client are derived from `Service` by introspection, and `call_arguments` refuses
 an argument an operation does not take - on the client before anything is sent, and on the owner with an
 `InvalidInput` that names the accepted arguments. Results are JSON objects, typed as TypedDicts in
-`mnemo/api/results.py` (made of the records in `mnemo/api/records.py`).
+`mnemo/core/api_types/results.py` (made of the records in `mnemo/core/api_types/records.py`).
 
 tests/unit/test_service_contract.py checks that LocalService matches this declaration and that real results have
 these shapes; tests/unit/test_protocol_ts.py that the extension's `protocol.ts` reads only declared fields and sends
@@ -19,9 +19,9 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any, Protocol
 
-from mnemo.api import records, results
-from mnemo.api.records import Anchor, BatchNote, CodeSymbol, Ctx, Memory
-from mnemo.api.results import (
+from mnemo.core.api_types import records, results
+from mnemo.core.api_types.records import Anchor, BatchNote, CodeSymbol, Ctx, Memory
+from mnemo.core.api_types.results import (
     ActivationResult,
     AnchorCheck,
     AnchorsCheck,
@@ -92,7 +92,7 @@ class Service(Protocol):
                kind: str | None = None, branch: str | None = None, tags: list[str] | None = None,
                since: float | str | None = None, until: float | str | None = None, author: str | None = None,
                source: str | None = None, status: str | None = None) -> RecallResult:
-        """Memories and Markdown blocks relevant to `query`, as cards; the filters (core/filters.py) keep only
+        """Memories and Markdown blocks relevant to `query`, as cards; the filters (core/memory/filters.py) keep only
         memories of those types, kind, branch (or branch-independent), tags (all of them), last written between
         `since` and `until` (epoch seconds, an ISO date or a time ago like 7d), author, source and status."""
 
@@ -225,7 +225,7 @@ class Service(Protocol):
     def recent_context(self, ctx: Ctx, limit: int = 10, days: float = 14.0) -> RecentContext:
         """Hand-offs and recent notes of this project (and teammates'), for the start of a session."""
 
-    # what agents receive without asking (core/context.py), session hand-offs (core/handoff.py)
+    # what agents receive without asking (core/agent/context_block.py), session hand-offs (core/agent/handoff.py)
     def context(self, ctx: Ctx, file: str | None = None, message: str | None = None, *, event: str = "context",
                 session: str | None = None, budget: int | None = None, learn: str | None = None,
                 client: str | None = None, source: str | None = None, min_confidence: float | None = None,
@@ -242,7 +242,7 @@ class Service(Protocol):
                     client: str | None = None) -> SessionEnd:
         """Write the session's hand-off note from its summary and forget what the session was given."""
 
-    # the editor's context in one round trip (core/anchored.py)
+    # the editor's context in one round trip (core/memory/anchored_to_file.py)
     def hover_context(self, ctx: Ctx, path: str | None = None, line: int | None = None, symbol: str | None = None,
                       query: str | None = None, limit: int = 5, include_docs: bool = True,
                       min_confidence: float | None = None, skills: bool = True, max_skills: int | None = None,

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from mnemo import __version__
-from mnemo.cli.context import close_service, make_service
+from mnemo.cli.caller import close_service, make_service
 from mnemo.core.errors import MnemoError
 
 

@@ -7,7 +7,7 @@ project is anchored into. A changed or vanished anchor is filed in Review once (
 again). Exit code: 0 when no checked anchor is stale, 1 when some are (CI can fail on it), 2 on an error.
 
 `code_anchor` reads the file where the caller is (the CLI, the MCP server) and finds the symbol with tree-sitter
-(`mnemo.core.code_context`), so the anchor carries the hash of the code: a later save of a changed symbol marks
+(`mnemo.core.files.code_symbols`), so the anchor carries the hash of the code: a later save of a changed symbol marks
 the memory stale (`check_anchors`). The MCP `anchor` tool uses it too.
 """
 
@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mnemo.cli.context import make_context
+from mnemo.cli.caller import make_context
 from mnemo.cli.output import emit_json, say
 from mnemo.core.errors import InvalidInput
 
@@ -65,7 +65,7 @@ def _resolve(root: str | None, file: str) -> Path:
 
 def _symbols(path: Path) -> list[Any] | None:
     """The symbols of a source file tree-sitter knows (None: another language, too large or unreadable)."""
-    from mnemo.core import code_context as cc  # lazy: tree-sitter grammars load on first use
+    from mnemo.core.files import code_symbols as cc  # lazy: tree-sitter grammars load on first use
 
     language = cc.language_for(str(path))
     if language is None or not path.is_file() or path.stat().st_size > MAX_SOURCE_BYTES:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo.cli import quickstart
-from mnemo.cli.context import make_context
+from mnemo.cli.caller import make_context
 from mnemo.cli.edit_cmd import add_filter_args, add_tag_args, filter_kwargs, text_or_stdin
 from mnemo.cli.output import (
     console,
@@ -368,7 +368,7 @@ def cmd_daemon(args, _service) -> int:
 def _with_settings(home: Path, res: dict[str, Any], full: bool) -> dict[str, Any]:
     """The store-wide settings the owner applies (or would apply when started from here), and what is not."""
     from mnemo.cli.config_cmd import running_owner
-    from mnemo.core import config
+    from mnemo.core import store_settings as config
 
     res = {k: v for k, v in res.items() if k != "config"}
     owner = running_owner(home) if res.get("running") else None

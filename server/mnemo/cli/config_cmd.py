@@ -1,4 +1,4 @@
-"""`mnemo config list|get|set|unset`: the store-wide settings in `<store>/config.json` (core/config.py)."""
+"""`mnemo config list|get|set|unset`: the store-wide settings in `<store>/config.json` (core/store_settings.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo.cli.output import emit_json
+from mnemo.core import environment
 
 
 def register(sub: argparse._SubParsersAction, common) -> None:
@@ -54,7 +55,7 @@ def running_owner(home: Path) -> dict[str, Any] | None:
 
 
 def _team_row(home: Path) -> dict[str, Any]:
-    from mnemo.core.team.settings import load_settings
+    from mnemo.core.team.address import load_settings
 
     s = load_settings(home)
     return {"value": s.url, "source": {"env": "env", "file": "file"}.get(s.source, "default"),
@@ -62,7 +63,7 @@ def _team_row(home: Path) -> dict[str, Any]:
 
 
 def cmd_list(args, _service) -> int:
-    from mnemo.core import config
+    from mnemo.core import store_settings as config
 
     home = _home(args)
     owner = running_owner(home)
@@ -86,7 +87,7 @@ def cmd_list(args, _service) -> int:
 
 
 def cmd_get(args, _service) -> int:
-    from mnemo.core import config
+    from mnemo.core import store_settings as config
 
     home = _home(args)
     config.key(args.key)  # unknown keys are refused with the list of known ones
@@ -102,9 +103,8 @@ def cmd_get(args, _service) -> int:
 
 def _after_write(home: Path, name: str) -> list[str]:
     """What happens to the change now: applied by the running owner, or when it restarts; env overrides."""
-    import os
 
-    from mnemo.core import config
+    from mnemo.core import store_settings as config
 
     k = config.key(name)
     notes = []
@@ -123,14 +123,14 @@ def _after_write(home: Path, name: str) -> list[str]:
         else:
             notes.append(f"the running owner (pid {owner.get('pid')}) reports {name} = "
                          f"{config.show(theirs.get('value'))}: see `mnemo config list`")
-    if os.environ.get(k.env):
+    if environment.raw(k.env):
         notes.append(f"{k.env} is set in this environment and overrides the stored value for processes "
                      "started from here")
     return notes
 
 
 def cmd_set(args, _service) -> int:
-    from mnemo.core import config
+    from mnemo.core import store_settings as config
 
     home = _home(args)
     val = config.set_value(home, args.key, args.value)
@@ -144,7 +144,7 @@ def cmd_set(args, _service) -> int:
 
 
 def cmd_unset(args, _service) -> int:
-    from mnemo.core import config
+    from mnemo.core import store_settings as config
 
     home = _home(args)
     config.unset(home, args.key)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from mnemo.cli.context import make_context
+from mnemo.cli.caller import make_context
 from mnemo.cli.output import console, emit_json, line, say, when
 from mnemo.core.models import DEFAULT_KINDS, MEMORY_TYPES, SOURCES, STATUSES
 

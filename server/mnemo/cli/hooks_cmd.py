@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mnemo.core import environment
 from mnemo.core.errors import InvalidInput, MnemoError
 
 AGENTS = ("claude-code",)
@@ -152,8 +153,8 @@ def cmd_hooks(args, _service) -> int:
 def _published_status(args) -> dict | None:
     """The agent files `mnemo publish` wrote for this project and whether each is up to date (a dry run through
     the owner), or None when this project never published."""
-    from mnemo.cli.context import close_service, make_context, make_service
-    from mnemo.core.publish_format import files_status, state_file
+    from mnemo.cli.caller import close_service, make_context, make_service
+    from mnemo.core.files.agent_rules import files_status, state_file
 
     ctx = make_context(args)
     if not state_file(_home(args), ctx["project_id"]).exists():
@@ -174,18 +175,18 @@ def cmd_hook(args, _service) -> int:
 
 # -- context --------------------------------------------------------------------------------------------------
 def cmd_context(args, service) -> int:
-    from mnemo.cli.context import make_context
+    from mnemo.cli.caller import make_context
     from mnemo.cli.output import emit_json
 
     budget = args.budget
     if budget is None:
-        raw = os.environ.get("MNEMO_CONTEXT_BUDGET", "").strip()
+        raw = (environment.raw("MNEMO_CONTEXT_BUDGET") or "").strip()
         try:
             budget = int(raw) if raw else None
         except ValueError as exc:
             raise InvalidInput(f"MNEMO_CONTEXT_BUDGET={raw!r} is not a whole number of tokens",
                                hint="use 100..20000, or pass --budget") from exc
-    learn = args.learn or (os.environ.get("MNEMO_LEARN_CORRECTIONS") or "").strip().lower() or "off"
+    learn = args.learn or (environment.raw("MNEMO_LEARN_CORRECTIONS") or "").strip().lower() or "off"
     res = service.context(make_context(args), file=args.file, message=args.message, event=args.event,
                           session=args.session, budget=budget, learn=learn, client=args.client, symbol=args.symbol)
     if args.json or args.format == "json":
@@ -208,7 +209,7 @@ def find_vsix(args) -> Path:
         if not args.vsix.is_file():
             raise InvalidInput(f"{args.vsix} does not exist", hint="pass the path of a built mnemo .vsix")
         return args.vsix
-    env = os.environ.get("MNEMO_VSIX")
+    env = environment.raw("MNEMO_VSIX")
     if env and Path(env).is_file() and not args.build:
         return Path(env)
     ext = extension_dir()

@@ -150,7 +150,7 @@ def _send(service, ctx: dict, pending: list[tuple[int, dict[str, Any]]], path: P
 
 # -- the command --------------------------------------------------------------------------------------------------
 def cmd_import(args, service) -> int:
-    from mnemo.cli.context import make_context
+    from mnemo.cli.caller import make_context
     from mnemo.cli.output import console, emit_json
 
     path: Path = args.path

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from mnemo.cli.context import make_context
+from mnemo.cli.caller import make_context
 from mnemo.cli.output import age, console, emit_json, say
 
 STRATEGIES = ("local_wins", "remote_wins", "newer_wins", "keep_both")

@@ -1,6 +1,6 @@
 """`mnemo export --format md [--scope S] DIR`, and the Markdown half of `mnemo import` (cli/import_cmd.py dispatches a
 directory or a .md file here): the memories as Markdown
-a person reads and edits (format: core/memory_md.py; operations: core/sharing/markdown.py).
+a person reads and edits (format: core/sharing/markdown_format.py; operations: core/sharing/markdown_files.py).
 
 `run_markdown_import` is the whole import command as a function, so a command that dispatches on the path (a
 `.jsonl` bulk import elsewhere) can call it.
@@ -12,7 +12,7 @@ import argparse
 import os
 from typing import Any
 
-from mnemo.cli.context import make_context
+from mnemo.cli.caller import make_context
 from mnemo.cli.output import emit_json, say
 
 FORMATS = ("md",)

@@ -105,7 +105,7 @@ def flag_warning(flags: list[str] | None) -> str | None:
     """The warning shown before a flagged note's text (reads like instructions to an agent, hidden text)."""
     if not flags:
         return None
-    from mnemo.core.safety import flag_warning as warning
+    from mnemo.core.safety.screen import flag_warning as warning
 
     return warning(flags)
 

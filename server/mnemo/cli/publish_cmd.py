@@ -7,9 +7,9 @@ import argparse
 import sys
 from typing import Any
 
-from mnemo.cli.context import make_context
+from mnemo.cli.caller import make_context
 from mnemo.cli.output import emit_json, say
-from mnemo.core.publish_format import TARGETS
+from mnemo.core.files.agent_rules import TARGETS
 from mnemo.core.text import visible
 
 

@@ -7,7 +7,7 @@ import argparse
 import os
 from typing import Any
 
-from mnemo.cli.context import make_context
+from mnemo.cli.caller import make_context
 from mnemo.cli.output import console, emit_json, line, say
 
 

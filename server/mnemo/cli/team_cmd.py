@@ -1,15 +1,15 @@
 """`mnemo team ...`: run a team server (Chroma; behind a token-checking nginx beyond loopback, see
-core/team_server.py), connect this store to one, see its state."""
+core/team/server.py), connect this store to one, see its state."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
-from mnemo.cli.context import make_context
+from mnemo.cli.caller import make_context
 from mnemo.cli.output import console, emit_json, print_kv, say
+from mnemo.core import environment
 
 DEFAULT_PORT = 8765
 
@@ -77,7 +77,7 @@ def cmd_serve(args, _service) -> int:
     import threading
 
     from mnemo.core.errors import MnemoError
-    from mnemo.core.team_server import TeamServer, find_chroma, find_nginx, plan_serve
+    from mnemo.core.team.server import TeamServer, find_chroma, find_nginx, plan_serve
 
     exe = find_chroma()
     if exe is None:
@@ -101,7 +101,7 @@ def cmd_serve(args, _service) -> int:
     died = server.wait(stop)
     server.stop()
     if died is not None:
-        from mnemo.core.team_server import ServeFailed, log_tail
+        from mnemo.core.team.server import ServeFailed, log_tail
 
         exc = ServeFailed(f"{died} stopped unexpectedly, so the team server stopped", hint=f"see {server.logs[died]}",
                           log_tail=log_tail(server.logs[died]))
@@ -150,7 +150,7 @@ def _announce(args, plan) -> None:
 def _probe(settings) -> tuple[bool, str, int | None]:
     import httpx
 
-    from mnemo.core.team.settings import connect_timeout
+    from mnemo.core.team.address import connect_timeout
 
     try:
         r = httpx.get(f"{settings.base_url()}/api/v2/heartbeat", headers=settings.headers(),
@@ -163,7 +163,7 @@ def _probe(settings) -> tuple[bool, str, int | None]:
 
 def cmd_connect(args, _service) -> int:
     from mnemo.core.errors import InvalidInput
-    from mnemo.core.team.settings import TeamSettings, check_namespace, save_settings
+    from mnemo.core.team.address import TeamSettings, check_namespace, save_settings
 
     home = _home(args)
     token = _read_token(args)
@@ -179,7 +179,7 @@ def cmd_connect(args, _service) -> int:
     path = save_settings(home, args.url, token, args.namespace, ca)
     res = {"saved": str(path), "url": args.url, "namespace": args.namespace,
            "token": "set" if token else "not set", "ca_cert": ca, "reachable": ok, "detail": detail}
-    if os.environ.get("MNEMO_TEAM_URL"):
+    if environment.raw("MNEMO_TEAM_URL"):
         res["note"] = "MNEMO_TEAM_URL is set in this environment and takes precedence over the saved setting"
     if args.json:
         emit_json(res)
@@ -198,7 +198,7 @@ def cmd_connect(args, _service) -> int:
 
 
 def cmd_disconnect(args, _service) -> int:
-    from mnemo.core.team.settings import clear_settings
+    from mnemo.core.team.address import clear_settings
 
     removed = clear_settings(_home(args))
     if args.json:

@@ -13,12 +13,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from mnemo.core.errors import InvalidInput
-from mnemo.core.history import update
 from mnemo.core.lifecycle.anchors import reanchor, refresh_stale_flag, rel_path
-from mnemo.core.memories import get
+from mnemo.core.memory.history import update
+from mnemo.core.memory.manage import get
+from mnemo.core.memory.write import check_fields, check_meta, validate_text
 from mnemo.core.models import BRANCH_INDEPENDENT_TYPES, Context, check_type
 from mnemo.core.text import content_hash
-from mnemo.core.write import check_fields, check_meta, validate_text
 
 if TYPE_CHECKING:
     from mnemo.core.engine import Engine

@@ -6,7 +6,7 @@ store calls `changed()`, the commit hook that wakes the indexer.
 Exactly one process opens an engine on a store at a time (the owner lock); everything else goes through that
 process (see `mnemo.daemon`). The indexer thread replays the change log into chroma in the background, so a write
 is acknowledged after the SQLite commit only. It also keeps `<home>/cache/` (the vector file of
-core/vector_file.py and the keyword postings of core/keyword.py) in step with the store, so the next owner answers
+core/indexes/vector_file.py and the keyword postings of core/indexes/keyword.py) in step with the store, so the next owner answers
 its first query without a rebuild.
 """
 
@@ -17,16 +17,23 @@ import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mnemo.core import config, safety
-from mnemo.core.embeddings import get_embedder
-from mnemo.core.errors import StoreCorrupt, StoreLocked, StoreNotWritable, TeamUnavailable
-from mnemo.core.index import DenseIndex
-from mnemo.core.keyword import KeywordIndex
+from mnemo.core import environment
+from mnemo.core import store_settings as config
+from mnemo.core.embedding.embedder import get_embedder
+from mnemo.core.errors import MnemoError, StoreCorrupt, StoreLocked, StoreNotWritable, TeamUnavailable
+from mnemo.core.indexes.dense import DenseIndex
+from mnemo.core.indexes.keyword import KeywordIndex
+from mnemo.core.indexes.vector_file import VectorFile
+from mnemo.core.safety import screen as safety
 from mnemo.core.store import Store
+from mnemo.core.team.address import load_settings, retry_interval
 from mnemo.core.team.client import TeamClient
-from mnemo.core.team.settings import load_settings, retry_interval
-from mnemo.core.vector_file import VectorFile
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mnemo.core.models import Context
+    from mnemo.core.skills import SkillEngine
 
 log = logging.getLogger("mnemo.engine")
 # How long the indexer waits after a commit wakes it before replaying: one chroma upsert (and one state file write)
@@ -39,6 +46,31 @@ TEAM_PROBE_S = 2.0  # while promotions wait for a server that was down: how ofte
 REPLAY_INTERVAL = 1.0
 EMBED_CACHE = 4096  # texts kept by `Engine.embed_cached`
 REEMBED_CHUNK = 256  # items re-embedded and committed together after a model change
+
+
+class _LazyEmbedder:
+    """An embedder whose model loads on its first `embed` (its identity, `model_id` and `dim`, is known before)."""
+
+    def __init__(self, build, model_id: str, dim: int, backend: str):
+        self._build, self.model_id, self.dim, self.backend = build, model_id, dim, backend
+        self._inst = None
+        self._lock = threading.Lock()
+
+    def _get(self):
+        if self._inst is None:
+            with self._lock:
+                if self._inst is None:
+                    self._inst = self._build()
+        return self._inst
+
+    def embed(self, texts):
+        return self._get().embed(texts)
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._get(), name)
+
 
 
 class OwnerLock:
@@ -105,6 +137,8 @@ class Engine:
         self._team_lock = threading.Lock()
         self._store_checked = threading.Event()
         self.reembed: dict | None = None  # {"model_id", "done", "total", "running"} of a re-embedding at start
+        self._skill_engines: dict[str, SkillEngine] = {}  # one per (starter skills on/off, project root)
+        self._skills_lock = threading.Lock()
         if start_indexer:
             import numpy  # noqa: F401 - import here, not first in two threads at once (partial-import race)
 
@@ -406,6 +440,51 @@ class Engine:
                 for mem_id, at in pending.items():
                     self._pending_access[mem_id] = max(at, self._pending_access.get(mem_id, at))
             raise
+
+    # -- skills --------------------------------------------------------------------------------------------------
+    def skill_engine(self, ctx: Context) -> SkillEngine:
+        """The skill engine of a project (its registry, watcher and vectors), made once and kept while the owner
+        runs: the registry re-reads an edited rule file by itself (`maybe_refresh`). Mnemo's starter skills apply
+        in every project unless `mnemo config set starter_skills false` (or MNEMO_STARTER_SKILLS=0); a change
+        applies at once (another key). Skill vectors are cached in the store's home, so a restart embeds only what
+        changed."""
+        from mnemo.core.skills import SkillEngine, SkillRegistry
+
+        starter = bool(config.value("starter_skills", self.home))
+        key = f"{int(starter)}:{ctx.root or ''}"
+        with self._skills_lock:
+            eng = self._skill_engines.get(key)
+            if eng is None:
+                registry = SkillRegistry(Path(ctx.root) if ctx.root else None, include_builtin=starter)
+                eng = SkillEngine(registry, self.skill_embedder(), vector_cache=self.home / "skill_vectors.sqlite")
+                self._skill_engines[key] = eng
+            return eng
+
+    def skill_embedder(self):
+        """The embedder of skill activation. Skills are embedded on this machine only (vectors cached in the
+        store's home, never shared), so they can use a faster model than memories: by default the int8 export of
+        the same MiniLM (~2.4x faster query embedding, same MetaTool accuracy; docs/benchmarks.md), when memories
+        use the float ONNX model. MNEMO_SKILL_EMBEDDER=same uses the memory embedder; a kind name forces one."""
+        from mnemo.core.embedding.embedder import DIM, MODEL_ID, MODEL_ID_INT8, configured_kind
+
+        choice = (environment.raw("MNEMO_SKILL_EMBEDDER") or "").strip().lower() or str(config.value("skill_embedder"))
+        loaded = self.loaded_embedder
+        if choice == "auto" and configured_kind() == "onnx" and (loaded is None or (
+                getattr(loaded, "backend", None) == "onnx" and getattr(loaded, "model_id", None) == MODEL_ID)):
+            # built on first use: a session's start needs the skills' cached vectors, not a model (issue 20)
+            return _LazyEmbedder(lambda: get_embedder("onnx-int8"), MODEL_ID_INT8, DIM, "onnx-int8")
+        base = self.embedder
+        if choice == "same":
+            return base
+        if choice != "auto":
+            return get_embedder(choice)
+        if getattr(base, "backend", None) != "onnx" or getattr(base, "model_id", None) != MODEL_ID:
+            return base                      # torch, hash (tests) or a caller's own embedder: keep it
+        try:
+            return get_embedder("onnx-int8")
+        except MnemoError as e:
+            log.warning("int8 skill embedder unavailable (%s); skills use the memory embedder", e)
+            return base
 
     def close(self) -> None:
         self._stop.set()

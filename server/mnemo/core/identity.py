@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from mnemo.core import environment
 from mnemo.core.models import Context
 
 
@@ -154,7 +155,7 @@ def read_branch_start(root: Path | str, branch: str) -> str | None:
 
 
 def read_default_branch(root: Path, current: str | None) -> str | None:
-    env = os.environ.get("MNEMO_DEFAULT_BRANCH")
+    env = environment.raw("MNEMO_DEFAULT_BRANCH")
     if env:
         return env
     gd = _git_dir(root)
@@ -180,11 +181,11 @@ def request_settings() -> dict[str, str | None]:
     """This process's request-shaped settings, sent with every request in its Context (docs/reliability.md, "The
     settings model"); None when unset (the default applies). Validated where they are applied: a bad value is
     refused with the variable's name, never ignored."""
-    return {field: (os.environ.get(env) or "").strip().lower() or None for field, env in REQUEST_ENV.items()}
+    return {field: (environment.raw(env) or "").strip().lower() or None for field, env in REQUEST_ENV.items()}
 
 
 def _user() -> str:
-    env = os.environ.get("MNEMO_USER")
+    env = environment.raw("MNEMO_USER")
     if env:
         return env
     try:
@@ -202,7 +203,7 @@ class ProjectIdentity:
 
 
 def project_identity(start: Path | str | None = None) -> ProjectIdentity:
-    env_root = os.environ.get("MNEMO_PROJECT_ROOT")
+    env_root = environment.raw("MNEMO_PROJECT_ROOT")
     base = Path(env_root) if env_root else Path(start or os.getcwd())
     base = base.resolve()
     root = find_git_root(base) or base
@@ -214,8 +215,8 @@ def project_identity(start: Path | str | None = None) -> ProjectIdentity:
     else:
         pid = "path-" + hashlib.sha256(str(root).encode()).hexdigest()[:16]
         name = root.name or "root"
-    pid = os.environ.get("MNEMO_PROJECT_ID") or pid
-    name = os.environ.get("MNEMO_PROJECT_NAME") or name
+    pid = environment.raw("MNEMO_PROJECT_ID") or pid
+    name = environment.raw("MNEMO_PROJECT_NAME") or name
     return ProjectIdentity(pid, name, root, origin)
 
 

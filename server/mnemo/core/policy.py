@@ -4,25 +4,26 @@ conflict resolutions, the lifecycle settings, times given by callers. Pure check
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from mnemo.core import config
+from mnemo.core import environment
+from mnemo.core import store_settings as config
 from mnemo.core.errors import InvalidInput
-from mnemo.core.relation import SIGNAL_MIN_COSINE
+from mnemo.core.models import Context
+from mnemo.core.relation.compare import SIGNAL_MIN_COSINE
 
-MAX_TEXT_CHARS = int(os.environ.get("MNEMO_MAX_TEXT_CHARS", "20000"))
+MAX_TEXT_CHARS = environment.integer("MNEMO_MAX_TEXT_CHARS")
 # Anchors + provenance + tags of one memory, as JSON (a memory's metadata is small; a huge one is an attack or a bug).
-MAX_META_BYTES = int(os.environ.get("MNEMO_MAX_META_BYTES", str(64 * 1024)))
-MAX_ANCHORS = int(os.environ.get("MNEMO_MAX_ANCHORS", "64"))
+MAX_META_BYTES = environment.integer("MNEMO_MAX_META_BYTES")
+MAX_ANCHORS = environment.integer("MNEMO_MAX_ANCHORS")
 # Notes in one `remember_batch` call (`mnemo import` sends 500 per call); the owner lands them BATCH_CHUNK at a time:
 # one embedding call and one transaction each (the embedder batches by 32 anyway, and a chunk holds the write lock,
 # so other writers wait less with small chunks).
-MAX_BATCH_ITEMS = int(os.environ.get("MNEMO_MAX_BATCH_ITEMS", "1000"))
+MAX_BATCH_ITEMS = environment.integer("MNEMO_MAX_BATCH_ITEMS")
 BATCH_CHUNK = 64
 
 ON_CONFLICT = ("review", "supersede", "keep_both", "keep_existing")
@@ -51,7 +52,34 @@ def settings(home: Path | None = None) -> Settings:
 
 def default_on_conflict() -> str:
     """This process's MNEMO_ON_CONFLICT (a client's own value travels in its Context: `Context.on_conflict`)."""
-    return os.environ.get("MNEMO_ON_CONFLICT", "").strip().lower() or "review"
+    return environment.text("MNEMO_ON_CONFLICT").strip().lower() or "review"
+
+
+WRITE_POLICIES = ("auto", "confirm")
+
+
+def write_policy(ctx: Context | None = None) -> str:
+    """`auto`: agent-written memories land directly; `confirm`: they wait in Review. People's writes always land.
+
+    The policy is the caller's: it travels in the request's context (`MNEMO_WRITE_POLICY` of the client process,
+    the editor's `mnemo.writePolicy` for the language server), so a running owner applies each client's own value.
+    A context without one (built by hand, in-process) uses this process's environment. A bad value is refused."""
+    policy = ctx.write_policy if ctx is not None and ctx.write_policy is not None else \
+        environment.text("MNEMO_WRITE_POLICY")
+    policy = (policy or "auto").strip().lower()
+    if policy not in WRITE_POLICIES:
+        raise InvalidInput(f"write policy {policy!r} is not one of {', '.join(WRITE_POLICIES)}; nothing was stored",
+                           hint="fix MNEMO_WRITE_POLICY (or the editor's mnemo.writePolicy): auto or confirm")
+    return policy
+
+
+def landing_status(ctx: Context | None, source: str, status: str | None) -> str:
+    """The status a write lands with: the one asked for, else `pending` for an agent's note under the caller's
+    `confirm` write policy, else `active`. The policy is checked on every write (a bad value is refused)."""
+    policy = write_policy(ctx)
+    if status is not None:
+        return status
+    return "pending" if source == "agent" and policy == "confirm" else "active"
 
 
 def check_on_conflict(value: str | None) -> str:

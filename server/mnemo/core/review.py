@@ -280,6 +280,22 @@ _RESOLVERS = {"publish_removed": _publish_removed, "conflict": _conflict, "overr
               "snapshot_merge": _snapshot_merge, "skill_held": _skill_held}
 
 
+def project_skills(engine: Engine, ctx: Context) -> tuple[Any, list[dict[str, Any]]]:
+    """The project's skill engine (`engine.skill_engine`), current (an edited skill file is re-read and gets its
+    new content's hold state at once) and with its holds applied: a skill file that reads like a prompt injection
+    stays held until a person accepts it in Review (`skill_held` items, keyed by path and content). Returns the
+    engine and each flagged file with its state (held | accepted)."""
+    from mnemo.core.skills import hold_key
+
+    eng = engine.skill_engine(ctx)
+    eng.maybe_refresh()
+    flagged = [{"key": hold_key(s), "path": s.source_path, "name": s.name, "flags": list(s.flags)}
+               for s in eng.skills() if s.flags]
+    accepted = frozenset(skill_holds(engine, ctx, flagged))
+    eng.accepted = lambda skill: hold_key(skill) in accepted
+    return eng, [{**f, "state": "accepted" if f["key"] in accepted else "held"} for f in flagged]
+
+
 def skill_holds(engine: Engine, ctx: Context, flagged: list[dict[str, Any]]) -> set[str]:
     """The review queue's side of held skills. ``flagged``: ``{key, path, name, flags}`` for each skill file that
     reads like a prompt injection, ``key`` naming the file and its content (an edit is a new key). Adds a

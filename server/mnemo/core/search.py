@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mnemo.core.index import exact_scores
+from mnemo.core.indexes.dense import exact_scores
 from mnemo.core.models import Context, Memory
 from mnemo.core.store import Store
+from mnemo.core.store.codec import partition_for
 from mnemo.core.store.schema import VISIBILITY_COLUMNS
 
 if TYPE_CHECKING:
@@ -61,9 +62,9 @@ def scope_parts(ctx: Context, scope: str) -> list[str]:
     """The store partitions a read scope covers (team lives on the team server)."""
     parts = []
     if scope in ("project", "hybrid"):
-        parts.append(f"p-{ctx.project_id}")
+        parts.append(partition_for("project", ctx.project_id))
     if scope in ("global", "hybrid"):
-        parts.append("g")
+        parts.append(partition_for("global", ctx.project_id))
     return parts
 
 
@@ -106,7 +107,7 @@ def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequen
     """Cosines of `qvec` in the given partitions: with `ids`, exactly, for those items only; otherwise the top `k`
     of each partition, plus every item changed after what the answering index reflects (scored exactly from
     SQLite, so nothing acknowledged is ever unfindable). The answering index: the persisted vector file
-    (core/vector_file.py, exact) when its partitions are small enough for an exact product to beat the ANN index
+    (core/indexes/vector_file.py, exact) when its partitions are small enough for an exact product to beat the ANN index
     (`EXACT_ROWS`) or while the ANN index is not ready; else chroma's ANN index. When chroma fails it is marked
     broken and rebuilt in the background; without either, the stored vectors are scanned. Store errors
     propagate."""
@@ -145,7 +146,7 @@ def nearest_memories(engine: Engine, ctx: Context, vec, k: int = 10) -> list[tup
     """Visible memories nearest to `vec` (project partition + global), with exact cosines. A write's check: its
     cost must not grow with the store, so the visibility of the candidates is read from their few columns and only
     the `k` kept are loaded whole; the ANN index's cosines (not the exact scans') are recomputed exactly."""
-    parts = [f"p-{ctx.project_id}", "g"]
+    parts = scope_parts(ctx, "hybrid")
     hits = dense_search(engine, parts, vec, max(20, k * 4))
     ids = [i for i, _ in sorted(hits.scores.items(), key=lambda kv: -kv[1]) if not i.startswith("blk-")][: k * 4]
     if not ids:

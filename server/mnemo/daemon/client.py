@@ -22,13 +22,13 @@ from typing import Any
 
 from mnemo import PROTOCOL_VERSION, __version__
 from mnemo.api import SERVICE_METHODS, call_arguments
+from mnemo.core import environment
 from mnemo.core.errors import DaemonError, MnemoError, StoreLocked, VersionMismatch, error_from_dict
 from mnemo.daemon.paths import failure_path, log_path, socket_path
 
 log = logging.getLogger("mnemo.client")
-REQUEST_SHAPED_ENV = ("MNEMO_PROJECT_ROOT", "MNEMO_PROJECT_ID", "MNEMO_PROJECT_NAME", "MNEMO_DEFAULT_BRANCH",
-                      "MNEMO_USER", "MNEMO_WRITE_POLICY", "MNEMO_ON_CONFLICT", "MNEMO_SECRETS")
-START_TIMEOUT = float(os.environ.get("MNEMO_START_TIMEOUT", "30"))
+REQUEST_SHAPED_ENV = environment.names("request")
+START_TIMEOUT = environment.number("MNEMO_START_TIMEOUT")
 
 
 def spawn_owner(home: Path, warm: str | None = None) -> subprocess.Popen:
@@ -120,7 +120,7 @@ class DaemonService:
     def _check_settings(self) -> None:
         """Say (once per connection) which store-wide settings of this process's environment the running owner does
         not apply: a client's environment cannot reach an owner it did not start."""
-        from mnemo.core.config import mismatches
+        from mnemo.core.store_settings import mismatches
 
         self.warnings = mismatches(self.owner)
         for msg in self.warnings:

@@ -1,6 +1,6 @@
 """`mnemo doctor` around the owner process: the model, the store directory, the owner (running? it then runs the
-store checks of core/doctor.py on its open store), the settings it applies, and `--repair` (stop the owner, hold
-its lock, rebuild a damaged store: core/repair.py)."""
+store checks of core/recovery/doctor.py on its open store), the settings it applies, and `--repair` (stop the owner, hold
+its lock, rebuild a damaged store: core/recovery/repair.py)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mnemo.core import backup, repair
-from mnemo.core.config import settings_check
-from mnemo.core.doctor import backup_check, check
-from mnemo.core.embeddings import model_status
+from mnemo.core.embedding.embedder import model_status
 from mnemo.core.engine import OwnerLock
 from mnemo.core.errors import MnemoError, StoreLocked
 from mnemo.core.identity import detect_context
+from mnemo.core.recovery import backup, repair
+from mnemo.core.recovery.doctor import backup_check, check
 from mnemo.core.store import repair_hint
+from mnemo.core.store_settings import settings_check
 from mnemo.daemon.client import DaemonService, owner_status
 from mnemo.daemon.paths import socket_path
 from mnemo.daemon.server import probe
@@ -36,7 +36,7 @@ def doctor_report(home: Path, project_root: Path | None = None, do_repair: bool 
 
 def repair_store(home: Path) -> dict[str, Any]:
     """Stop the owner, hold its lock, check the store; when it is damaged, rebuild it from every readable row and
-    the newest good backup (core/repair.py)."""
+    the newest good backup (core/recovery/repair.py)."""
     lock = _stop_owner_and_lock(home)
     if isinstance(lock, dict):
         return lock
@@ -84,7 +84,7 @@ def _model_check() -> dict[str, Any]:
     ms = model_status()
     ok = bool(ms.get("available", ms.get("ok", True)))
     return check("model", "ok" if ok else "fail", ", ".join(f"{k}={v}" for k, v in ms.items()),
-                 None if ok else "run `python -m mnemo.core.embeddings --prepare`")
+                 None if ok else "run `python -m mnemo.core.embedding.embedder --prepare`")
 
 
 def _home_checks(home: Path) -> list[dict[str, Any]]:

@@ -6,7 +6,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from mnemo.core.config import default_home as config_default_home
+from mnemo.core.store_settings import default_home as config_default_home
 
 _MAX_SUN_PATH = 100
 
@@ -33,6 +33,6 @@ def failure_path(home: Path) -> Path:
 
 
 def default_home() -> Path:
-    """The store directory when none is given: $MNEMO_HOME, else ~/.mnemo (the rule is core/config.py's, which
+    """The store directory when none is given: $MNEMO_HOME, else ~/.mnemo (the rule is core/store_settings.py's, which
     core code uses when a home is not passed to it)."""
     return config_default_home()

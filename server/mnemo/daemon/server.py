@@ -203,7 +203,7 @@ class OwnerServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     def idle_timeout(self) -> float:
         if self.fixed_idle_timeout is not None:
             return self.fixed_idle_timeout
-        from mnemo.core import config
+        from mnemo.core import store_settings as config
 
         return float(config.value("idle_timeout", self.home))  # `mnemo config set idle_timeout` applies live
 
@@ -293,7 +293,7 @@ def run_owner(home: Path, idle_timeout: float | None = None, embedder=None, warm
     if warm is not None:  # (an owner a hook started; the others load what they need on first use)
         server.warming = True  # from the first hello: the hook that started this owner waits for its block
         threading.Thread(target=_warm, args=(server, warm), name="mnemo-warm", daemon=True).start()
-    from mnemo.core.backup import backup_loop  # rolling daily backups of mnemo.db (SPEC §7 Recovery)
+    from mnemo.core.recovery.backup import backup_loop  # rolling daily backups of mnemo.db (SPEC §7 Recovery)
 
     threading.Thread(target=backup_loop, args=(home, server._stopping), name="mnemo-backup", daemon=True).start()
     try:

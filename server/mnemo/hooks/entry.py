@@ -30,6 +30,8 @@ import os
 import sys
 import time
 
+from mnemo.core import environment
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing `typing` costs a hook's start-up more than it is worth
     from typing import Any
@@ -58,7 +60,7 @@ def say(line: str) -> None:
 
 
 def _env_number(name: str, default: float, lo: float, hi: float, integer: bool = False) -> float:
-    raw = os.environ.get(name, "").strip()
+    raw = environment.text(name).strip()
     if not raw:
         return default
     try:
@@ -72,7 +74,7 @@ def _env_number(name: str, default: float, lo: float, hi: float, integer: bool =
 
 
 def settings() -> dict[str, Any]:
-    learn = (os.environ.get("MNEMO_LEARN_CORRECTIONS") or "confirm").strip().lower()
+    learn = (environment.raw("MNEMO_LEARN_CORRECTIONS") or "confirm").strip().lower()
     if learn not in ("off", "confirm", "auto"):
         raise Refused(f"MNEMO_LEARN_CORRECTIONS={learn!r} is not off, confirm or auto; nothing was injected")
     return {"budget": int(_env_number("MNEMO_CONTEXT_BUDGET", 2000, 100, 20000, integer=True)),
@@ -94,7 +96,7 @@ def read_input(stream=None) -> dict[str, Any]:
 
 
 def home() -> str:
-    return os.environ.get("MNEMO_HOME") or os.path.join(os.path.expanduser("~"), ".mnemo")
+    return environment.raw("MNEMO_HOME") or os.path.join(os.path.expanduser("~"), ".mnemo")
 
 
 def workspace(data: dict[str, Any]) -> dict[str, Any]:
@@ -337,7 +339,7 @@ def run(argv: list[str], started: float) -> int:
     if event not in EVENTS:
         say(f"unknown hook event {event!r}; use one of {', '.join(EVENTS)}")
         return 0
-    if (os.environ.get("MNEMO_HOOKS") or "").strip().lower() in ("off", "0", "false", "no"):
+    if (environment.raw("MNEMO_HOOKS") or "").strip().lower() in ("off", "0", "false", "no"):
         return 0
     from mnemo.hooks import wire
 

@@ -14,6 +14,8 @@ import hashlib
 import os
 import re
 
+from mnemo.core import environment
+
 _MAX_SUN_PATH = 100
 REQUEST_ENV = {"write_policy": "MNEMO_WRITE_POLICY", "on_conflict": "MNEMO_ON_CONFLICT", "secrets": "MNEMO_SECRETS"}
 
@@ -104,7 +106,7 @@ def branch(root: str) -> str | None:
 
 
 def default_branch(root: str, current: str | None) -> str | None:
-    env = os.environ.get("MNEMO_DEFAULT_BRANCH")
+    env = environment.raw("MNEMO_DEFAULT_BRANCH")
     if env:
         return env
     gd = git_dir(root)
@@ -122,7 +124,7 @@ def default_branch(root: str, current: str | None) -> str | None:
 
 
 def user() -> str:
-    env = os.environ.get("MNEMO_USER")
+    env = environment.raw("MNEMO_USER")
     if env:
         return env
     for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
@@ -138,7 +140,7 @@ def user() -> str:
 
 def context(start: str | None) -> dict:
     """What `detect_context(start).to_dict()` returns."""
-    env_root = os.environ.get("MNEMO_PROJECT_ROOT")
+    env_root = environment.raw("MNEMO_PROJECT_ROOT")
     base = os.path.realpath(env_root or start or os.getcwd())
     root = find_git_root(base) or base
     origin = origin_url(root)
@@ -149,12 +151,12 @@ def context(start: str | None) -> dict:
     else:
         pid = "path-" + hashlib.sha256(root.encode()).hexdigest()[:16]
         name = os.path.basename(root) or "root"
-    pid = os.environ.get("MNEMO_PROJECT_ID") or pid
-    name = os.environ.get("MNEMO_PROJECT_NAME") or name
+    pid = environment.raw("MNEMO_PROJECT_ID") or pid
+    name = environment.raw("MNEMO_PROJECT_NAME") or name
     br = branch(root)
     default = default_branch(root, br)
     if br is None:
         br = default = None
-    settings = {k: (os.environ.get(v) or "").strip().lower() or None for k, v in REQUEST_ENV.items()}
+    settings = {k: (environment.raw(v) or "").strip().lower() or None for k, v in REQUEST_ENV.items()}
     return {"project_id": pid, "project_name": name, "root": root, "branch": br, "default_branch": default,
             "user": user(), "origin": origin, **settings}

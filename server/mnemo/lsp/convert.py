@@ -11,7 +11,7 @@ import math
 import re
 import time
 import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from lsprotocol import types as t
@@ -80,11 +80,6 @@ def want(params: Mapping[str, Any], key: str, typ: type | tuple[type, ...], meth
 
 def snake(key: str) -> str:
     return re.sub(r"(?<=[a-z0-9])([A-Z])", lambda m: "_" + m.group(1).lower(), key)
-
-
-def snake_kwargs(params: Mapping[str, Any], drop: Iterable[str] = ("uri",)) -> dict[str, Any]:
-    skip = set(drop)
-    return {snake(k): v for k, v in params.items() if k not in skip}
 
 
 # -- errors ------------------------------------------------------------------------------------------------------
@@ -163,7 +158,7 @@ def flag_warning(card: Mapping[str, Any]) -> str | None:
     flags = card.get("flags")
     if not flags:
         return None
-    from mnemo.core.safety import flag_warning as warning  # lazy for start-up speed (~185 ms)
+    from mnemo.core.safety.screen import flag_warning as warning  # lazy for start-up speed (~185 ms)
 
     return warning(flags)
 

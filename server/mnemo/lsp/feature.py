@@ -22,10 +22,10 @@ if TYPE_CHECKING:
 
     from lsprotocol import types as t
 
-    from mnemo.core import code_context as cc
+    from mnemo.core.files import code_symbols as cc
+    from mnemo.editor_settings import Settings
     from mnemo.lsp.editor import EditorContext
     from mnemo.lsp.owner import OwnerLink
-    from mnemo.settings import Settings
 
 Handler = Callable[[dict], Awaitable[Any]]
 

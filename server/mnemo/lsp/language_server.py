@@ -27,7 +27,9 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from mnemo import __version__
+from mnemo.core import environment
 from mnemo.core.errors import MnemoError
+from mnemo.editor_settings import Settings, describe_problems, parse_settings
 from mnemo.lsp import capabilities, convert
 from mnemo.lsp.editor import EditorContext
 from mnemo.lsp.feature import LanguageFeature
@@ -35,7 +37,6 @@ from mnemo.lsp.features.documents import DocumentsFeature
 from mnemo.lsp.jsonrpc import MnemoProtocol, converter_factory
 from mnemo.lsp.logs import rss_mb
 from mnemo.lsp.owner import READY, STARTING, UNAVAILABLE, OwnerLink, Unavailable, resolve_home
-from mnemo.settings import Settings, describe_problems, parse_settings
 
 log = logging.getLogger("mnemo.lsp")
 
@@ -62,7 +63,7 @@ class MnemoLanguageServer(LanguageServer):
         self._last_state: dict[str, Any] = {}
         self.active_uri: str | None = None
         self.started_at = time.monotonic()
-        self.test_delay_s = float(os.environ.get("MNEMO_LSP_TEST_DELAY_MS", "0") or 0) / 1000.0
+        self.test_delay_s = environment.number("MNEMO_LSP_TEST_DELAY_MS") / 1000.0
         # the pre-handshake's report (preinit.py): did it answer `initialize`, did pygls agree
         self.preinit: dict[str, Any] = {"answered": False}
         self.documents = DocumentsFeature(self)  # a feature too: `create_server` registers it first

@@ -16,7 +16,7 @@ Anything else as the first message (not `initialize`, malformed, a shape pygls m
 before. `MNEMO_LSP_PREINIT=0` turns the pre-handshake off. stdout carries nothing but protocol frames: `print`
 goes to stderr from the first line on.
 
-This module must not import what the import thread imports (pygls, lsprotocol, logging, asyncio, mnemo.settings
+This module must not import what the import thread imports (pygls, lsprotocol, logging, asyncio, mnemo.editor_settings
 ...): the main thread would wait for that thread's import lock.
 """
 
@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 
+from mnemo.core import environment
 from mnemo.lsp import capabilities
 from mnemo.lsp.stdio import ResyncingStdin
 
@@ -36,7 +37,7 @@ HEADER = b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; chars
 
 
 def enabled() -> bool:
-    return os.environ.get("MNEMO_LSP_PREINIT", "1").strip().lower() not in ("0", "false", "no", "off")
+    return environment.text("MNEMO_LSP_PREINIT").strip().lower() not in ("0", "false", "no", "off")
 
 
 class _Loader(threading.Thread):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+from mnemo.core import environment
 
 
 class ResyncingStdin:
@@ -20,7 +20,7 @@ class ResyncingStdin:
 
     def __init__(self, raw, max_message: int | None = None):
         self.raw = raw
-        self.max_message = max_message or int(os.environ.get("MNEMO_LSP_MAX_MESSAGE_BYTES", str(64 * 1024 * 1024)))
+        self.max_message = max_message or environment.integer("MNEMO_LSP_MAX_MESSAGE_BYTES")
         self._out = b""
 
     def _next_frame(self) -> bytes:

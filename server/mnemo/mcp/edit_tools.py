@@ -1,16 +1,14 @@
 """The MCP tools of issue 15 part A: `update` (edit a memory, the previous version kept) and `list_memories`
 (the memories this repository sees, with the filters `recall` takes and a word search). Thin, like tools.py."""
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
+from mnemo.core.models import MemoryType, SourceName, StatusName
 from mnemo.mcp.format import _when, format_status, quote, warning_line
 
-TypeName = Literal["project", "reference", "user", "feedback"]
-Source = Literal["agent", "user", "import", "docs"]
-Status = Literal["active", "pending", "rejected"]
 TAGS = "only memories carrying every one of these tags"
 SINCE = "last written at or after: a date (2026-11-30), a date-time, a time ago (12h, 7d, 2w) or epoch seconds"
 UNTIL = "last written at or before (same forms as since)"
@@ -26,7 +24,7 @@ def add_edit_tools(server: MCPServer, backend, workspace, READ, WRITE) -> None: 
         text: Annotated[str | None, Field(description="the corrected text (self-contained, like remember)")] = None,
         reason: Annotated[str | None, Field(description="why it changed (kept in the memory's history)")] = None,
         kind: Annotated[str | None, Field(description="decision | lesson | pattern | handoff | fact")] = None,
-        type: Annotated[TypeName | None, Field(description="project/reference/user/feedback")] = None,
+        type: Annotated[MemoryType | None, Field(description="project/reference/user/feedback")] = None,
         tags: Annotated[list[str] | None, Field(description="the memory's tags (replaces them)")] = None,
         importance: Annotated[float | None, Field(ge=0.0, le=1.0, description="0..1")] = None,
     ) -> str:
@@ -44,7 +42,7 @@ def add_edit_tools(server: MCPServer, backend, workspace, READ, WRITE) -> None: 
         mcp_ctx: Context,
         search: Annotated[str | None, Field(description="only memories whose text, kind or tags hold every word")
                           ] = None,
-        type: Annotated[TypeName | None, Field(description="only this type")] = None,
+        type: Annotated[MemoryType | None, Field(description="only this type")] = None,
         kind: Annotated[str | None, Field(description="only this kind (decision, lesson, ...)")] = None,
         branch: Annotated[str | None, Field(description="only memories written on this branch (or "
                                                          "branch-independent)")] = None,
@@ -52,8 +50,8 @@ def add_edit_tools(server: MCPServer, backend, workspace, READ, WRITE) -> None: 
         since: Annotated[str | None, Field(description=SINCE)] = None,
         until: Annotated[str | None, Field(description=UNTIL)] = None,
         author: Annotated[str | None, Field(description="only memories written by this user")] = None,
-        source: Annotated[Source | None, Field(description="only memories from this source")] = None,
-        status: Annotated[Status, Field(description="active (default), pending (waiting in Review) or rejected")
+        source: Annotated[SourceName | None, Field(description="only memories from this source")] = None,
+        status: Annotated[StatusName, Field(description="active (default), pending (waiting in Review) or rejected")
                           ] = "active",
         limit: Annotated[int, Field(ge=1, le=100, description="how many (default 20), newest first")] = 20,
     ) -> str:

@@ -30,7 +30,7 @@ def warning_line(flags: list[str] | None) -> str:
     """A flagged note's warning, on its own line before its quoted text ("" when it has none)."""
     if not flags:
         return ""
-    from mnemo.core.safety import flag_warning
+    from mnemo.core.safety.screen import flag_warning
 
     w = flag_warning(flags)
     return f"{w}\n" if w else ""

@@ -24,6 +24,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from mnemo import __version__
+from mnemo.core import environment
 from mnemo.core.errors import MnemoError
 from mnemo.mcp.stdio import run_stdio
 from mnemo.mcp.tools import add_tools
@@ -86,8 +87,8 @@ class Workspace:
         return None
 
     async def root(self, mcp_ctx: Context | None) -> Path:
-        if os.environ.get("MNEMO_PROJECT_ROOT"):
-            return Path(os.environ["MNEMO_PROJECT_ROOT"])
+        if env_root := environment.raw("MNEMO_PROJECT_ROOT"):
+            return Path(env_root)
         if self.explicit is not None:
             return self.explicit
         if mcp_ctx is not None and not self._roots_known:
@@ -266,7 +267,7 @@ def _setup_logging() -> None:
     handler.setFormatter(logging.Formatter("mnemo-mcp %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(os.environ.get("MNEMO_LOG_LEVEL", "WARNING").upper())
+    root.setLevel(environment.text("MNEMO_LOG_LEVEL").upper())
 
 
 def main(home: Path | None = None, project_root: Path | None = None) -> int:

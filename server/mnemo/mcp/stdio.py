@@ -10,6 +10,8 @@ from typing import Any
 import anyio
 from mcp.server.mcpserver import MCPServer
 
+from mnemo.core import environment
+
 log = logging.getLogger("mnemo.mcp")
 
 
@@ -87,7 +89,7 @@ class _GuardedStdin:
     def __init__(self, raw, out: _WireWriter):
         self.raw = raw
         self.out = out
-        self.max_line = int(os.environ.get("MNEMO_MCP_MAX_MESSAGE_BYTES", str(32 * 1024 * 1024)))
+        self.max_line = environment.integer("MNEMO_MCP_MAX_MESSAGE_BYTES")
 
     def readline(self) -> str:
         while True:

@@ -11,6 +11,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
+from mnemo.core.models import MemoryType, SourceName, StatusName
 from mnemo.mcp.edit_tools import add_edit_tools
 from mnemo.mcp.format import (
     format_activation,
@@ -32,7 +33,7 @@ class BatchNoteIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     text: Annotated[str, Field(description="one short, self-contained fact, decision, lesson or hand-off")]
     kind: Annotated[str, Field(description="decision | lesson | pattern | handoff | fact (free-form)")] = "fact"
-    type: Literal["project", "reference", "user", "feedback"] = "project"
+    type: MemoryType = "project"
     tags: list[str] | None = None
     importance: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
 
@@ -54,7 +55,7 @@ def _memory_tools(server: MCPServer, backend, workspace) -> None:
                                                "written so it makes sense months later without this chat.")],
         mcp_ctx: Context,
         kind: Annotated[str, Field(description="decision | lesson | pattern | handoff | fact (free-form)")] = "fact",
-        type: Annotated[Literal["project", "reference", "user", "feedback"],
+        type: Annotated[MemoryType,
                         Field(description="project/reference: about the code (branch-scoped); user/feedback: "
                                           "about the person (hold on every branch)")] = "project",
         tags: Annotated[list[str] | None, Field(description="a few topic words")] = None,
@@ -99,7 +100,7 @@ def _memory_tools(server: MCPServer, backend, workspace) -> None:
             ge=0, le=1, description="hide hits below this confidence (default 0.15, the store's "
                                     "MNEMO_MIN_CONFIDENCE; with a filter below: 0, every match with its "
                                     "confidence; 0 shows every hit)")] = None,
-        types: Annotated[list[Literal["project", "reference", "user", "feedback"]] | None,
+        types: Annotated[list[MemoryType] | None,
                          Field(description="only memories of these types")] = None,
         kind: Annotated[str | None, Field(description="only this kind (decision, lesson, ...)")] = None,
         branch: Annotated[str | None, Field(description="only memories of this branch (or branch-free)")] = None,
@@ -109,9 +110,9 @@ def _memory_tools(server: MCPServer, backend, workspace) -> None:
                          ] = None,
         until: Annotated[str | None, Field(description="last written at or before (same forms)")] = None,
         author: Annotated[str | None, Field(description="only memories written by this user")] = None,
-        source: Annotated[Literal["agent", "user", "import", "docs"] | None,
+        source: Annotated[SourceName | None,
                           Field(description="only memories from this source")] = None,
-        status: Annotated[Literal["active", "pending", "rejected"] | None,
+        status: Annotated[StatusName | None,
                           Field(description="only this status (default: active)")] = None,
     ) -> str:
         """Search this repository's memory (earlier decisions, lessons, conventions, hand-offs) and its indexed

@@ -5,7 +5,7 @@
  * Most results are the owner's, passed through by the language server. Tags tie them to the one declaration of the
  * service API (`server/mnemo/api/`), and tests/unit/test_protocol_ts.py checks them:
  * - `@owner T` (or `@owner T|U`): every field here is a key of the TypedDict `T` (or of one of them) of
- *   `mnemo/api/records.py` or `results.py` (the diff shapes in format.ts are tagged too);
+ *   `mnemo/core/api_types/records.py` or `results.py` (the diff shapes in format.ts are tagged too);
  * - `@call <request or command> <service method>`: on a `...Params` interface, the params the extension sends; each
  *   field, camelCase -> snake_case (or renamed `tsName=py_name`), is a parameter of that service method;
  * - `@lsp a b`: fields the language server itself adds or reads (not the owner's).

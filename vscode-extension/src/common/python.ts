@@ -25,7 +25,7 @@ export interface InterpreterEnvironment {
   readonly userHome: string;
 }
 
-/** The setting that names the interpreter (package.json; mirrored in mnemo.settings as `python_path`). */
+/** The setting that names the interpreter (package.json; mirrored in mnemo.editor_settings as `python_path`). */
 export const PYTHON_PATH_SETTING = "mnemo.pythonPath";
 
 /** The interpreter used when neither the setting nor the Python extension names one. */

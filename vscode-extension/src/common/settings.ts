@@ -1,7 +1,7 @@
 /**
  * The settings the extension itself reads (which Python, which store, tracing), parsed once into a frozen object.
  *
- * package.json `contributes.configuration` is the one source of every `mnemo.*` setting; `mnemo.settings` in
+ * package.json `contributes.configuration` is the one source of every `mnemo.*` setting; `mnemo.editor_settings` in
  * Python mirrors it (tests/unit/test_settings_sync.py) and the language server reads the rest itself through
  * `workspace/configuration`. Pure: the configuration is injected (a `vscode.WorkspaceConfiguration` fits).
  */

@@ -134,12 +134,12 @@ const SCOPE_ORDER = ["project", "global", "team"];
 
 const SUSPICIOUS_FLAGS = ["hidden_text", "bidi_control"];
 
-/** The flags the sidebar warns about, whoever wrote the note (mnemo.core.safety.warning_flags). */
+/** The flags the sidebar warns about, whoever wrote the note (mnemo.core.safety.screen.warning_flags). */
 export function warningFlags(memory: Pick<Memory, "flags">): string[] {
   return (memory.flags ?? []).filter((flag) => flag.startsWith("injection:") || SUSPICIOUS_FLAGS.includes(flag));
 }
 
-/** The warning shown for a flagged note (mnemo.core.safety.flag_warning says the same), or undefined. */
+/** The warning shown for a flagged note (mnemo.core.safety.screen.flag_warning says the same), or undefined. */
 export function flagWarning(memory: Pick<Memory, "flags">): string | undefined {
   const shown = warningFlags(memory);
   if (!shown.length) {

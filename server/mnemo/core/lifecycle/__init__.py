@@ -3,7 +3,7 @@
 Every multi-record change runs inside ONE `store.write()` transaction (BEGIN IMMEDIATE), so a crash leaves the
 store as before or as after; every change to a memory's visibility or vector goes through the store helpers that
 log to the change log (`update_memory(reindex=True)`, `insert_memory`, `delete_item`, `set_vector`), so the dense
-index follows. The checks on write (dedup, conflicts, overrides) are core/write.py and core/neighbours.py; the
+index follows. The checks on write (dedup, conflicts, overrides) are core/memory/write.py and core/memory/neighbours.py; the
 review queue is core/review.py.
 """
 

@@ -4,7 +4,7 @@ is back.
 
 Checked when read (`freshen`): every surface that shows memories (recall cards, `mnemo context`, the hooks, the
 hover, MCP) checks the anchors of the few memories it is about to show against the working tree: the files they
-are anchored into are parsed (tree-sitter, `core/code_context.py`; cached by size and modification time) and the
+are anchored into are parsed (tree-sitter, `core/files/code_symbols.py`; cached by size and modification time) and the
 anchored symbols' hashes compared. Only a change of state writes (`check_anchors`: the review item is filed once,
 the first time a read sees the change, and closed when the code is back); a read of an unchanged file writes
 nothing. `check_files` is the same check for whole files (`mnemo anchors check`, the session-end hook).
@@ -19,11 +19,12 @@ import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from mnemo.core import code_context, safety
 from mnemo.core.cards import summarize
 from mnemo.core.errors import InvalidInput
-from mnemo.core.memories import get
+from mnemo.core.files import code_symbols as code_context
+from mnemo.core.memory.manage import get
 from mnemo.core.models import Context, Memory
+from mnemo.core.safety import screen as safety
 from mnemo.core.search import Light, memory_visible
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """Compaction: near-duplicates merged into the strongest one (their confirmations summed), verbose notes replaced
 by an extractive summary (the original stays in history), tiers re-chosen; every move reported with its reason.
 A pair a person decided to keep apart is never merged, and two close notes that state different facts
-("PostgreSQL 14" / "PostgreSQL 16") are not the same claim (core/relation.py)."""
+("PostgreSQL 14" / "PostgreSQL 16") are not the same claim (core/relation/compare.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from mnemo.core import relation
 from mnemo.core.cards import key_points, summarize
 from mnemo.core.lifecycle.decay import retier, tier_counts
 from mnemo.core.models import Context, Memory
 from mnemo.core.policy import Settings, settings
+from mnemo.core.relation import compare as relation
 from mnemo.core.text import content_hash
 
 if TYPE_CHECKING:

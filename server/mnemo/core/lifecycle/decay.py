@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from mnemo.core.cards import summarize
-from mnemo.core.memories import get
+from mnemo.core.memory.manage import get
 from mnemo.core.models import Context, Memory, with_event
 from mnemo.core.policy import parse_now, settings
 from mnemo.core.search import memory_visible

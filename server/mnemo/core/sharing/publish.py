@@ -1,5 +1,5 @@
 """Publish the memories a project reviewed into the rule files agents already read, and read a person's edits of
-them back (format: core/publish_format.py).
+them back (format: core/files/agent_rules.py).
 
 What is published: this project's active memories meant for agents (types feedback and project; kinds decision,
 pattern, lesson, and facts of type feedback) that a person wrote, accepted in Review or confirmed; never pending,
@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mnemo.core import publish_format as fmt
 from mnemo.core.errors import InvalidInput, MnemoError
+from mnemo.core.files import agent_rules as fmt
 from mnemo.core.models import Context, Memory
+from mnemo.core.safety.secrets import find_secrets, redact_secrets
 from mnemo.core.search import memory_visible
-from mnemo.core.secret_scan import find_secrets, redact_secrets
 from mnemo.core.text import estimate_tokens, strip_controls
 
 if TYPE_CHECKING:
@@ -467,8 +467,8 @@ def _older_texts(engine: Engine, mem_id: str) -> set[str]:
 def apply_sync(engine: Engine, ctx: Context, plan: dict[str, list]) -> None:
     """Carry out `plan_sync`'s plan: `update` for an edit, a Review item for a removal, `remember` for a line."""
     from mnemo.core.edits import settle_rewritten
-    from mnemo.core.history import update
-    from mnemo.core.write import remember
+    from mnemo.core.memory.history import update
+    from mnemo.core.memory.write import remember
 
     for e in plan["edited"]:
         try:
@@ -660,7 +660,7 @@ def _check_file(root: Path, p: Planned) -> str | None:
         return f"read with {skill.glob_mode} globs, not {GLOB_MODES[p.target]}"
     for glob in want:
         sample = glob[:-3] + "/x.py" if glob.endswith("/**") else glob
-        if g.glob_match([glob], skill.glob_mode, sample, str(root / sample)) is None:
+        if g.matcher_for([glob], skill.glob_mode).match(sample, str(root / sample)) is None:
             return f"glob {glob!r} does not match {sample} with {p.target}'s semantics"
     return None
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from mnemo import __version__
 from mnemo.core.errors import InvalidInput, SnapshotError
 from mnemo.core.models import Context, Memory
-from mnemo.core.safety import injection_flags, is_suspicious
+from mnemo.core.safety.screen import injection_flags, is_suspicious
 from mnemo.core.sharing.branches import derived_id
 from mnemo.core.sharing.snapshot_file import (
     FORMAT_VERSION,

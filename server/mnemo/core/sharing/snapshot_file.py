@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mnemo.core.env import env_int
+from mnemo.core.environment import env_int
 from mnemo.core.errors import InvalidInput, NotFound, SnapshotError
 from mnemo.core.models import MEMORY_TYPES, SOURCES, STATUSES, STORED_SCOPES, TIERS, TRUST, Memory
 from mnemo.core.policy import MAX_TEXT_CHARS
-from mnemo.core.safety import clean_text, find_secrets
+from mnemo.core.safety.screen import clean_text, find_secrets
 from mnemo.core.store import blob_to_vec
 from mnemo.core.text import content_hash
 
@@ -40,15 +40,15 @@ NOT_CHANGED = "nothing was changed"
 
 
 def max_snapshot_bytes() -> int:
-    return env_int("MNEMO_SNAPSHOT_MAX_BYTES", 512 * 1024 * 1024)
+    return env_int("MNEMO_SNAPSHOT_MAX_BYTES")
 
 
 def max_records() -> int:
-    return env_int("MNEMO_SNAPSHOT_MAX_RECORDS", 500_000)
+    return env_int("MNEMO_SNAPSHOT_MAX_RECORDS")
 
 
 def max_record_bytes() -> int:
-    return env_int("MNEMO_SNAPSHOT_MAX_RECORD_BYTES", 512 * 1024)
+    return env_int("MNEMO_SNAPSHOT_MAX_RECORD_BYTES")
 
 
 def canonical(obj: Any) -> bytes:
@@ -74,7 +74,7 @@ _SECRET_HINT = re.compile(r"[A-Za-z0-9_\-+/=]{16,}|key|token|secret|passw|pwd|au
 
 
 def secret_kinds(text: str) -> list[str]:
-    """Kinds of secrets in `text` (core/safety.py), behind a cheap pre-filter: most notes are prose."""
+    """Kinds of secrets in `text` (core/safety/screen.py), behind a cheap pre-filter: most notes are prose."""
     if not _SECRET_HINT.search(text):
         return []
     return sorted({f.kind for f in find_secrets(text)})

@@ -161,7 +161,7 @@ class SkillEngine:
     @property
     def embedder(self):
         if self._embedder is None:
-            from ..embeddings import get_embedder
+            from mnemo.core.embedding.embedder import get_embedder
 
             self._embedder = get_embedder()
         return self._embedder
@@ -386,7 +386,7 @@ class SkillEngine:
         ids = {idx.skills[i].id for i in fchosen}
         return replace(ev, message=None), Xf, fp, fchosen, [m for m in misses if m["skill_id"] not in ids]
 
-    # -- vectors for the context block's sections (core/context.py) -------------------------------------------
+    # -- vectors for the context block's sections (core/agent/context_block.py) -------------------------------------------
     def message_vector(self, message: str) -> np.ndarray | None:
         """The request's embedding as activation computed it (cached), or None without a message."""
         message = (message or "").strip()[:MAX_MESSAGE_CHARS]

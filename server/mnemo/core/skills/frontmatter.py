@@ -8,14 +8,15 @@ author meant. Nothing here raises anything but :class:`FrontmatterError` (a refu
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 
 import yaml
 
-MAX_FRONTMATTER_BYTES = int(os.environ.get("MNEMO_MAX_FRONTMATTER_BYTES", str(64 * 1024)))
-MAX_YAML_NODES = int(os.environ.get("MNEMO_MAX_FRONTMATTER_NODES", "2000"))
+from mnemo.core import environment
+
+MAX_FRONTMATTER_BYTES = environment.integer("MNEMO_MAX_FRONTMATTER_BYTES")
+MAX_YAML_NODES = environment.integer("MNEMO_MAX_FRONTMATTER_NODES")
 MAX_YAML_DEPTH = 20
 _TOO_BIG = "frontmatter larger than {kib} KiB (a header is a few lines; raise MNEMO_MAX_FRONTMATTER_BYTES if you must)"
 

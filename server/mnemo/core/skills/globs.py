@@ -204,7 +204,3 @@ def matcher_for(patterns: Sequence[str], mode: str) -> GlobMatcher:
     """A shared compiled matcher (many rules carry the same pattern set, e.g. ``**/*.py``)."""
     with _lock:
         return _cached(tuple(patterns), mode)
-
-
-def glob_match(patterns: Sequence[str], mode: str, rel_path: str | None, abs_path: str | None) -> str | None:
-    return matcher_for(patterns, mode).match(rel_path, abs_path)

@@ -45,7 +45,7 @@ class Skill:
     content_hash: str = ""
     token_cost: int = 0  # estimated tokens of the body as injected
     warnings: tuple[str, ...] = ()
-    flags: tuple[str, ...] = ()  # reads like a prompt injection (core/safety.py): held until accepted in Review
+    flags: tuple[str, ...] = ()  # reads like a prompt injection (core/safety/screen.py): held until accepted in Review
     mtime: float = 0.0
     size: int = 0
     published: bool = False  # written by `mnemo publish`: activates, never injected (its memories are delivered)

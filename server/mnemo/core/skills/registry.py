@@ -8,6 +8,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
+
+from mnemo.core import environment
 
 from ..text import content_hash
 from .globs import MINIMATCH_DOT
@@ -45,13 +48,13 @@ _DOC_NAMES = {"readme.md", "license.md", "contributing.md", "changelog.md"}
 
 
 def default_user_dir() -> Path:
-    return Path(os.environ.get("MNEMO_USER_SKILLS", Path.home() / ".mnemo" / "skills"))
+    return Path(environment.raw("MNEMO_USER_SKILLS") or Path.home() / ".mnemo" / "skills")
 
 
 def builtin_skills_dir() -> Path | None:
     """The starter skills shipped with Mnemo: ``skills/`` at the repository root in a source checkout, else the
     copy a wheel carries as package data (``mnemo/starter_skills``, a symlink to ``skills/`` in the repository)."""
-    env = os.environ.get("MNEMO_BUILTIN_SKILLS")
+    env = environment.raw("MNEMO_BUILTIN_SKILLS")
     if env:
         return Path(env)
     here = Path(__file__).resolve()
@@ -191,7 +194,7 @@ def scope_to_subtree(skill: Skill, project_root: Path) -> Skill:
 def project_sources(root: Path) -> list[SkillSource]:
     """Every location read in a project (the table in docs/architecture.md, "Skills")."""
     r = root
-    b = dict(id_base=r, scope="project")
+    b: dict[str, Any] = {"id_base": r, "scope": "project"}
     return [
         SkillSource(r / ".mnemo" / "skills", FORMAT_MNEMO, rank=0, skip_docs=True, **b),
         SkillSource(r / "skills", FORMAT_MNEMO, rank=10, skip_docs=True, **b),

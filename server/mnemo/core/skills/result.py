@@ -205,7 +205,7 @@ def held_entry(s: Skill) -> dict:
                                             "accept it with `mnemo review` to activate it"}
 
 
-FILE_DECIDES = "the request chose no skill, so the file decides"   # an Activation's reason starts so (core/context.py)
+FILE_DECIDES = "the request chose no skill, so the file decides"   # an Activation's reason starts so (core/agent/context_block.py)
 
 
 def build_activation(idx: SkillIndex, ev: Evidence, X: np.ndarray, w: np.ndarray, p: np.ndarray, i: int,

@@ -11,8 +11,10 @@ import os
 import re
 from pathlib import Path
 
-from .. import publish_format
-from ..safety import injection_flags, strip_invisible
+from mnemo.core import environment
+from mnemo.core.files import agent_rules as publish_format
+from mnemo.core.safety.screen import injection_flags, strip_invisible
+
 from ..text import content_hash, estimate_tokens
 from . import globs as g
 from .frontmatter import Frontmatter, FrontmatterError, split_frontmatter
@@ -33,7 +35,7 @@ from .model import (
     Skill,
 )
 
-MAX_FILE_BYTES = int(os.environ.get("MNEMO_MAX_SKILL_BYTES", str(1024 * 1024)))
+MAX_FILE_BYTES = environment.integer("MNEMO_MAX_SKILL_BYTES")
 
 # Zero-width characters and bidi controls: stripped from skill text (skills are data, and these hide content).
 _INVISIBLE_RE = re.compile("[\u200b\u200c\u200d\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
@@ -161,14 +163,6 @@ def extract_triggers(description: str) -> list[str]:
         if phrase and len(phrase) >= 3:
             out.append(phrase[:300])
     return out
-
-
-def _first_heading(body: str) -> str:
-    for line in body.splitlines()[:40]:
-        s = line.strip()
-        if s.startswith("#"):
-            return s.lstrip("#").strip()
-    return ""
 
 
 def _strip_invisible(text: str) -> tuple[str, int]:
@@ -326,7 +320,7 @@ def _screen(text: str, warn) -> tuple[str, list[str]]:
     if inv_flags or n_invisible:
         what = " and hidden text in Unicode tag characters" if "hidden_text" in inv_flags else ""
         warn(f"invisible Unicode character(s) (zero-width / bidi controls{what}) removed")
-    # Skills are instructions by design; these patterns are what a poisoned one adds (core/safety.py).
+    # Skills are instructions by design; these patterns are what a poisoned one adds (core/safety/screen.py).
     flagged = injection_flags(text, hidden, kind="skill")
     if "hidden_text" in inv_flags:
         flagged.append("hidden_text")

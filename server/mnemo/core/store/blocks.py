@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-from mnemo.core.store.codec import block_fts_text, vec_to_blob
+from mnemo.core.store.codec import block_fts_text, partition_for, vec_to_blob
 from mnemo.core.store.memories import chunked, marks
 
 
@@ -36,7 +36,7 @@ class BlockTable:
         return {r["source_path"]: r["h"] for r in rows}
 
     def insert_block(self, conn: sqlite3.Connection, block: dict[str, Any], vec, model_id: str) -> None:
-        part = f"p-{block['project_id']}"
+        part = partition_for("project", block["project_id"])
         conn.execute(
             "INSERT OR REPLACE INTO blocks(id, project_id, source_path, ordinal, title, heading_path, text, start_line,"
             " end_line, file_hash, updated_at, part) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",

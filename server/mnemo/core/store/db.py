@@ -15,9 +15,9 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from mnemo.core.config import default_home
 from mnemo.core.errors import StoreCorrupt, StoreError, StoreNotWritable
 from mnemo.core.store.schema import SCHEMA, SCHEMA_VERSION, migrate
+from mnemo.core.store_settings import default_home
 
 
 def repair_command(db_path: Path) -> str:

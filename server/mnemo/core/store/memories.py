@@ -194,7 +194,7 @@ class MemoryTable:
 
     def learned_feedback(self, project_id: str, limit: int = 500) -> list[Memory]:
         """This project's corrections learned from prompts (kind `feedback`), active or pending, not superseded or
-        deprecated, newest first (core/corrections.py looks for the same one again among them)."""
+        deprecated, newest first (core/agent/corrections.py looks for the same one again among them)."""
         return self.query_memories("scope='project' AND project_id=? AND kind='feedback' AND status IN ('active',"
                                    " 'pending') AND deprecated=0 AND superseded_by IS NULL", (project_id,),
                                    limit=limit)

@@ -1,5 +1,5 @@
 """Reading a backup's tables and writing a rebuilt store: the SQL side of `mnemo doctor --repair`
-(core/repair.py decides which rows to keep; store/salvage.py reads the damaged file page by page)."""
+(core/recovery/repair.py decides which rows to keep; store/salvage.py reads the damaged file page by page)."""
 
 from __future__ import annotations
 

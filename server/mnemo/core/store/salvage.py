@@ -15,7 +15,7 @@ file itself (never through SQLite, never writing to it), following the file form
 - every cell is checked: pointers inside the page, record header and body lengths that add up exactly, valid
   UTF-8, overflow chains that stay inside the file. A cell that fails is counted, not guessed at.
 
-The caller (`core/repair.py`) decides which copy of a row to keep and rebuilds everything derived from them.
+The caller (`core/recovery/repair.py`) decides which copy of a row to keep and rebuilds everything derived from them.
 """
 
 from __future__ import annotations

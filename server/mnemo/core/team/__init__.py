@@ -1,3 +1,4 @@
-"""Team scope on a Chroma server. `settings.py`: where the server is (floor 0); `client.py`: the owner's
-connection, records, circuit breaker and outbox (a resource, held by the engine); `ops.py`: the operations
-(promotion, team hits for recall and for the checks on write, deprecation, recent notes, status)."""
+"""Team scope on a Chroma server: `address.py` (where the server is: the variables, else `<store>/team.json`),
+`client.py` (the owner's connection, records, circuit breaker and outbox, held by the engine), `ops.py` (the
+operations: promotion, team hits for recall and for the checks on write, deprecation, recent notes, status) and
+`server.py` (`mnemo team serve`: a Chroma server behind an authenticating nginx). One room on one floor."""

@@ -23,9 +23,9 @@ from typing import Any
 
 from mnemo.core.errors import MnemoError, NotFound, TeamUnavailable
 from mnemo.core.models import Context, Memory
-from mnemo.core.safety import injection_flags
+from mnemo.core.safety.screen import injection_flags
 from mnemo.core.store import Store
-from mnemo.core.team.settings import TeamSettings, connect_timeout, retry_interval
+from mnemo.core.team.address import TeamSettings, connect_timeout, retry_interval
 
 log = logging.getLogger("mnemo.team")
 

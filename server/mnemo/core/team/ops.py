@@ -9,13 +9,13 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from mnemo.core import relation
 from mnemo.core.errors import InvalidInput, MnemoError, NotFound, SecretDetected, TeamUnavailable
 from mnemo.core.models import Context, Memory
-from mnemo.core.safety import describe_findings, find_secrets
+from mnemo.core.relation import compare as relation
+from mnemo.core.safety.screen import describe_findings, find_secrets
 from mnemo.core.search import Candidate
+from mnemo.core.team.address import load_settings
 from mnemo.core.team.client import TeamHit, build_record, collection_name
-from mnemo.core.team.settings import load_settings
 
 if TYPE_CHECKING:
     from mnemo.core.engine import Engine
@@ -119,7 +119,7 @@ def team_neighbours(engine: Engine, ctx: Context, vec, k: int) -> list[tuple[Mem
 
 
 def drop_restated(engine: Engine, ctx: Context, visible: dict[str, Any]) -> None:
-    """Recall: a team hit that states what a visible local note states (the same claim, core/relation.py) is
+    """Recall: a team hit that states what a visible local note states (the same claim, core/relation/compare.py) is
     dropped for the more specific local note, as an identical one is (by content hash). Team records written
     before the local note (or while the server was away) never went through the check on write."""
     team_ids = [i for i, c in visible.items() if getattr(c, "scope", None) == "team" and c.memory is not None]

@@ -15,8 +15,8 @@ from typing import Any
 
 from lsprotocol import types as t
 
-from mnemo.core import code_context as cc
 from mnemo.core.errors import InvalidInput
+from mnemo.core.files import code_symbols as cc
 from mnemo.lsp import convert
 from mnemo.lsp.convert import want
 from mnemo.lsp.feature import LanguageFeature

@@ -18,7 +18,7 @@ from urllib.parse import unquote
 from lsprotocol import types as t
 from pygls.uris import to_fs_path
 
-from mnemo.core import code_context as cc
+from mnemo.core.files import code_symbols as cc
 from mnemo.lsp import convert
 from mnemo.lsp.feature import LanguageFeature, Server
 

@@ -18,8 +18,8 @@ import logging
 
 from lsprotocol import types as t
 
-from mnemo.core import code_context as cc
 from mnemo.core.errors import MnemoError
+from mnemo.core.files import code_symbols as cc
 from mnemo.lsp import convert
 from mnemo.lsp.feature import LanguageFeature, Server
 from mnemo.lsp.owner import UNAVAILABLE, Unavailable

@@ -10,10 +10,10 @@ import asyncio
 from typing import Any
 
 from mnemo.core.errors import InvalidInput
+from mnemo.editor_settings import to_dict
 from mnemo.lsp import convert
 from mnemo.lsp.convert import want
 from mnemo.lsp.feature import LanguageFeature, Server
-from mnemo.settings import to_dict
 
 OPTIONAL_METHODS = ("review_list", "review_resolve", "snapshot_export", "snapshot_diff", "snapshot_merge",
                     "branch_diff", "branch_merge", "branch_delete", "decay", "compact", "anchor", "check_anchors",
@@ -60,7 +60,7 @@ async def injection_preview(server: Server, p: dict) -> dict[str, Any]:
 
 
 def filter_params(p: dict, method: str, names: tuple[str, ...]) -> dict[str, Any]:
-    """The filter fields of a request (core/filters.py checks their values): `tags` a list of words, `since` /
+    """The filter fields of a request (core/memory/filters.py checks their values): `tags` a list of words, `since` /
     `until` a time (epoch seconds or text like `2026-11-30` or `7d`), the others a word."""
     out: dict[str, Any] = {}
     for name in names:

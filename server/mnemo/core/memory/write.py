@@ -1,0 +1,384 @@
+"""The write path of a memory (`remember`), each check once and in this order: the text and metadata are
+validated and cleaned (invisible characters stripped, instruction-like text flagged), secrets are refused or
+redacted, a flagged note from an agent becomes untrusted and pending, the same text in the same place is a
+confirmation, then the related memories on every level decide (core/memory/neighbours.py): the same claim confirms or
+refines, a contradiction conflicts (resolved by `on_conflict`) or overrides a more general memory. Every write is
+one `store.write()` transaction followed by the engine's commit hook."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from mnemo.core.errors import InvalidInput, MnemoError
+from mnemo.core.memory.neighbours import Found, relate
+from mnemo.core.models import (
+    BRANCH_INDEPENDENT_TYPES,
+    SOURCES,
+    Context,
+    Memory,
+    check_type,
+    check_write_scope,
+)
+from mnemo.core.policy import (
+    BATCH_CHUNK,
+    MAX_ANCHORS,
+    MAX_BATCH_ITEMS,
+    MAX_META_BYTES,
+    MAX_TEXT_CHARS,
+    check_on_conflict,
+)
+from mnemo.core.safety import screen as safety
+from mnemo.core.search import memory_visible
+from mnemo.core.text import content_hash
+
+if TYPE_CHECKING:
+    from mnemo.core.engine import Engine
+
+
+# -- checks ----------------------------------------------------------------------------------------------------
+def validate_text(text: Any) -> tuple[str, list[str]]:
+    """The text to store, cleaned (core/safety.clean_text), with its flags; refused when empty or too long."""
+    if not isinstance(text, str):
+        raise InvalidInput("memory text must be a string", hint="pass the note as text")
+    if len(text) > MAX_TEXT_CHARS:
+        raise InvalidInput(
+            f"memory text is {len(text):,} characters; the limit is {MAX_TEXT_CHARS:,}",
+            hint="keep memories short (a decision, a lesson); put long material in a Markdown doc and run"
+                 " `mnemo index`, or raise MNEMO_MAX_TEXT_CHARS")
+    text, flags = safety.clean_text(text)
+    if not text:
+        raise InvalidInput("memory text is empty", hint="say what should be remembered, e.g. "
+                           "`mnemo remember \"payments API requires idempotency keys\"`")
+    return text, flags
+
+
+def check_fields(type: str, scope: str, source: str, kind: Any, importance: Any) -> float:
+    """The memory's type, scope, source and kind are known values; returns the importance as a number in 0..1."""
+    check_type(type)
+    check_write_scope(scope)
+    if source not in SOURCES:
+        raise InvalidInput(f"unknown source {source!r}", hint=f"use one of: {', '.join(SOURCES)}")
+    if not isinstance(kind, str) or not kind.strip() or len(kind) > 64:
+        raise InvalidInput("kind must be a short word (1..64 characters)",
+                           hint="e.g. decision, lesson, pattern, handoff, fact")
+    try:
+        importance = float(importance)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput("importance must be a number between 0 and 1") from exc
+    if not 0.0 <= importance <= 1.0:
+        raise InvalidInput(f"importance {importance} is out of range", hint="use a value between 0 and 1")
+    return importance
+
+
+def check_meta(anchors: Any, provenance: Any) -> tuple[list[dict], dict]:
+    anchors = anchors or []
+    provenance = provenance or {}
+    if not isinstance(anchors, list) or not all(isinstance(a, dict) for a in anchors):
+        raise InvalidInput("anchors must be a list of objects", hint='e.g. [{"path": "src/app.py", "symbol": "f"}]')
+    if len(anchors) > MAX_ANCHORS:
+        raise InvalidInput(f"{len(anchors)} anchors; the limit is {MAX_ANCHORS}",
+                           hint="anchor the memory to the few places it is about, or raise MNEMO_MAX_ANCHORS")
+    if not isinstance(provenance, dict):
+        raise InvalidInput("provenance must be an object")
+    size = safety.json_size(anchors) + safety.json_size(provenance)
+    if size > MAX_META_BYTES:
+        raise InvalidInput(f"the memory's metadata (anchors, provenance) is {size:,} bytes; the limit is "
+                           f"{MAX_META_BYTES:,}", hint="keep metadata small, or raise MNEMO_MAX_META_BYTES")
+    return anchors, provenance
+
+
+def find_duplicate(engine: Engine, ctx: Context, h: str, branch: str | None) -> Memory | None:
+    """A memory of this project holding exactly this text where the new one would land: visible here (pending or
+    archived ones too), and for a branch-independent note a branch-independent one."""
+    for m in engine.store.same_content(h, ctx.project_id):
+        if memory_visible(m, ctx, include_cold=True, include_pending=True) and (branch is not None or m.branch is None):
+            return m
+    return None
+
+
+def _relative_anchor(ctx: Context, anchor: dict) -> dict:
+    """An anchor path inside the workspace is kept relative to its root, as `mnemo anchor` keeps it (an absolute one
+    was never matched to its file: never shown as the note on that file, never checked for a change)."""
+    path = anchor.get("path")
+    if not isinstance(path, str) or not ctx.root or not os.path.isabs(path):
+        return anchor
+    root, real = os.path.realpath(ctx.root), os.path.realpath(path)
+    if not real.startswith(root + os.sep):
+        return anchor
+    return {**anchor, "path": os.path.relpath(real, root).replace(os.sep, "/")}
+
+
+# -- remember --------------------------------------------------------------------------------------------------
+def draft(ctx: Context, text: str, *, type: str = "project", kind: str = "fact", scope: str = "project",
+          tags: list[str] | None = None, importance: float = 0.5, source: str = "user",
+          anchors: list[dict] | None = None, trust: str = "trusted", status: str = "active",
+          provenance: dict | None = None) -> tuple[Memory, list[str]]:
+    """The memory a `remember` would store, every check done once; returns it and the flags that make it
+    suspicious (instruction-like or hidden text: an agent's or an import's note then waits in Review)."""
+    text, flags = validate_text(text)
+    importance = check_fields(type, scope, source, kind, importance)
+    tags = [str(t)[:64] for t in (tags or [])][:32]
+    anchors, provenance = check_meta(anchors, provenance)
+    anchors = [_relative_anchor(ctx, a) for a in anchors]
+    # Secrets never reach the store (SPEC §7): blocked, or redacted with MNEMO_SECRETS=redact.
+    fields, redacted = safety.screen_secrets(
+        {"text": text, "kind": kind, "tags": tags, "anchors": anchors, "provenance": provenance}, "remember",
+        mode=ctx.secrets)  # the caller's MNEMO_SECRETS, carried by its Context
+    if redacted:
+        text, kind, tags = fields["text"], fields["kind"], fields["tags"]
+        anchors, provenance = fields["anchors"], fields["provenance"]
+        flags.append("secret_redacted")
+    suspicious = [f for f in flags if safety.is_suspicious([f])] if source != "user" else []
+    if suspicious:  # poisoning: untrusted, and waiting in Review; a person's own write lands, its flags shown
+        trust = "untrusted"
+        status = "pending" if status == "active" else status
+    now = time.time()
+    mem = Memory(
+        id="mem-" + uuid.uuid4().hex[:20], text=text, type=type, kind=kind.strip(), scope=scope,
+        project_id=ctx.project_id, project_name=ctx.project_name,
+        branch=None if type in BRANCH_INDEPENDENT_TYPES else ctx.branch, importance=importance, confirmations=1,
+        created_at=now, updated_at=now, last_accessed=now, access_count=0, content_hash=content_hash(text),
+        source=source, provenance=provenance or {}, anchors=anchors or [], tags=tags, trust=trust, status=status,
+        author=ctx.user, flags=flags, tier="warm")
+    return mem, suspicious
+
+
+def remember(engine: Engine, ctx: Context, text: str, *, type: str = "project", kind: str = "fact",
+             scope: str = "project", tags: list[str] | None = None, importance: float = 0.5, source: str = "user",
+             anchors: list[dict] | None = None, trust: str = "trusted", status: str = "active",
+             provenance: dict | None = None, vec=None, on_conflict: str | None = None) -> dict[str, Any]:
+    """Store a memory; returns `{"status", "memory", "message", "conflicts", "same_as"?}` with status created |
+    confirmed | conflict | pending | kept_existing. `vec`: its embedding when the caller has it already."""
+    # the caller's own resolution: an explicit argument, else its Context's (MNEMO_ON_CONFLICT of the client)
+    on_conflict = check_on_conflict(on_conflict if on_conflict is not None else ctx.on_conflict)
+    mem, suspicious = draft(ctx, text, type=type, kind=kind, scope=scope, tags=tags, importance=importance,
+                            source=source, anchors=anchors, trust=trust, status=status, provenance=provenance)
+    res = land(engine, ctx, mem, suspicious, on_conflict, vec)
+    engine.changed()
+    return res
+
+
+def land(engine: Engine, ctx: Context, mem: Memory, suspicious: list[str], on_conflict: str,
+         vec=None) -> dict[str, Any]:
+    """The checks against the store and the write of a drafted memory (`draft`): the same text in the same place
+    confirms; otherwise the related memories on every level decide. `vec`: the memory's embedding when the caller
+    has it (an import embeds its notes together); the caller calls `engine.changed()` after its commit."""
+    existing = find_duplicate(engine, ctx, mem.content_hash, mem.branch)
+    if existing is not None:  # the same fact again in the same place is a confirmation, not a copy
+        with engine.store.write() as c:
+            confirm(c, engine.store, existing.id, mem.importance, mem.created_at)
+        m = engine.store.get_memory(existing.id)
+        return {"status": "confirmed", "memory": m.to_dict(), "message": f"already known: confirmed {m.confirmations}x",
+                "conflicts": []}
+    if vec is None:
+        vec = engine.embed([mem.text])[0]
+    # The same claim on any level (a paraphrase, a refinement) confirms; a contradiction conflicts or overrides.
+    related = relate(engine, ctx, mem, vec)
+    found = [f for f in related if f.relation != "duplicate"]
+    same = [f for f in related if f.relation == "duplicate" and not (f.refines and mem.status == "pending")]
+    if same and not found:
+        return write_same_claim(engine, ctx, mem, vec, same[0])
+    if found or mem.status == "pending":
+        res = write_new(engine, ctx, mem, vec, found, on_conflict)
+        if suspicious:
+            res["message"] += (f" (untrusted: it reads like instructions to the agent or hides text: "
+                               f"{', '.join(suspicious)}; a person accepts or rejects it in Review)")
+        return res
+    with engine.store.write() as c:
+        engine.store.insert_memory(c, mem, vec, engine.model_id)
+    return {"status": "created" if mem.status == "active" else mem.status, "memory": mem.to_dict(),
+            "message": "remembered" if mem.status == "active" else "waiting in Review", "conflicts": []}
+
+
+# -- the three ways a new memory lands -------------------------------------------------------------------------
+def confirm(conn, store, mem_id: str, importance: float, now: float) -> None:
+    """The same fact stated again: one more confirmation, importance up a little, back from the archive."""
+    m = store.get_memory(mem_id)
+    store.update_memory(conn, mem_id, confirmations=m.confirmations + 1, updated_at=now, last_accessed=now,
+                        importance=min(1.0, max(m.importance, importance) + 0.05),
+                        reindex=m.tier == "cold", tier="warm" if m.tier == "cold" else m.tier)
+
+
+def write_same_claim(engine: Engine, ctx: Context, mem: Memory, vec, dup: Found) -> dict[str, Any]:
+    """The new memory says what `dup.memory` says. A paraphrase confirms it (a team record: nothing is stored); a
+    refinement at the same level replaces it (the old one stays in history, its confirmations carry over); a
+    refinement of a more general memory lands and is shown instead of it here (an accepted override)."""
+    store, old, now = engine.store, dup.memory, time.time()
+    same_as = {"id": old.id, "scope": old.scope, "similarity": round(dup.similarity, 4), "refines": dup.refines,
+               "reasons": dup.reasons}
+    base = {"same_as": same_as, "conflicts": []}
+    if not dup.refines and old.scope == "team":
+        return {**base, "status": "confirmed", "memory": old.to_dict(),
+                "message": f"already known to the team as {old.id} (the same claim, cosine {dup.similarity:.2f});"
+                           " not stored again"}
+    if not dup.refines:
+        with store.write() as c:
+            confirm(c, store, old.id, mem.importance, now)
+        m = store.get_memory(old.id)
+        return {**base, "status": "confirmed", "memory": m.to_dict(),
+                "message": f"already known: confirmed {m.confirmations}x (the same claim as {old.id}, cosine "
+                           f"{dup.similarity:.2f})"}
+    if dup.level != "same":
+        with store.write() as c:
+            store.insert_memory(c, mem, vec, engine.model_id)
+            store.add_review(c, "override", mem.id, old.id, ctx.project_id,
+                       {"similarity": round(dup.similarity, 4), "level": dup.level, "branch": mem.branch,
+                        "overridden_scope": old.scope, "overridden_text": old.text, "refines": True},
+                       resolution="accept", now=now)
+        where = f"on branch {mem.branch}" if dup.level == "branch" else "in this project"
+        return {**base, "status": "created", "memory": store.get_memory(mem.id).to_dict(),
+                "message": f"remembered; it refines {old.scope} {old.id} and is shown instead of it {where}"}
+    new = dataclasses.replace(
+        mem, confirmations=old.confirmations + 1, importance=min(1.0, max(old.importance, mem.importance) + 0.05),
+        tags=list(dict.fromkeys(mem.tags + old.tags)), anchors=mem.anchors or old.anchors,
+        provenance={**mem.provenance, "refines": old.id})
+    with store.write() as c:
+        store.insert_memory(c, new, vec, engine.model_id)
+        store.update_memory(c, old.id, reindex=True, superseded_by=new.id, updated_at=now)
+    return {**base, "status": "confirmed", "memory": store.get_memory(new.id).to_dict(),
+            "message": f"confirmed {new.confirmations}x: it refines {old.id}, and the more detailed text replaces it"
+                       " (the old one stays in history)"}
+
+
+def write_new(engine: Engine, ctx: Context, mem: Memory, vec, found: list[Found],
+              on_conflict: str) -> dict[str, Any]:
+    """Store a new memory given the conflicts and overrides `relate` found, in one transaction, resolved by
+    `on_conflict` (checked by the caller); returns the remember result."""
+    store = engine.store
+    now = time.time()
+    found = [f for f in found if f.relation in ("conflict", "override")]
+    same = [f for f in found if f.relation == "conflict"]
+    over = [f for f in found if f.relation == "override"]
+    if found and on_conflict == "keep_existing":
+        first = found[0].memory
+        return {"status": "kept_existing", "memory": first.to_dict(),
+                "message": f"not stored: it conflicts with {first.id} and keep_existing was asked",
+                "conflicts": [f.to_dict("keep_existing") for f in found]}
+    status = mem.status
+    if same and on_conflict == "review":
+        status = "pending"
+    mem = dataclasses.replace(mem, status=status)
+    with store.write() as c:
+        store.insert_memory(c, mem, vec, engine.model_id)
+        for f in same:
+            payload = {"similarity": round(f.similarity, 4), "new_text": mem.text, "existing_text": f.memory.text,
+                       "reasons": f.reasons}
+            if on_conflict == "review":
+                store.add_review(c, "conflict", mem.id, f.memory.id, ctx.project_id, payload, now=now)
+            elif on_conflict == "supersede":
+                store.update_memory(c, f.memory.id, reindex=True, superseded_by=mem.id, updated_at=now)
+                store.add_review(c, "conflict", mem.id, f.memory.id, ctx.project_id, payload, resolution="supersede",
+                           now=now)
+            else:  # keep_both: logged as decided, so compaction never merges the pair behind the person's back
+                store.add_review(c, "conflict", mem.id, f.memory.id, ctx.project_id, payload, resolution="keep_both",
+                           now=now)
+        for f in over:
+            store.add_review(c, "override", mem.id, f.memory.id, ctx.project_id,
+                       {"similarity": round(f.similarity, 4), "level": f.level, "branch": mem.branch,
+                        "overridden_scope": f.memory.scope, "overridden_text": f.memory.text,
+                        "reasons": f.reasons}, now=now)
+        if mem.status == "pending" and not same:
+            store.add_review(c, "pending", mem.id, None, ctx.project_id,
+                       {"source": mem.source, **({"flags": mem.flags} if mem.flags else {})}, now=now)
+    parts = []
+    if same:
+        ids = ", ".join(f.memory.id for f in same)
+        parts.append({"review": f"conflicts with {ids}: waiting in Review",
+                      "supersede": f"remembered; supersedes {ids}",
+                      "keep_both": f"remembered; similar to {ids} (kept both)"}[on_conflict])
+    elif mem.status == "pending":
+        parts.append("waiting in Review")
+    else:
+        parts.append("remembered")
+    for f in over:
+        where = f"on branch {mem.branch}" if f.level == "branch" else "in this project"
+        parts.append(f"overrides {f.memory.scope} {f.memory.id} {where}")
+    if same and on_conflict == "review":
+        res_status = "conflict"
+    else:
+        res_status = "created" if mem.status == "active" else mem.status
+    return {"status": res_status, "memory": store.get_memory(mem.id).to_dict(), "message": "; ".join(parts),
+            "conflicts": [f.to_dict(on_conflict if f.relation == "conflict" else "override") for f in found]}
+
+
+# -- many at once ------------------------------------------------------------------------------------------------
+BATCH_FIELDS = ("text", "type", "kind", "scope", "tags", "importance", "anchors", "provenance")
+
+
+def _draft_item(ctx: Context, item: Any, source: str, status: str) -> tuple[Memory, list[str]]:
+    """One batch item's memory, every check of `draft`; an item that is not an object of known fields is refused."""
+    if not isinstance(item, dict) or "text" not in item:
+        raise InvalidInput("each item must be an object with a `text`",
+                           hint='e.g. {"text": "payments API requires idempotency keys", "kind": "decision"}')
+    unknown = sorted(set(item) - set(BATCH_FIELDS))
+    if unknown:
+        raise InvalidInput(f"unknown field(s) {', '.join(map(repr, unknown))}",
+                           hint=f"an item takes: {', '.join(BATCH_FIELDS)}")
+    fields = {k: v for k, v in item.items() if v is not None}
+    return draft(ctx, fields.pop("text"), source=source, status=status, **fields)
+
+
+def _batch_item(index: int, res: dict[str, Any]) -> dict[str, Any]:
+    out = {"index": index, "status": res["status"], "id": res["memory"]["id"], "message": res["message"],
+           "conflicts": [c["id"] for c in res["conflicts"]]}
+    if "same_as" in res:
+        out["same_as"] = res["same_as"]["id"]
+    return out
+
+
+def _error_item(index: int, exc: MnemoError) -> dict[str, Any]:
+    return {"index": index, "status": "error", "message": exc.message, "hint": exc.hint}
+
+
+def remember_batch(engine: Engine, ctx: Context, items: list[Any], *, source: str = "user", status: str = "active",
+                   on_conflict: str | None = None, progress=None) -> dict[str, Any]:
+    """`remember` for many notes, each with every check of a single one and the same decisions as the same notes
+    remembered one after the other (an item sees the items before it): the drafts of a chunk are embedded in one
+    call and land in one transaction (a savepoint per item, so a refused item leaves no trace). Acknowledged
+    chunk by chunk: a chunk is durable once committed. Returns `{"total", "counts", "items"}`, one item per input
+    in order (status `error` with a message and a hint for a refused one)."""
+    on_conflict = check_on_conflict(on_conflict if on_conflict is not None else ctx.on_conflict)
+    if not isinstance(items, list):
+        raise InvalidInput("items must be a list of objects", hint='e.g. [{"text": "..."}, {"text": "..."}]')
+    if len(items) > MAX_BATCH_ITEMS:
+        raise InvalidInput(f"{len(items):,} items in one batch; the limit is {MAX_BATCH_ITEMS:,}; nothing was stored",
+                           hint="send them in several batches (`mnemo import` does), or raise MNEMO_MAX_BATCH_ITEMS")
+    out: list[dict[str, Any]] = []
+    for start in range(0, len(items), BATCH_CHUNK):
+        out += _land_chunk(engine, ctx, items[start:start + BATCH_CHUNK], start, source, status, on_conflict)
+        engine.changed()
+        if progress is not None:
+            progress({"done": len(out), "total": len(items)})
+    counts: dict[str, int] = {}
+    for it in out:
+        counts[it["status"]] = counts.get(it["status"], 0) + 1
+    return {"total": len(items), "counts": counts, "items": out}
+
+
+def _land_chunk(engine: Engine, ctx: Context, chunk: list[Any], start: int, source: str, status: str,
+                on_conflict: str) -> list[dict[str, Any]]:
+    drafts: list[Any] = []
+    for item in chunk:
+        try:
+            drafts.append(_draft_item(ctx, item, source, status))
+        except MnemoError as exc:
+            drafts.append(exc)
+    texts = [d[0].text for d in drafts if not isinstance(d, MnemoError)]
+    vecs = iter(engine.embed(texts) if texts else [])
+    out = []
+    with engine.store.write() as c:
+        for i, d in enumerate(drafts):
+            if isinstance(d, MnemoError):
+                out.append(_error_item(start + i, d))
+                continue
+            vec = next(vecs)
+            try:
+                with engine.store.savepoint(c):
+                    out.append(_batch_item(start + i, land(engine, ctx, d[0], d[1], on_conflict, vec)))
+            except InvalidInput as exc:
+                out.append(_error_item(start + i, exc))
+    return out
