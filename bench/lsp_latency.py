@@ -28,7 +28,6 @@ import asyncio
 import json
 import os
 import random
-import re
 import statistics
 import sys
 import tempfile

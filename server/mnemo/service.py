@@ -351,7 +351,14 @@ class LocalService:
         model, skills still load the int8 one. MNEMO_SKILL_EMBEDDER=same uses the memory embedder; a kind name
         forces one."""
         from mnemo.core import config
-        from mnemo.core.embeddings import DIM, MODEL_ID, MODEL_ID_INT8, ONNX_KINDS, configured_kind, get_embedder
+        from mnemo.core.embeddings import (
+            DIM,
+            MODEL_ID,
+            MODEL_ID_INT8,
+            ONNX_KINDS,
+            configured_kind,
+            get_embedder,
+        )
 
         choice = os.environ.get("MNEMO_SKILL_EMBEDDER", "").strip().lower() or str(config.value("skill_embedder"))
         loaded = self.engine.loaded_embedder
