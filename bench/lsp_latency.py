@@ -14,8 +14,10 @@ started and its dense index built. Timed, from the client's side of the pipe:
     while the owner link is first made waits for it, so the answer has content);
   - first_hover_with_content_ms_owner_running / _owner_not_running: the same on a spot that has content when warm,
     in fresh sessions (median of 3), with the owner already up and with no owner (the server starts it);
-  - hover p50/p95 (warm) over `--hovers` identifiers inside the functions of engine.py (recall + anchors + skills:
-    one `hover_context` call to the owner unless cached; `owner_calls_in_timed_hovers` counts them);
+  - hover p50/p95 (warm) over `--hovers` definitions (the names of functions, methods and classes) of engine.py and
+    ten more modules (`HOVER_FILES`): a quiet hover answers only there (issue 20), so each timed hover is a new
+    symbol and query: one `hover_context` call to the owner (recall + anchors + skills unless cached;
+    `owner_calls_in_timed_hovers` counts them);
   - code_lens p95 over `--lenses` `textDocument/codeLens` requests on engine.py (caches warm);
   - lsp_rss_mb: the language server process's resident memory at the end (the model lives in the owner).
 The last line is one JSON object.
