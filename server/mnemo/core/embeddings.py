@@ -263,7 +263,10 @@ class OnnxMiniLM:
             chunk = items[start:start + _ENCODE_CHUNK]
             encs = self._tok.encode_batch(chunk) if len(chunk) > 1 else [self._tok.encode(chunk[0])]
             ids = [e.ids for e in encs]
-            for sel in _plan_batches([len(x) for x in ids]):
+            # int8: one text per run. Its activations are quantized with one scale per run, so a text batched with
+            # others (and their padding) comes out a hair different (cosine ~0.993) from the same text alone: one
+            # at a time, a text's vector depends on the text only (dedup, snapshot checks, re-embedding agree)
+            for sel in _plan_batches([len(x) for x in ids], 1 if self.quantized else BATCH_SIZE):
                 out[[start + i for i in sel]] = self._run([ids[i] for i in sel])
         return out
 
