@@ -211,7 +211,8 @@ class OnnxMiniLM:
 
     Same pipeline as sentence-transformers: truncate to 256 tokens, token_type_ids zeros, mean-pool the last
     hidden state over the attention mask, L2-normalize. Texts are sorted by token count and batched by 32,
-    each batch padded to its own longest text; the output keeps the input order. Thread-safe.
+    each batch padded to its own longest text (the int8 model: one text per run, see `embed`); the output keeps the
+    input order. Thread-safe.
     """
 
     backend = "onnx"
