@@ -226,7 +226,8 @@ def current_model(c: Candidates) -> tuple[dict[str, float], np.ndarray, float]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=str(DATA))
-    ap.add_argument("--embedder", default="onnx", help="the memory embedder the owner uses (default onnx)")
+    ap.add_argument("--embedder", default=None, help="the memory embedder the owner uses (default: the configured "
+                    "one, MNEMO_EMBEDDER or onnx-int8)")
     ap.add_argument("--l2", type=float, default=10.0)
     ap.add_argument("--min-recall", type=float, default=0.75,
                     help="out-of-fold tune recall the threshold must keep (above the 0.60 goal, a margin); "

@@ -14,8 +14,10 @@ started and its dense index built. Timed, from the client's side of the pipe:
     while the owner link is first made waits for it, so the answer has content);
   - first_hover_with_content_ms_owner_running / _owner_not_running: the same on a spot that has content when warm,
     in fresh sessions (median of 3), with the owner already up and with no owner (the server starts it);
-  - hover p50/p95 (warm) over `--hovers` identifiers inside the functions of engine.py (recall + anchors + skills:
-    one `hover_context` call to the owner unless cached; `owner_calls_in_timed_hovers` counts them);
+  - hover p50/p95 (warm) over `--hovers` definitions (the names of functions, methods and classes) of engine.py and
+    ten more modules (`HOVER_FILES`): a quiet hover answers only there (issue 20), so each timed hover is a new
+    symbol and query: one `hover_context` call to the owner (recall + anchors + skills unless cached;
+    `owner_calls_in_timed_hovers` counts them);
   - code_lens p95 over `--lenses` `textDocument/codeLens` requests on engine.py (caches warm);
   - lsp_rss_mb: the language server process's resident memory at the end (the model lives in the owner).
 The last line is one JSON object.
@@ -28,7 +30,6 @@ import asyncio
 import json
 import os
 import random
-import re
 import statistics
 import sys
 import tempfile
@@ -97,25 +98,26 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
 
 
-def hover_positions(source: str, count: int) -> list[tuple[int, int]]:
-    """Identifiers inside function bodies (not keywords), spread over the file."""
+HOVER_FILES = [TARGET, *(REPO / "server" / "mnemo" / f for f in (
+    "core/memory/recall.py", "core/memory/write.py", "core/indexes/dense.py", "core/memory/manage.py", "core/indexes/vector_file.py",
+    "core/relation/compare.py", "core/memory/neighbours.py", "core/indexes/keyword.py", "service.py", "core/store/__init__.py"))]
+
+
+def hover_positions(sources: dict[str, str], count: int) -> list[tuple[str, int, int]]:
+    """(uri, line, col) on the names of definitions (functions, methods, classes), where a hover answers (a quiet
+    hover, issue 20: not on the identifiers of a body), spread over `HOVER_FILES`; the first is in engine.py."""
     from mnemo.core.files import code_symbols as cc
 
-    parsed = cc.parse_document(source, "python")
-    lines = source.splitlines()
-    keywords = {"self", "return", "if", "else", "for", "in", "not", "and", "or", "None", "True", "False", "def",
-                "with", "as", "is", "try", "except", "raise", "import", "from", "while", "elif", "pass"}
     spots = []
-    for sym in cc.symbols(parsed):
-        if sym.kind not in ("function", "method"):
-            continue
-        for line in range(sym.name_line + 1, min(sym.end_line, sym.name_line + 25) + 1):
-            for m in re.finditer(r"[A-Za-z_][A-Za-z0-9_]{2,}", lines[line] if line < len(lines) else ""):
-                if m.group(0) not in keywords:
-                    spots.append((line, m.start() + 1))
+    for uri, source in sources.items():
+        for sym in cc.symbols(cc.parse_document(source, "python")):
+            if sym.kind in ("function", "method", "class"):
+                spots.append((uri, sym.name_line, sym.name_col + 1))
+    first = spots[0]
     rng = random.Random(11)
     rng.shuffle(spots)
-    return spots[:count]
+    spots.remove(first)
+    return [first, *spots][:count]
 
 
 def rss_mb(pid: int) -> tuple[float, float]:
@@ -162,7 +164,8 @@ async def drive(home: Path, hovers: int, lenses: int, init_reps: int) -> dict:
         initialization_options={"docs": {"indexOnStartup": False}})
     source = TARGET.read_text()
     uri = TARGET.as_uri()
-    spots = hover_positions(source, hovers + 20)
+    sources = {f.as_uri(): f.read_text() for f in HOVER_FILES if f.is_file()}
+    spots = hover_positions(sources, hovers + 20)
     out: dict = {}
     t0 = time.perf_counter()
     client = await config().start()
@@ -172,7 +175,7 @@ async def drive(home: Path, hovers: int, lenses: int, init_reps: int) -> dict:
     client.text_document_did_open(t.DidOpenTextDocumentParams(text_document=t.TextDocumentItem(
         uri=uri, language_id="python", version=1, text=source)))
     first = await client.text_document_hover_async(t.HoverParams(
-        text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=spots[0][0], character=spots[0][1])))
+        text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=spots[0][1], character=spots[0][2])))
     out["first_hover_ms_after_spawn"] = round((time.perf_counter() - t0) * 1000, 1)
     out["first_hover_has_content"] = first is not None
     try:
@@ -192,31 +195,39 @@ async def drive(home: Path, hovers: int, lenses: int, init_reps: int) -> dict:
             await asyncio.sleep(0.5)
         out["index_ready_s"] = round(time.perf_counter() - t_idx, 1)
         out["store_memories"] = stats["memories"]["project"]
+        for u, text in sources.items():
+            if u != uri:
+                client.text_document_did_open(t.DidOpenTextDocumentParams(text_document=t.TextDocumentItem(
+                    uri=u, language_id="python", version=1, text=text)))
         shown = 0
 
-        async def one_hover(line: int, col: int) -> float:
+        async def one_hover(u: str, line: int, col: int) -> float:
             nonlocal shown
             ts = time.perf_counter()
             res = await client.text_document_hover_async(t.HoverParams(
-                text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=line, character=col)))
+                text_document=t.TextDocumentIdentifier(uri=u), position=t.Position(line=line, character=col)))
             shown += res is not None
-            if res is not None and "content_spot" not in out:
+            if res is not None and "content_spot" not in out and u == uri:
                 out["content_spot"] = (line, col)
             return (time.perf_counter() - ts) * 1000
 
-        for line, col in spots[:20]:  # warm-up: skills cache, anchor index, parse
-            await one_hover(line, col)
+        for u, line, col in spots[:20]:  # warm-up: skills cache, anchor index, parse
+            await one_hover(u, line, col)
         shown = 0
         # which hovers ask the owner a query not seen before (the server caches recall answers for 15 s)
         from mnemo.core.files import code_symbols as cc
 
-        parsed = cc.parse_document(source, "python")
-        seen = {cc.context_at(source, ln, cl, "python", parsed=parsed)[0].query() for ln, cl in spots[:20]}
+        parsed = {u: cc.parse_document(text, "python") for u, text in sources.items()}
+
+        def query_at(u: str, ln: int, cl: int) -> str:
+            return cc.context_at(sources[u], ln, cl, "python", parsed=parsed[u])[0].query()
+
+        seen = {query_at(u, ln, cl) for u, ln, cl in spots[:20]}
         calls_before = (await client.protocol.send_request_async("mnemo/status", {}))["lsp"].get("ownerCalls")
         lat, fresh, fresh_queries = [], [], []
-        for line, col in spots[20:]:
-            q = cc.context_at(source, line, col, "python", parsed=parsed)[0].query()
-            ms = await one_hover(line, col)
+        for u, line, col in spots[20:]:
+            q = query_at(u, line, col)
+            ms = await one_hover(u, line, col)
             lat.append(ms)
             if q not in seen:
                 seen.add(q)

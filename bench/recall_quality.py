@@ -33,7 +33,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1].parent / "shared/data/locomo")
     ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-    ap.add_argument("--embedder", default=None, help="onnx (default) | torch")
+    ap.add_argument("--embedder", default=None, help="onnx-int8 (default: MNEMO_EMBEDDER, else the setting) | onnx | torch")
     ap.add_argument("--min-confidence", type=float, default=None,
                     help="recall's minimum confidence (default: the shipped default, MIN_CONFIDENCE)")
     ap.add_argument("--sweep", action="store_true",

@@ -32,7 +32,7 @@ MEMORIES = [
 async def test_hover_relevance_with_the_real_model(tmp_path):
     home = tmp_path / "home"
     root = make_workspace(tmp_path)
-    client = await start(root, home, env={"MNEMO_EMBEDDER": "onnx"},
+    client = await start(root, home, env={"MNEMO_EMBEDDER": "onnx-int8"},  # the default model
                          init_options={"hover": {"minConfidence": 0.35}})
     try:
         status = await request(client, "mnemo/status")

@@ -231,3 +231,27 @@ def test_owner_refuses_arguments_a_method_does_not_take_naming_the_accepted_ones
         assert svc.list_memories(ctx)["total"] == 0  # nothing was stored; the connection still serves
     finally:
         svc.close()
+
+
+def test_owner_starts_without_the_cli(owner_home, git_repo, monkeypatch):
+    """Issue 22: `python -m mnemo daemon run` (what a client spawns) goes straight to the owner, without building
+    the CLI's parser of every command (its modules cost ~0.2 s of CPU on every cold start); the owner it starts
+    serves as before, and any other argument still goes through the CLI."""
+    monkeypatch.setenv("PYTHONPROFILEIMPORTTIME", "1")  # the owner's stderr is its log: it lists what it imported
+    svc = DaemonService(owner_home, client_name="test")
+    try:
+        svc.connect()
+        ctx = detect_context(git_repo).to_dict()
+        assert svc.remember(ctx, "the owner starts without the CLI's modules")["status"] in ("created", "stored")
+        assert svc.recall(ctx, "owner starts without the CLI")["cards"]
+    finally:
+        svc.shutdown()
+    from mnemo.daemon.paths import log_path
+
+    imported = [line.rsplit("|", 1)[-1].strip() for line in log_path(owner_home).read_text().splitlines()
+                if line.startswith("import time:")]
+    assert "mnemo.daemon.server" in imported
+    assert not [m for m in imported if m.startswith("mnemo.cli")], "the owner imported the CLI"
+    monkeypatch.delenv("PYTHONPROFILEIMPORTTIME")
+    r = run_cli("daemon", "run", "--bogus", home=owner_home, cwd=git_repo)
+    assert r.returncode == 2 and "--bogus" in r.stderr  # the CLI's own error for what the fast path does not take

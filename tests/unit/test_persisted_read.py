@@ -208,3 +208,40 @@ def test_vector_file_rewrite_reads_the_tail_not_the_store(home, hash_embedder, c
         assert reopened.matrix() is not None and reopened.verify()  # the next owner accepts it, checksum included
     finally:
         engine.close()
+
+
+def test_scores_of_given_items_come_from_the_file_and_its_tail_from_sqlite(home, hash_embedder, ctx, monkeypatch):
+    """Recall scores its keyword-only hits by id on every query (issue 22): from the mapped file's rows where the
+    file holds them as stored, from SQLite for what changed after it (edited, forgotten, promoted, new) or lies
+    outside the asked partitions, and always equal to the exact cosines of the store."""
+    from mnemo.core.edits import edit_memory
+
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    ids = fill(engine, ctx, 40)
+    engine = reopen(engine, home, hash_embedder)
+    try:
+        proj = f"p-{ctx.project_id}"
+        q = engine.embed_query("redis cache replica")
+        asked = [ids[i] for i in range(0, 40, 3)]
+        assert engine.vector_file().matrix() is not None  # opened (its open checks sample rows from SQLite)
+        read = []
+        real_vectors = engine.store.vectors
+        monkeypatch.setattr(engine.store, "vectors", lambda ids_, *a, **k: read.append(list(ids_)) or
+                            real_vectors(ids_, *a, **k))
+        got = dense_search(engine, [proj, "g"], q, 10, ids=asked).scores
+        assert read == []  # every one from the file
+        assert got == pytest.approx(dict(exact_scores(engine.store, [proj, "g"], q, ids=asked)), abs=1e-6)
+        forget(engine, ctx, ids[0])
+        promote(engine, ctx, ids[3])
+        edit_memory(engine, ctx, ids[6], text="zebra crossing near the office")
+        new = remember(engine, ctx, "redis cache replica tuning", on_conflict="keep_both")["memory"]["id"]
+        read.clear()  # (the writes' own checks read vectors too)
+        got = dense_search(engine, [proj, "g"], q, 10, ids=[*asked, new]).scores
+        assert sorted(x for batch in read for x in batch) == sorted([ids[0], ids[3], ids[6], new])
+        want = dict(exact_scores(engine.store, [proj, "g"], q, ids=[*asked, new]))
+        assert ids[0] not in got and got == pytest.approx(want, abs=1e-6)
+        assert got[ids[6]] == pytest.approx(float(engine.embed_query("zebra crossing near the office") @ q), abs=1e-6)
+        only_proj = dense_search(engine, [proj], q, 10, ids=asked).scores
+        assert ids[3] not in only_proj  # promoted to the global partition: not in the project's
+    finally:
+        engine.close()

@@ -1,7 +1,8 @@
 """Issue 22: after a change of the embedder setting the owner re-embeds the store once, from the stored text, by
 model id: in committed chunks (an owner stopped midway resumes with what is left), never comparing a query with
 another model's vectors meanwhile, never bringing back a vector of an item forgotten meanwhile; `mnemo reembed`
-follows it. Real models: the float MiniLM export writes the store, its int8 export takes it over."""
+follows it. Real models: the float MiniLM export writes the store (what every store written before issue 22 holds),
+its int8 export, the default since, takes it over."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from conftest import run_cli
 from mnemo.core import engine as engine_mod
-from mnemo.core.embedding.embedder import OnnxMiniLM
+from mnemo.core.embedding.embedder import MODEL_ID, OnnxMiniLM, get_embedder
 from mnemo.core.engine import Engine
 from mnemo.core.memory.manage import forget
 from mnemo.core.memory.write import remember
@@ -33,16 +34,23 @@ def int8_embedder():
     return OnnxMiniLM(quantized=True)
 
 
-def _write_float_store(home, real_embedder, ctx) -> list[str]:
-    e = Engine(home, embedder=real_embedder, start_indexer=False)
+@pytest.fixture(scope="module")
+def float_embedder():
+    emb = get_embedder("onnx")
+    assert emb.model_id == MODEL_ID
+    return emb
+
+
+def _write_float_store(home, float_embedder, ctx) -> list[str]:
+    e = Engine(home, embedder=float_embedder, start_indexer=False)
     try:
         return [remember(e, ctx, t, on_conflict="keep_both")["memory"]["id"] for t in NOTES]
     finally:
         e.close()
 
 
-def test_reembedding_resumes_and_never_mixes_models(home, real_embedder, int8_embedder, ctx, monkeypatch):
-    ids = _write_float_store(home, real_embedder, ctx)
+def test_reembedding_resumes_and_never_mixes_models(home, float_embedder, int8_embedder, ctx, monkeypatch):
+    ids = _write_float_store(home, float_embedder, ctx)
     parts = [f"p-{ctx.project_id}", "g"]
     monkeypatch.setattr(engine_mod, "REEMBED_CHUNK", 5)
     e = Engine(home, embedder=int8_embedder, start_indexer=False)
@@ -73,18 +81,20 @@ def test_reembedding_resumes_and_never_mixes_models(home, real_embedder, int8_em
         assert e.store.vectors([ids[-1]]) == {}  # not brought back
         stored = e.store.vectors(ids[:-1])
         for mem_id, text in zip(ids[:-1], NOTES[:-1], strict=True):
-            # the int8 export quantizes activations per batch: the same text in another batch is a hair apart
-            got = np.frombuffer(stored[mem_id], dtype=np.float32)
-            assert float(got @ int8_embedder.embed([text])[0]) > 0.99
+            got = np.frombuffer(stored[mem_id], dtype=np.float32)  # the text's own int8 vector, whatever its chunk
+            assert np.array_equal(got, int8_embedder.embed([text])[0])
         q = e.embed_query("how do payment retries stay safe?")
         assert ids[0] in dense_search(e, parts, q, 5).scores
     finally:
         e.close()
 
 
-def test_mnemo_reembed_follows_the_owner(home, real_embedder, ctx, git_repo):
-    _write_float_store(home, real_embedder, ctx)
-    env = {"MNEMO_EMBEDDER": "onnx-int8"}
+@pytest.mark.parametrize("setting", ["default", "env"])
+def test_mnemo_reembed_follows_the_owner(home, float_embedder, ctx, git_repo, setting):
+    """A store written by the float model (every store before issue 22) is re-embedded to the int8 default at the
+    next owner start with no setting at all; MNEMO_EMBEDDER=onnx-int8 does the same explicitly."""
+    _write_float_store(home, float_embedder, ctx)
+    env = {"MNEMO_EMBEDDER": "onnx-int8"} if setting == "env" else {"MNEMO_EMBEDDER": ""}
     try:
         r = run_cli("reembed", "--json", home=home, cwd=git_repo, env=env, timeout=300)
         assert r.returncode == 0, r.stderr

@@ -234,26 +234,34 @@ def test_request_decides_among_many_same_glob_rules(tmp_path):
 
 def test_service_uses_the_int8_model_for_skills_and_keeps_others(home, ctx, real_embedder, hash_embedder,
                                                                   monkeypatch):
-    from mnemo.core.embedding.embedder import MODEL_ID_INT8
+    from mnemo.core.embedding.embedder import MODEL_ID, MODEL_ID_INT8, get_embedder
     from mnemo.core.engine import Engine
     from mnemo.service import LocalService
 
     monkeypatch.delenv("MNEMO_SKILL_EMBEDDER", raising=False)
-    real = Engine(home / "real", embedder=real_embedder)
+    monkeypatch.delenv("MNEMO_EMBEDDER", raising=False)
+    real = Engine(home / "real", embedder=real_embedder)          # the default memory embedder: int8 (issue 22)
+    floaty = Engine(home / "float", embedder=get_embedder("onnx"))
     fake = Engine(home / "hash", embedder=hash_embedder)
     try:
+        assert real.model_id == MODEL_ID_INT8
         svc = LocalService(real)
-        assert real.skill_embedder().model_id == MODEL_ID_INT8      # memories stay on the float model
-        assert real.model_id != MODEL_ID_INT8
+        assert real.skill_embedder() is real_embedder            # one int8 session for memories and skills
         res = svc.activate_skills(ctx.to_dict(), file=str(REPO / "src" / "app" / "Dockerfile"),
                                   message="deploy the containers to staging")
         assert res["activations"][0]["name"] == "docker"
+        monkeypatch.setenv("MNEMO_EMBEDDER", "onnx")                # memories on the float model: skills stay int8
+        got = floaty.skill_embedder()
+        assert got.model_id == MODEL_ID_INT8 and floaty.model_id == MODEL_ID
+        monkeypatch.delenv("MNEMO_EMBEDDER")
         monkeypatch.setenv("MNEMO_SKILL_EMBEDDER", "same")
         assert real.skill_embedder() is real_embedder
+        assert floaty.skill_embedder().model_id == MODEL_ID
         monkeypatch.delenv("MNEMO_SKILL_EMBEDDER")
         assert fake.skill_embedder() is hash_embedder  # plumbing tests keep their embedder
     finally:
         real.close()
+        floaty.close()
         fake.close()
 
 

@@ -162,3 +162,36 @@ def test_dormant_index_without_a_vector_file_scans_exactly(home, hash_embedder, 
         assert len(hits.scores) == 20 and not hits.used_index
     finally:
         engine.close()
+
+
+def test_owner_with_a_dormant_index_never_imports_chromadb(home, tmp_path):
+    """Issue 22: closing a dormant index (the owner's start when every partition is small, and its stop) imported
+    chromadb to look for a system left behind: ~1 s of CPU and tens of MB in every owner start. A fresh process
+    that opens a store, waits for the index to settle dormant, writes, recalls and closes never imports it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from mnemo.core.embedding.embedder import HashEmbedder\n"
+        "from mnemo.core.engine import Engine\n"
+        "from mnemo.core.identity import detect_context\n"
+        "from mnemo.core.memory.recall import recall\n"
+        "from mnemo.core.memory.write import remember\n"
+        "e = Engine(Path(sys.argv[1]), embedder=HashEmbedder())\n"
+        "ctx = detect_context(Path(sys.argv[2]))\n"
+        "remember(e, ctx, 'the payments API retries with idempotency keys', on_conflict='keep_both')\n"
+        "assert e.wait_indexed(60) and e.index.dormant\n"
+        "assert recall(e, ctx, 'payments retries')['cards']\n"
+        "e.close()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'chromadb'))\n")
+    src = str(Path(__file__).resolve().parents[2] / "server")
+    env = {**__import__("os").environ, "PYTHONPATH": src}
+    env.pop("MNEMO_ANN_MIN_ROWS", None)
+    (tmp_path / "proj").mkdir()
+    p = subprocess.run([sys.executable, "-c", code, str(home), str(tmp_path / "proj")], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]", p.stdout

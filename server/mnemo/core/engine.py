@@ -462,16 +462,22 @@ class Engine:
 
     def skill_embedder(self):
         """The embedder of skill activation. Skills are embedded on this machine only (vectors cached in the
-        store's home, never shared), so they can use a faster model than memories: by default the int8 export of
-        the same MiniLM (~2.4x faster query embedding, same MetaTool accuracy; docs/benchmarks.md), when memories
-        use the float ONNX model. MNEMO_SKILL_EMBEDDER=same uses the memory embedder; a kind name forces one."""
-        from mnemo.core.embedding.embedder import DIM, MODEL_ID, MODEL_ID_INT8, configured_kind
+        store's home, never shared), so they use the int8 export of MiniLM by default (~2x faster query embedding,
+        same MetaTool accuracy; docs/benchmarks.md). Memories use it too by default (issue 22): then skills share
+        the memory embedder's one session, never a second copy of the model. With memories on the float ONNX
+        model, skills still load the int8 one. MNEMO_SKILL_EMBEDDER=same uses the memory embedder; a kind name
+        forces one."""
+        from mnemo.core.embedding.embedder import DIM, MODEL_ID, MODEL_ID_INT8, ONNX_KINDS, configured_kind
 
         choice = (environment.raw("MNEMO_SKILL_EMBEDDER") or "").strip().lower() or str(config.value("skill_embedder"))
         loaded = self.loaded_embedder
-        if choice == "auto" and configured_kind() == "onnx" and (loaded is None or (
-                getattr(loaded, "backend", None) == "onnx" and getattr(loaded, "model_id", None) == MODEL_ID)):
-            # built on first use: a session's start needs the skills' cached vectors, not a model (issue 20)
+        if choice == "auto" and loaded is not None and getattr(loaded, "model_id", None) == MODEL_ID_INT8:
+            return loaded                    # the memory embedder is the int8 model: one session for both
+        if choice == "auto" and configured_kind() in ONNX_KINDS and (loaded is None or (
+                getattr(loaded, "backend", None) in ONNX_KINDS
+                and getattr(loaded, "model_id", None) in (MODEL_ID, MODEL_ID_INT8))):
+            # built on first use: a session's start needs the skills' cached vectors, not a model (issue 20);
+            # get_embedder("onnx-int8") is the very instance the memory embedder gets when it is configured so
             return _LazyEmbedder(lambda: get_embedder("onnx-int8"), MODEL_ID_INT8, DIM, "onnx-int8")
         base = self.embedder
         if choice == "same":
@@ -479,7 +485,7 @@ class Engine:
         if choice != "auto":
             return get_embedder(choice)
         if getattr(base, "backend", None) != "onnx" or getattr(base, "model_id", None) != MODEL_ID:
-            return base                      # torch, hash (tests) or a caller's own embedder: keep it
+            return base                      # int8 already, torch, hash (tests) or a caller's own embedder: keep it
         try:
             return get_embedder("onnx-int8")
         except MnemoError as e:

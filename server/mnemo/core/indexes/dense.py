@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -72,10 +73,12 @@ class DenseIndex:
                 client.close()
             except Exception:  # noqa: BLE001
                 pass
-        try:  # also a system left behind by a client whose start failed (a damaged directory)
-            from chromadb.api.shared_system_client import SharedSystemClient
-        except ImportError:
+        # also a system left behind by a client whose start failed (a damaged directory). Only if chroma was ever
+        # imported: importing it here costs ~1 s of CPU and ~60 MB in an owner whose index is dormant (issue 22)
+        shared = sys.modules.get("chromadb.api.shared_system_client")
+        if shared is None:
             return
+        SharedSystemClient = shared.SharedSystemClient
         for ident in {str(self.dir), getattr(client, "_identifier", str(self.dir))}:
             system = SharedSystemClient._identifier_to_system.pop(ident, None)
             SharedSystemClient._identifier_to_refcount.pop(ident, None)
