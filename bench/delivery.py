@@ -29,7 +29,8 @@ runs it) in-process (`LocalService`), and what reaches the agent is scored:
   session-start`, then `... hook prompt`) with Claude Code's inputs against a stopped owner: time to the answer
   when it delivered the hand-off / a block (null when it delivered nothing; `*_delivered` says).
 - `corrections_meaning_kept`: on bench/data/corrections.jsonl (test, corrections with a negation), the share whose
-  learned note (`core.corrections.memory_text`) keeps every negation after a conversational "no," lead.
+  learned note (`core.corrections.memory_text`) keeps every negation after a conversational lead-in (fillers and
+  an interjected "no": "ugh, no, don't ..." must keep its "don't", "no need to ..." its "no need").
 Nothing is fitted here; tune figures are printed beside test ones.
 """
 
@@ -123,7 +124,12 @@ def layout(root: Path, data: Path, repo: dict) -> dict[str, Path]:
 
 
 NEG = re.compile(r"\b(?:no|not|never|don't|dont|do not|stop|without|n't|no need)\b|n't\b", re.IGNORECASE)
-LEAD = re.compile(r"^\s*(?:no|nope|nah)\s*[,.!;:\u2014-]+\s*", re.IGNORECASE)
+# The conversational lead-in a learned note drops (issue 20 point 7: "the person's words minus a conversational
+# lead-in"): fillers ("hmm", "ugh", "actually", ...) and an interjected "no" (before punctuation, or before
+# "don't" / a pronoun: "no don't write ...", "no we use ..."), never the "no" of "no need to ..." / "no Optional".
+LEAD = re.compile(r"^\s*(?:(?:hmm+|ugh|actually|well|oh|ah|uh|um|ok|okay)\b[\s,.!;:\u2014-]*)*"
+                  r"(?:(?:no|nope|nah)\s*[,.!;:\u2014-]+\s*|(?:no|nope|nah)\s+(?=(?:don't|do not|never|we|i|you|it|"
+                  r"that|use)\b))?", re.IGNORECASE)
 
 
 def corrections_meaning(path: Path = CORRECTIONS) -> dict:
