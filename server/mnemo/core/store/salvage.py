@@ -577,7 +577,7 @@ def torn_texts(db: Path, wanted: dict[str, str], digest: Callable[[str], str], t
                 got = _text_at(raw, start, want, digest, max_text, types)
                 if got is not None:
                     text, end = got
-                    out[item_id] = {"text": text, **_after_text(raw, end, types, kinds, tiers)}
+                    out[item_id] = {"text": text, **_after_text(raw, end, types, kinds, tiers, want)}
                 pos = raw.find(tail, pos + 1)
     return out
 
@@ -600,7 +600,12 @@ def _text_at(raw: bytes, start: int, want: str, digest: Callable[[str], str], ma
 
 
 def _after_text(raw: bytes, pos: int, types: tuple[str, ...], kinds: tuple[str, ...],
-                tiers: tuple[str, ...]) -> dict[str, Any]:
+                tiers: tuple[str, ...], want: str) -> dict[str, Any]:
+    """The type and the kind right after the text; the tags only where this record holds them. The memories row
+    runs `... content_hash source provenance anchors [superseded_by] [deprecated_reason] tier tags ...`, so the
+    tags are read only after this note's own content hash (`want`, near the kind), its provenance (a JSON object)
+    and anchors (a JSON list) parse in a row, followed by the tier with nothing but printable text between: a
+    record cut before its tags gives none (never the tags of a record further on)."""
     import json
     import re
 
@@ -614,15 +619,34 @@ def _after_text(raw: bytes, pos: int, types: tuple[str, ...], kinds: tuple[str, 
     if kind is None:
         return out
     out["kind"] = kind
-    m = re.search("(?:" + "|".join(map(re.escape, tiers)) + r")(?=\[)", rest[len(typ) + len(kind):])
-    if m is not None:
-        try:
-            tags, _end = json.JSONDecoder().raw_decode(rest[len(typ) + len(kind) + m.end():])
-        except ValueError:
-            return out
-        if isinstance(tags, list) and all(isinstance(t, str) for t in tags):
-            out["tags"] = tags
+    at = rest.find(want, len(typ) + len(kind), len(typ) + len(kind) + 1024)
+    if at < 0 or not want:
+        return out
+    dec = json.JSONDecoder()
+    brace = rest.find("{", at + len(want), at + len(want) + 64)  # after the source
+    try:
+        prov, i = dec.raw_decode(rest, brace) if brace >= 0 else (None, 0)
+        anchors, i = dec.raw_decode(rest, i) if isinstance(prov, dict) and rest[i:i + 1] == "[" else (None, 0)
+    except ValueError:
+        return out
+    if not isinstance(anchors, list):
+        return out
+    m = re.compile("(?:" + "|".join(map(re.escape, tiers)) + r")(?=\[)").search(rest, i, i + 1024)
+    if m is None or not _plain(rest[i:m.start()]):
+        return out
+    try:
+        tags, _end = dec.raw_decode(rest, m.end())
+    except ValueError:
+        return out
+    if isinstance(tags, list) and all(isinstance(t, str) for t in tags):
+        out["tags"] = tags
     return out
+
+
+def _plain(gap: str) -> bool:
+    """Whether the bytes between anchors and tier can be this row's own (a superseded-by id, a deprecation
+    reason): printable text only; a record header, random bytes or a cut (U+FFFD) are not."""
+    return all(ch.isprintable() and ch != "\ufffd" for ch in gap)
 
 
 __all__ = ["BadCell", "Pages", "Row", "Salvage", "TableDef", "carve", "carve_page", "torn_texts", "decode_record", "fits",
