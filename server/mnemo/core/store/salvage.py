@@ -555,7 +555,7 @@ def carve(db: Path, table: str, t: TableDef, extra_pages: list[bytes] | None = N
 
 def torn_texts(db: Path, wanted: dict[str, str], digest: Callable[[str], str], types: tuple[str, ...],
                kinds: tuple[str, ...], tiers: tuple[str, ...] = ("warm", "cold", "hot"),
-               max_text: int = 8192) -> dict[str, dict[str, Any]]:
+               max_text: int = 8192, trusts: tuple[str, ...] = ("trusted", "untrusted")) -> dict[str, dict[str, Any]]:
     """Notes whose record lost its header (the damage ended inside it) but whose id's tail and text still stand in
     `db` or its WAL: id -> {text, type?, kind?, tags?}. `wanted` maps each id to the content hash the file's own
     index keeps for it; a text is taken only when `digest(text)` equals that hash, so nothing is guessed about
@@ -577,7 +577,7 @@ def torn_texts(db: Path, wanted: dict[str, str], digest: Callable[[str], str], t
                 got = _text_at(raw, start, want, digest, max_text, types)
                 if got is not None:
                     text, end = got
-                    out[item_id] = {"text": text, **_after_text(raw, end, types, kinds, tiers, want)}
+                    out[item_id] = {"text": text, **_after_text(raw, end, types, kinds, tiers, want, trusts)}
                 pos = raw.find(tail, pos + 1)
     return out
 
@@ -600,12 +600,13 @@ def _text_at(raw: bytes, start: int, want: str, digest: Callable[[str], str], ma
 
 
 def _after_text(raw: bytes, pos: int, types: tuple[str, ...], kinds: tuple[str, ...],
-                tiers: tuple[str, ...], want: str) -> dict[str, Any]:
+                tiers: tuple[str, ...], want: str, trusts: tuple[str, ...]) -> dict[str, Any]:
     """The type and the kind right after the text; the tags only where this record holds them. The memories row
     runs `... content_hash source provenance anchors [superseded_by] [deprecated_reason] tier tags ...`, so the
     tags are read only after this note's own content hash (`want`, near the kind), its provenance (a JSON object)
-    and anchors (a JSON list) parse in a row, followed by the tier with nothing but printable text between: a
-    record cut before its tags gives none (never the tags of a record further on)."""
+    and anchors (a JSON list) parse in a row, followed by the tier with nothing but printable text between, and
+    when the trust value follows them: a record cut before or inside its tags gives none (never the tags of a
+    record further on, nor a list the damage happened to close)."""
     import json
     import re
 
@@ -635,8 +636,10 @@ def _after_text(raw: bytes, pos: int, types: tuple[str, ...], kinds: tuple[str, 
     if m is None or not _plain(rest[i:m.start()]):
         return out
     try:
-        tags, _end = dec.raw_decode(rest, m.end())
+        tags, end = dec.raw_decode(rest, m.end())
     except ValueError:
+        return out
+    if not rest.startswith(trusts, end):
         return out
     if isinstance(tags, list) and all(isinstance(t, str) for t in tags):
         out["tags"] = tags
