@@ -347,6 +347,10 @@ def salvage_notes(db: Path, s: sv.Salvage, salv: dict, chosen: dict[str, tuple[s
                 isinstance(meta.get(i, {}).get("content_hash"), str)}
     kinds = tuple(sorted({*DEFAULT_KINDS, *(r.get("kind") for r in kept_rows if isinstance(r.get("kind"), str))}))
     torn = sv.torn_texts(db, torn_ids, content_hash, MEMORY_TYPES, kinds) if torn_ids else {}
+    # a full-text row cut after its text (the damage took its id): attributed by the content hash, exactly
+    cut_ids = {h: i for i, h in torn_ids.items() if i not in torn}
+    for h, c0 in (sv.cut_index_texts(db, cut_ids, content_hash) if cut_ids else {}).items():
+        fts[cut_ids[h]] = (c0, meta[cut_ids[h]].get("part"))
     out: dict[str, dict[str, Any]] = {}
     reviews: list[dict[str, Any]] = []
     for item_id in sorted(want):
