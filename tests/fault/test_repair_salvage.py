@@ -255,3 +255,37 @@ def test_tags_no_copy_holds_are_named_as_guessed(issue_store, tmp_path):
     assert "tags" in guessed and "text" not in guessed and "kind" not in guessed, guessed
     item = [r for r in S.rows(home / "mnemo.db", "review").values() if r[2] == i]
     assert len(item) == 1 and json.loads(item[0][5])["guessed"] == guessed
+
+
+def test_a_full_text_row_cut_after_its_text_is_attributed_by_its_hash(issue_store, tmp_path):
+    """The note's row is destroyed and the damage begins right after the text in its full-text copy (`text tags
+    kind`, then the id, gone): the text is still readable, so the note comes back, attributed by the content hash
+    the file's index keeps for its id, with its exact tags and kind (found replaying MNEMO_SALVAGE_SEED=17)."""
+    from mnemo.core.repair import repair_store_file
+
+    src, truth = issue_store
+    home = S.copy_home(src, tmp_path / "home")
+    cols = S.columns(home / "mnemo.db")
+    raw = (home / "mnemo.db").read_bytes()
+    target = rec = fts = None
+    for i in sorted(set(truth.live) - set(truth.in_backup), reverse=True):
+        row = dict(zip(cols, truth.live[i], strict=True))
+        rec_bytes = i.encode() + row["text"].encode()
+        fts_bytes = (row["text"] + " " + " ".join(json.loads(row["tags"])) + " " + row["kind"]).encode()
+        if raw.count(row["text"].encode()) == 2 and raw.count(rec_bytes) == 1 and raw.count(fts_bytes) == 1:
+            target, rec, fts = row, raw.find(rec_bytes), raw.find(fts_bytes) + len(fts_bytes)
+            break
+    assert target is not None, "a note with one record and one full-text copy"
+    junk = random.Random(S.SEED + 1).randbytes(1024)
+    with open(home / "mnemo.db", "r+b") as f:
+        f.seek(rec - 40)  # the whole record, its header and id with it
+        f.write(junk[:600])
+        f.seek(fts + 3)  # the full-text copy from inside its id on ("mem" stays)
+        f.write(junk[600:700])
+    report = repair_store_file(home)
+    check_recovered(home, truth, report, minimum=0.0)
+    i = target["id"]
+    assert i not in report["maybe_lost_memories"], f"{i} is readable in the damaged file{REPLAY}"
+    got = dict(zip(cols, S.rows(home / "mnemo.db")[i], strict=True))
+    assert {k: got[k] for k in SAME_WHEN_SALVAGED} == {k: target[k] for k in SAME_WHEN_SALVAGED}
+    assert "tags" not in (json.loads(got["provenance"])["salvaged"].get("guessed") or [])
