@@ -652,14 +652,16 @@ def _plain(gap: str) -> bool:
     return all(ch.isprintable() and ch != "\ufffd" for ch in gap)
 
 
-def cut_index_texts(db: Path, hashes: dict[str, str], digest: Callable[[str], str]) -> dict[str, str]:
+def cut_index_texts(db: Path, hashes: dict[str, str], digest: Callable[[str], str]) -> dict[str, tuple[str, str | None]]:
     """Full-text rows (`fts_content`: rowid, c0 = `text tags kind`, c1 = a memory id, c2 = the partition) whose
     record was cut after its c0 (the damage took the id): hash -> c0 for each c0 that holds a text whose
     `digest` is one of `hashes` (the content hashes the file's own index keeps for ids no copy holds), so the
-    text is attributed to its id exactly, never by guess. The record header gives c0's length."""
+    text is attributed to its id exactly, never by guess: hash -> (text, c0), c0 None when the damage began inside
+    it (then only the text is known: the tags and kind that followed it are gone). The record header gives c0's
+    length."""
     import re
 
-    out: dict[str, str] = {}
+    out: dict[str, tuple[str, str | None]] = {}
     # header: its length, NULL (the rowid alias), c0's serial type (odd: text), c1's: a 24-character id ('=')
     head = re.compile(rb"[\x05-\x0a]\x00([\x80-\xff]{0,2}[\x0d-\x7f])=")
     for path in (Path(db), Path(db).with_name(Path(db).name + "-wal")):
@@ -675,18 +677,29 @@ def cut_index_texts(db: Path, hashes: dict[str, str], digest: Callable[[str], st
             if t < 13 or t % 2 == 0:
                 continue
             start = m.start() + raw[m.start()]
+            body = raw[start:start + (t - 13) // 2]
             try:
-                c0 = raw[start:start + (t - 13) // 2].decode("utf-8")
+                c0 = body.decode("utf-8")
             except UnicodeDecodeError:
-                continue
-            head_text, sep, _kind = c0.rpartition(" ")
-            toks = head_text.split(" ") if sep else []
-            for k in range(0, min(len(toks), 24)):
-                text = " ".join(toks[:len(toks) - k]).rstrip(" ") if k else head_text.rstrip(" ")
-                h = digest(text) if text else None
-                if h in hashes and h not in out:
-                    out[h] = c0
-                    break
+                c0 = None
+            if c0 is not None:
+                head_text, sep, _kind = c0.rpartition(" ")
+                toks = head_text.split(" ") if sep else []
+                for k in range(0, min(len(toks), 24)):
+                    text = " ".join(toks[:len(toks) - k]).rstrip(" ") if k else head_text.rstrip(" ")
+                    h = digest(text) if text else None
+                    if h in hashes and h not in out:
+                        out[h] = (text, c0)
+                        break
+                else:
+                    c0 = None
+            if c0 is None:  # cut inside c0: the text is a prefix of it, taken only when its hash is wanted
+                valid = body.decode("utf-8", "ignore")
+                for j in range(len(valid), 0, -1):
+                    h = digest(valid[:j])
+                    if h in hashes and h not in out:
+                        out[h] = (valid[:j], None)
+                        break
     return out
 
 
