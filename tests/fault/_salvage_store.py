@@ -8,11 +8,11 @@ forgotten before the backup (tombstoned in it, so they must neither come back no
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import sqlite3
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +23,10 @@ from mnemo.core.recovery import backup
 from mnemo.core.store import Store
 from mnemo.core.text import content_hash
 
+# Every byte of randomness in a built store (the notes, their ids, what is forgotten and edited) and in the damage
+# comes from this seed, so a failure can be replayed: MNEMO_SALVAGE_SEED=<the seed the failure names> (the
+# timestamps still come from the clock).
+SEED = int(os.environ.get("MNEMO_SALVAGE_SEED", "7"))
 CTX = Context(project_id="git-salvage", project_name="salvage", branch="main", default_branch="main")
 PARTS = ["payments API", "auth service", "billing worker", "search indexer", "CI pipeline", "database layer",
          "message queue", "feature flags", "rate limiter", "upload handler", "scheduler", "config loader"]
@@ -44,20 +48,21 @@ def note(rng: random.Random, i: int) -> str:
             f"decided in review {rng.randrange(999)})")
 
 
-def _memory(text: str, now: float, i: int) -> Memory:
-    return Memory(id="mem-" + uuid.uuid4().hex[:20], text=text, type="project", kind="fact", scope="project",
+def _memory(rng: random.Random, text: str, now: float, i: int) -> Memory:
+    return Memory(id=f"mem-{rng.getrandbits(80):020x}", text=text, type="project", kind="fact", scope="project",
                   project_id=CTX.project_id, project_name=CTX.project_name, branch="main", importance=0.5,
                   confirmations=1, created_at=now - i, updated_at=now - i, last_accessed=now - i, access_count=0,
                   content_hash=content_hash(text), source="user", author="test",
                   provenance={"origin": "salvage-test", "n": i}, tags=["salvage", f"t{i % 7}"])
 
 
-def _insert(store: Store, emb: HashEmbedder, texts: list[str], now: float, first: int) -> list[str]:
+def _insert(rng: random.Random, store: Store, emb: HashEmbedder, texts: list[str], now: float,
+            first: int) -> list[str]:
     ids = []
     vecs = emb.embed(texts)
     with store.write() as c:
         for k, text in enumerate(texts):
-            m = _memory(text, now, first + k)
+            m = _memory(rng, text, now, first + k)
             store.insert_memory(c, m, vecs[k], emb.model_id)
             ids.append(m.id)
     return ids
@@ -71,7 +76,7 @@ def rows(db: Path, table: str = "memories") -> dict[str, tuple]:
         conn.close()
 
 
-def build(home: Path, n: int, seed: int = 7, backup_at: float = 0.3) -> Truth:
+def build(home: Path, n: int, seed: int = SEED, backup_at: float = 0.3) -> Truth:
     """n memories: `backup_at` of them before the backup (1 % of those forgotten before it), the rest after it, and
     2 % of the older ones edited after it; the dense index replayed to the end. A backup early in the history is
     the hard case (a daily backup, a busy day): most rows exist only in the damaged file."""
@@ -85,7 +90,7 @@ def build(home: Path, n: int, seed: int = 7, backup_at: float = 0.3) -> Truth:
     now = time.time() - 3600
     ids: list[str] = []
     for start in range(0, before, 2000):
-        ids += _insert(store, emb, [note(rng, i) for i in range(start, min(before, start + 2000))], now, start)
+        ids += _insert(rng, store, emb, [note(rng, i) for i in range(start, min(before, start + 2000))], now, start)
     store.close()
     eng = Engine(home, embedder=emb, start_indexer=False)
     forgotten = set(rng.sample(ids, max(1, before // 100)))
@@ -94,7 +99,7 @@ def build(home: Path, n: int, seed: int = 7, backup_at: float = 0.3) -> Truth:
     eng.close()
     taken = backup.take_backup(home, now=time.time() - 60)
     store = Store(home / "mnemo.db")
-    _insert(store, emb, [note(rng, i) for i in range(before, n)], time.time(), 0)
+    _insert(rng, store, emb, [note(rng, i) for i in range(before, n)], time.time(), 0)
     with store.write() as c:
         for i in rng.sample(sorted(set(ids) - forgotten), max(1, n // 50)):
             store.update_memory(c, i, deprecated=True, deprecated_reason="edited after the backup",

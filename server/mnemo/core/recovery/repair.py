@@ -38,7 +38,7 @@ from mnemo.core.models import DEFAULT_KINDS, MEMORY_TYPES, Memory
 from mnemo.core.recovery import backup
 from mnemo.core.store import salvage as sv
 from mnemo.core.store import schema
-from mnemo.core.store.codec import memory_fts_text, memory_text, vec_to_blob
+from mnemo.core.store.codec import memory_fts_text, memory_text, partition_for, vec_to_blob
 from mnemo.core.store.rebuild import ITEMS, read_backup, write_store
 from mnemo.core.text import content_hash
 
@@ -347,6 +347,13 @@ def salvage_notes(db: Path, s: sv.Salvage, salv: dict, chosen: dict[str, tuple[s
                 isinstance(meta.get(i, {}).get("content_hash"), str)}
     kinds = tuple(sorted({*DEFAULT_KINDS, *(r.get("kind") for r in kept_rows if isinstance(r.get("kind"), str))}))
     torn = sv.torn_texts(db, torn_ids, content_hash, MEMORY_TYPES, kinds) if torn_ids else {}
+    # a full-text row cut after its text (the damage took its id): attributed by the content hash, exactly
+    cut_ids = {h: i for i, h in torn_ids.items() if i not in torn}
+    for h, (text, c0) in (sv.cut_index_texts(db, cut_ids, content_hash) if cut_ids else {}).items():
+        if c0 is not None:
+            fts[cut_ids[h]] = (c0, meta[cut_ids[h]].get("part"))
+        else:  # only the text stood: its kind and tags are guessed and named
+            torn[cut_ids[h]] = {"text": text}
     out: dict[str, dict[str, Any]] = {}
     reviews: list[dict[str, Any]] = []
     for item_id in sorted(want):
@@ -403,6 +410,8 @@ def _salvage_one(item_id: str, carved: list[tuple[str, dict[str, Any]]], indexed
         else:
             return None
         part = part or base.get("part") or meta.get("part")
+        if not isinstance(part, str) and isinstance(meta.get("scope"), str) and isinstance(meta.get("project_id"), str):
+            part = partition_for(meta["scope"], meta["project_id"])  # a function of the two: exact, not a guess
         if not isinstance(part, str):
             return None
         guessed = list(guessed)

@@ -555,7 +555,7 @@ def carve(db: Path, table: str, t: TableDef, extra_pages: list[bytes] | None = N
 
 def torn_texts(db: Path, wanted: dict[str, str], digest: Callable[[str], str], types: tuple[str, ...],
                kinds: tuple[str, ...], tiers: tuple[str, ...] = ("warm", "cold", "hot"),
-               max_text: int = 8192) -> dict[str, dict[str, Any]]:
+               max_text: int = 8192, trusts: tuple[str, ...] = ("trusted", "untrusted")) -> dict[str, dict[str, Any]]:
     """Notes whose record lost its header (the damage ended inside it) but whose id's tail and text still stand in
     `db` or its WAL: id -> {text, type?, kind?, tags?}. `wanted` maps each id to the content hash the file's own
     index keeps for it; a text is taken only when `digest(text)` equals that hash, so nothing is guessed about
@@ -577,7 +577,7 @@ def torn_texts(db: Path, wanted: dict[str, str], digest: Callable[[str], str], t
                 got = _text_at(raw, start, want, digest, max_text, types)
                 if got is not None:
                     text, end = got
-                    out[item_id] = {"text": text, **_after_text(raw, end, types, kinds, tiers)}
+                    out[item_id] = {"text": text, **_after_text(raw, end, types, kinds, tiers, want, trusts)}
                 pos = raw.find(tail, pos + 1)
     return out
 
@@ -600,7 +600,13 @@ def _text_at(raw: bytes, start: int, want: str, digest: Callable[[str], str], ma
 
 
 def _after_text(raw: bytes, pos: int, types: tuple[str, ...], kinds: tuple[str, ...],
-                tiers: tuple[str, ...]) -> dict[str, Any]:
+                tiers: tuple[str, ...], want: str, trusts: tuple[str, ...]) -> dict[str, Any]:
+    """The type and the kind right after the text; the tags only where this record holds them. The memories row
+    runs `... content_hash source provenance anchors [superseded_by] [deprecated_reason] tier tags ...`, so the
+    tags are read only after this note's own content hash (`want`, near the kind), its provenance (a JSON object)
+    and anchors (a JSON list) parse in a row, followed by the tier with nothing but printable text between, and
+    when the trust value follows them: a record cut before or inside its tags gives none (never the tags of a
+    record further on, nor a list the damage happened to close)."""
     import json
     import re
 
@@ -614,16 +620,88 @@ def _after_text(raw: bytes, pos: int, types: tuple[str, ...], kinds: tuple[str, 
     if kind is None:
         return out
     out["kind"] = kind
-    m = re.search("(?:" + "|".join(map(re.escape, tiers)) + r")(?=\[)", rest[len(typ) + len(kind):])
-    if m is not None:
-        try:
-            tags, _end = json.JSONDecoder().raw_decode(rest[len(typ) + len(kind) + m.end():])
-        except ValueError:
-            return out
-        if isinstance(tags, list) and all(isinstance(t, str) for t in tags):
-            out["tags"] = tags
+    at = rest.find(want, len(typ) + len(kind), len(typ) + len(kind) + 1024)
+    if at < 0 or not want:
+        return out
+    dec = json.JSONDecoder()
+    brace = rest.find("{", at + len(want), at + len(want) + 64)  # after the source
+    try:
+        prov, i = dec.raw_decode(rest, brace) if brace >= 0 else (None, 0)
+        anchors, i = dec.raw_decode(rest, i) if isinstance(prov, dict) and rest[i:i + 1] == "[" else (None, 0)
+    except ValueError:
+        return out
+    if not isinstance(anchors, list):
+        return out
+    m = re.compile("(?:" + "|".join(map(re.escape, tiers)) + r")(?=\[)").search(rest, i, i + 1024)
+    if m is None or not _plain(rest[i:m.start()]):
+        return out
+    try:
+        tags, end = dec.raw_decode(rest, m.end())
+    except ValueError:
+        return out
+    if not rest.startswith(trusts, end):
+        return out
+    if isinstance(tags, list) and all(isinstance(t, str) for t in tags):
+        out["tags"] = tags
     return out
 
 
-__all__ = ["BadCell", "Pages", "Row", "Salvage", "TableDef", "carve", "carve_page", "torn_texts", "decode_record", "fits",
+def _plain(gap: str) -> bool:
+    """Whether the bytes between anchors and tier can be this row's own (a superseded-by id, a deprecation
+    reason): printable text only; a record header, random bytes or a cut (U+FFFD) are not."""
+    return all(ch.isprintable() and ch != "\ufffd" for ch in gap)
+
+
+def cut_index_texts(db: Path, hashes: dict[str, str], digest: Callable[[str], str]) -> dict[str, tuple[str, str | None]]:
+    """Full-text rows (`fts_content`: rowid, c0 = `text tags kind`, c1 = a memory id, c2 = the partition) whose
+    record was cut after its c0 (the damage took the id): hash -> c0 for each c0 that holds a text whose
+    `digest` is one of `hashes` (the content hashes the file's own index keeps for ids no copy holds), so the
+    text is attributed to its id exactly, never by guess: hash -> (text, c0), c0 None when the damage began inside
+    it (then only the text is known: the tags and kind that followed it are gone). The record header gives c0's
+    length."""
+    import re
+
+    out: dict[str, tuple[str, str | None]] = {}
+    # header: its length, NULL (the rowid alias), c0's serial type (odd: text), c1's: a 24-character id ('=')
+    head = re.compile(rb"[\x05-\x0a]\x00([\x80-\xff]{0,2}[\x0d-\x7f])=")
+    for path in (Path(db), Path(db).with_name(Path(db).name + "-wal")):
+        try:
+            raw = path.read_bytes()
+        except OSError:
+            continue
+        for m in head.finditer(raw):
+            try:
+                t, _ = varint(m.group(1), 0)
+            except IndexError:
+                continue
+            if t < 13 or t % 2 == 0:
+                continue
+            start = m.start() + raw[m.start()]
+            body = raw[start:start + (t - 13) // 2]
+            try:
+                c0 = body.decode("utf-8")
+            except UnicodeDecodeError:
+                c0 = None
+            if c0 is not None:
+                head_text, sep, _kind = c0.rpartition(" ")
+                toks = head_text.split(" ") if sep else []
+                for k in range(0, min(len(toks), 24)):
+                    text = " ".join(toks[:len(toks) - k]).rstrip(" ") if k else head_text.rstrip(" ")
+                    h = digest(text) if text else None
+                    if h in hashes and h not in out:
+                        out[h] = (text, c0)
+                        break
+                else:
+                    c0 = None
+            if c0 is None:  # cut inside c0: the text is a prefix of it, taken only when its hash is wanted
+                valid = body.decode("utf-8", "ignore")
+                for j in range(len(valid), 0, -1):
+                    h = digest(valid[:j])
+                    if h in hashes and h not in out:
+                        out[h] = (valid[:j], None)
+                        break
+    return out
+
+
+__all__ = ["BadCell", "Pages", "Row", "Salvage", "TableDef", "carve", "carve_page", "cut_index_texts", "torn_texts", "decode_record", "fits",
            "read_wal", "salvage", "table_def", "wal_frames"]
