@@ -220,7 +220,7 @@ def test_tags_no_copy_holds_are_named_as_guessed(issue_store, tmp_path):
     file holds the tags any more. The note comes back with its text, pending in Review, and the Review item and the
     note's provenance say the tags were guessed (the flaky case of the full-suite run: which fields a random 64 KiB
     leaves readable depends on where it lands)."""
-    from mnemo.core.repair import repair_store_file
+    from mnemo.core.recovery.repair import repair_store_file
 
     src, truth = issue_store
     home = S.copy_home(src, tmp_path / "home")
@@ -261,7 +261,7 @@ def test_a_full_text_row_cut_after_its_text_is_attributed_by_its_hash(issue_stor
     """The note's row is destroyed and the damage begins right after the text in its full-text copy (`text tags
     kind`, then the id, gone): the text is still readable, so the note comes back, attributed by the content hash
     the file's index keeps for its id, with its exact tags and kind (found replaying MNEMO_SALVAGE_SEED=17)."""
-    from mnemo.core.repair import repair_store_file
+    from mnemo.core.recovery.repair import repair_store_file
 
     src, truth = issue_store
     home = S.copy_home(src, tmp_path / "home")
