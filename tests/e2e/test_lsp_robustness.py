@@ -270,3 +270,21 @@ async def test_owner_killed_mid_session_is_restarted(lsp):
     status = await request(lsp, "mnemo/status")
     assert status["state"] == "ready" and status["owner"]["pid"] != pid
     assert "idempotency" in (await hover(lsp, uri, POST_LINE, POST_COL) or "")
+
+
+@pytest.mark.asyncio
+async def test_commands_sent_while_the_owner_starts_are_answered(home, tmp_path):
+    """A command and a recall sent right after `initialized`, while the language server is still starting the owner,
+    wait for the link and are answered (they were refused with "Mnemo unavailable: connecting to the store": the CI
+    soak met it when its first writer beat the first connection)."""
+    root = make_workspace(tmp_path)
+    client = await start(root, home, wait_ready=False)  # no owner: the server starts one
+    try:
+        assert not any(s.get("state") == "ready" for s in client.states)
+        res = await command(client, "mnemo.remember", {"text": "retries back off exponentially with jitter"})
+        assert res["status"] == "created", res
+        found = await request(client, "mnemo/recall", {"query": "retries back off", "limit": 3, "includeDocs": False})
+        assert any(c["item_id"] == res["memory"]["id"] for c in found["cards"]), found
+    finally:
+        await stop(client)
+        stop_owner(home)

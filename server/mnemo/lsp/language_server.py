@@ -36,7 +36,7 @@ from mnemo.lsp.feature import LanguageFeature
 from mnemo.lsp.features.documents import DocumentsFeature
 from mnemo.lsp.jsonrpc import MnemoProtocol, converter_factory
 from mnemo.lsp.logs import rss_mb
-from mnemo.lsp.owner import READY, STARTING, UNAVAILABLE, OwnerLink, Unavailable, resolve_home
+from mnemo.lsp.owner import FIRST_CONNECT_WAIT_S, READY, STARTING, UNAVAILABLE, OwnerLink, Unavailable, resolve_home
 
 log = logging.getLogger("mnemo.lsp")
 
@@ -110,6 +110,8 @@ class MnemoLanguageServer(LanguageServer):
 
     async def service(self, method: str, *args: Any, **kw: Any) -> Any:
         """A call to the owner, off the event loop. Raises Unavailable / MnemoError."""
+        if self.owner is None or self.owner.state == STARTING:  # the first connection (which may start the owner)
+            await self.until_connected(FIRST_CONNECT_WAIT_S)   # is under way: wait for it, then answer
         if self.owner is None:
             raise Unavailable("Mnemo unavailable: the language server is starting",
                               hint="wait a moment; it connects after `initialized`")

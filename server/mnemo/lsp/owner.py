@@ -4,6 +4,8 @@ Every call here blocks (socket I/O): the server runs them in its executor, never
 `starting` until the first connection attempt ends, then `ready` or `unavailable` (with the reason and what to do).
 Interactive calls never start an owner themselves (they fail fast); only `connect()` — run at start-up and by the
 periodic retry — may start one, so a dead owner costs a hover milliseconds, not the owner's start-up time.
+While the link is `starting`, the language server holds every request (up to FIRST_CONNECT_WAIT_S) until the first
+attempt ends, so a command sent right after `initialized` is answered, not refused as "connecting".
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from mnemo.daemon.paths import default_home
 log = logging.getLogger("mnemo.lsp.owner")
 
 STARTING, READY, UNAVAILABLE = "starting", "ready", "unavailable"
+FIRST_CONNECT_WAIT_S = 15.0  # a request asked while the link is first made (maybe starting the owner) waits for it
 POOL_SIZE = 3  # parallel calls: a hover is never queued behind a long indexing or merge call
 
 
@@ -201,5 +204,5 @@ def resolve_home(setting: str) -> Path:
     return default_home()
 
 
-__all__ = ["OwnerLink", "Unavailable", "StoreError", "resolve_home", "READY", "STARTING",
+__all__ = ["FIRST_CONNECT_WAIT_S", "OwnerLink", "Unavailable", "StoreError", "resolve_home", "READY", "STARTING",
            "UNAVAILABLE"]

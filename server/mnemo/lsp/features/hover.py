@@ -22,10 +22,9 @@ from mnemo.core.errors import MnemoError
 from mnemo.core.files import code_symbols as cc
 from mnemo.lsp import convert
 from mnemo.lsp.feature import LanguageFeature, Server
-from mnemo.lsp.owner import UNAVAILABLE, Unavailable
+from mnemo.lsp.owner import FIRST_CONNECT_WAIT_S, UNAVAILABLE, Unavailable
 
 log = logging.getLogger("mnemo.lsp.hover")
-FIRST_CONNECT_WAIT_S = 15.0  # a hover asked while the link to the owner is first made waits for it (then answers)
 
 
 def on_definition(code: cc.CodeContext, line: int) -> bool:
