@@ -36,7 +36,15 @@ from mnemo.lsp.feature import LanguageFeature
 from mnemo.lsp.features.documents import DocumentsFeature
 from mnemo.lsp.jsonrpc import MnemoProtocol, converter_factory
 from mnemo.lsp.logs import rss_mb
-from mnemo.lsp.owner import FIRST_CONNECT_WAIT_S, READY, STARTING, UNAVAILABLE, OwnerLink, Unavailable, resolve_home
+from mnemo.lsp.owner import (
+    FIRST_CONNECT_WAIT_S,
+    READY,
+    STARTING,
+    UNAVAILABLE,
+    OwnerLink,
+    Unavailable,
+    resolve_home,
+)
 
 log = logging.getLogger("mnemo.lsp")
 
