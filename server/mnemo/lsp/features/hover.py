@@ -6,9 +6,10 @@ from its decorators to its name), once per symbol, not on every identifier of it
 (the Skills view and `mnemo skills activate` show them).
 
 Memories anchored to the enclosing symbol come first (outside any symbol: file + lines anchors covering the line),
-then recall hits for a query built from the code context (identifier, enclosing names, signature, docstring) above
-`mnemo.hover.minConfidence`: all of it from one `hover_context` call to the owner (none when cached, `editor.py`),
-every memory as the core's card. Nothing relevant enough: no hover. Store unavailable: one short "Mnemo
+then recall hits above `mnemo.hover.minConfidence` for the symbol's query (`code_symbols.symbol_query`: its
+qualified name, signature and docstring, the text the code lens pass recalls with when the document opens, so the
+owner has its embedding already, `Engine.embed_cached`; outside any symbol: the identifier and its line): all of
+it from one `hover_context` call to the owner (none when cached, `editor.py`), every memory as the core's card. Nothing relevant enough: no hover. Store unavailable: one short "Mnemo
 unavailable" hover per document and outage, then nothing.
 """
 
@@ -56,9 +57,10 @@ class HoverFeature(LanguageFeature):
         ctx = await self.server.run_blocking(self.server.ctx_for, uri)
         rel = self.server.rel_path(uri, ctx)
         symbol = code.symbol
+        query = cc.symbol_query(symbol) if symbol is not None else code.query()
         try:
             answer = await self.server.editor.hover(
-                ctx, rel, symbol=symbol.qualname if symbol else None, line=params.position.line, query=code.query(),
+                ctx, rel, symbol=symbol.qualname if symbol else None, line=params.position.line, query=query,
                 limit=max(4, settings.max_memories * 2), include_docs=settings.include_docs,
                 min_confidence=settings.min_confidence, skills=settings.show_skills)
         except Unavailable:
