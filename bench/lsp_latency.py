@@ -14,10 +14,13 @@ started and its dense index built. Timed, from the client's side of the pipe:
     while the owner link is first made waits for it, so the answer has content);
   - first_hover_with_content_ms_owner_running / _owner_not_running: the same on a spot that has content when warm,
     in fresh sessions (median of 3), with the owner already up and with no owner (the server starts it);
+  - open_pass_s: after the files open, the language server's background pass (parse, one code lens recall per
+    symbol) is let finish (no owner call for 1.5 s) before anything below is timed;
   - hover p50/p95 (warm) over `--hovers` definitions (the names of functions, methods and classes) of engine.py and
     ten more modules (`HOVER_FILES`): a quiet hover answers only there (issue 20), so each timed hover is a new
     symbol and query: one `hover_context` call to the owner (recall + anchors + skills unless cached;
-    `owner_calls_in_timed_hovers` counts them);
+    `owner_calls_in_timed_hovers` counts them); `owner_cpu_ms_per_hover` / `lsp_cpu_ms_per_hover`: the CPU
+    time each process spent over the timed hovers, per hover (the figure that holds still on a loaded box);
   - code_lens p95 over `--lenses` `textDocument/codeLens` requests on engine.py (caches warm);
   - lsp_rss_mb: the language server process's resident memory at the end (the model lives in the owner).
 The last line is one JSON object.
@@ -118,6 +121,18 @@ def hover_positions(sources: dict[str, str], count: int) -> list[tuple[str, int,
     rng.shuffle(spots)
     spots.remove(first)
     return [first, *spots][:count]
+
+
+def cpu_ms(pid: int | None) -> float | None:
+    """User + system CPU time of process `pid` so far (all threads), in ms; None when unknown."""
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def rss_mb(pid: int) -> tuple[float, float]:
@@ -225,7 +240,10 @@ async def drive(home: Path, hovers: int, lenses: int, init_reps: int) -> dict:
             return cc.symbol_query(code.symbol) if code.symbol is not None else code.query()
 
         seen = {query_at(u, ln, cl) for u, ln, cl in spots[:20]}
-        calls_before = (await client.protocol.send_request_async("mnemo/status", {}))["lsp"].get("ownerCalls")
+        st = await client.protocol.send_request_async("mnemo/status", {})
+        calls_before = st["lsp"].get("ownerCalls")
+        pids = {"owner": (st.get("owner") or {}).get("pid"), "lsp": client._server.pid}
+        cpu_before = {k: cpu_ms(p) for k, p in pids.items()}
         lat, fresh, fresh_queries = [], [], []
         for u, line, col in spots[20:]:
             q = query_at(u, line, col)
@@ -235,6 +253,10 @@ async def drive(home: Path, hovers: int, lenses: int, init_reps: int) -> dict:
                 seen.add(q)
                 fresh.append(ms)
                 fresh_queries.append(q)
+        for k, p in pids.items():  # CPU per timed hover (stable under load, unlike the wall clock)
+            now, was = cpu_ms(p), cpu_before[k]
+            if now is not None and was is not None:
+                out[f"{k}_cpu_ms_per_hover"] = round((now - was) / len(lat), 2)
         out["hover_p50_ms"] = round(statistics.median(lat), 2)
         out["hover_p95_ms"] = round(pct(lat, 95), 2)
         out["hovers"] = len(lat)
