@@ -15,6 +15,7 @@ unavailable" hover per document and outage, then nothing.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from lsprotocol import types as t
@@ -48,13 +49,18 @@ class HoverFeature(LanguageFeature):
         await self.server.test_delay()
         if not self.server.ready and not await self.server.until_connected(FIRST_CONNECT_WAIT_S):
             return self._unavailable_hover(uri)
-        found = await self.server.documents.context_at(uri, params.position)
-        if found is None:
+        # the workspace's context is read in another worker meanwhile: one wait less on a hover's path
+        ctx_job = asyncio.ensure_future(self.server.run_blocking(self.server.ctx_for, uri))
+        try:
+            found = await self.server.documents.context_at(uri, params.position)
+        except BaseException:
+            ctx_job.cancel()
+            raise
+        if found is None or not found[0].word or not on_definition(found[0], params.position.line):
+            ctx_job.cancel()
             return None
         code, snap = found
-        if not code.word or not on_definition(code, params.position.line):
-            return None
-        ctx = await self.server.run_blocking(self.server.ctx_for, uri)
+        ctx = await ctx_job
         rel = self.server.rel_path(uri, ctx)
         symbol = code.symbol
         query = cc.symbol_query(symbol) if symbol is not None else code.query()
