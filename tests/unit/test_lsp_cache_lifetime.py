@@ -143,3 +143,30 @@ def test_the_relevance_of_code_lenses_follows_the_same_rule():
     clock.now += CACHE_LIFETIME_S
     assert ed.relevance.get(key) is None  # a lens pass asks again
     assert ed.relevance.get_stale(key) == (["mem-1"], False)  # the lens shows it meanwhile
+
+
+def test_a_files_skills_are_asked_once_when_a_hover_and_the_state_want_them_at_once():
+    """The first hover of a session and the state published when the owner link comes up both want the active
+    file's skills: one owner request answers both (either may come first)."""
+    async def run(hover_first: bool):
+        ed, server, _ = make()
+        server.gate = asyncio.Event()
+        server.rel_path = lambda uri, ctx: "a.py"
+
+        async def state():
+            return await ed.active_skills("file:///ws/a.py", ctx=CTX)
+
+        first, second = (hover(ed), state()) if hover_first else (state(), hover(ed))
+        a = asyncio.ensure_future(first)
+        await asyncio.sleep(0)
+        b = asyncio.ensure_future(second)
+        await asyncio.sleep(0)
+        server.gate.set()
+        res_a, res_b = await asyncio.gather(a, b)
+        asked = [kw.get("skills", True) for m, kw in server.calls if m in ("hover_context", "activate_skills")
+                 and (m == "activate_skills" or kw.get("skills"))]
+        assert len(asked) == 1, server.calls
+        hovered, stated = (res_a, res_b) if hover_first else (res_b, res_a)
+        assert hovered["skills"]["activations"] == stated["activations"]
+    asyncio.run(run(True))
+    asyncio.run(run(False))

@@ -83,6 +83,10 @@ class EditorContext:
         self.skills = AnswerCache(SKILLS_CACHE)
         self.relevance = AnswerCache(RELEVANCE_CACHE)  # code lenses: (project, branch, symbol, code hash) -> ids
         self.anchors = AnchorIndex(self)
+        # a file's skills being asked of the owner right now (by a hover or by the state/lens/sidebar), so that the
+        # other waits for that answer instead of asking again: the first hover of a session and the state published
+        # when the owner link comes up both want the active file's skills at once
+        self._skills_inflight: dict[tuple, asyncio.Future] = {}
         self.generation = 0
         self.stats = {"hits": 0, "misses": 0}  # hover answers from the cache / from the owner
 
@@ -109,15 +113,27 @@ class EditorContext:
             self.stats["hits"] += 1
             return {**hit, "skills": cached_skills}
         self.stats["misses"] += 1
-        ask_skills = skills and cached_skills is None
+        skills_key = self._skills_key(ctx, rel, None)
+        pending = self._skills_inflight.get(skills_key) if skills and cached_skills is None else None
+        ask_skills = skills and cached_skills is None and pending is None
         gen = self.generation
         settings = self.server.settings.skills
-        res = dict(await self.server.service(
-            "hover_context", ctx, rel, line, symbol, query, limit=limit, include_docs=include_docs,
-            min_confidence=min_confidence, skills=ask_skills, max_skills=settings.max_active,
-            token_budget=settings.token_budget))
+        mine = self._claim_skills(skills_key) if ask_skills else None
+        try:
+            res = dict(await self.server.service(
+                "hover_context", ctx, rel, line, symbol, query, limit=limit, include_docs=include_docs,
+                min_confidence=min_confidence, skills=ask_skills, max_skills=settings.max_active,
+                token_budget=settings.token_budget))
+        except BaseException:
+            self._release_skills(skills_key, mine, None)  # failed: whoever waits asks for itself
+            raise
         if ask_skills:
             res["skills"] = self._keep_skills(ctx, rel, None, res.get("skills"), gen)
+            self._release_skills(skills_key, mine, res["skills"])
+        elif pending is not None:
+            res["skills"] = await asyncio.shield(pending)
+            if res["skills"] is None:  # the other request failed: ask now (rare)
+                res["skills"] = await self.active_skills(None, ctx=ctx, rel=rel)
         elif skills:
             res["skills"] = cached_skills
         if gen == self.generation:
@@ -126,38 +142,70 @@ class EditorContext:
         return res
 
     # -- skills (cached per file and branch) -----------------------------------------------------------------
+    @staticmethod
+    def _skills_key(ctx: dict[str, Any], rel: str | None, message: str | None) -> tuple:
+        return ctx.get("project_id"), ctx.get("branch"), rel, message
+
+    def _claim_skills(self, key: tuple) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        self._skills_inflight[key] = fut
+        return fut
+
+    def _release_skills(self, key: tuple, fut: asyncio.Future | None, result: dict[str, Any] | None) -> None:
+        """The answer (None: failed) to whoever waits on `fut`."""
+        if fut is None:
+            return
+        if self._skills_inflight.get(key) is fut:
+            del self._skills_inflight[key]
+        if not fut.done():
+            fut.set_result(result)
+
     def _cached_skills(self, ctx: dict[str, Any], rel: str | None, message: str | None) -> dict[str, Any] | None:
         if not self.server.settings.skills.enabled:
             return {"file": rel, "activations": [], "total_tokens": 0, "disabled": True}
-        return self.skills.get((ctx.get("project_id"), ctx.get("branch"), rel, message))
+        return self.skills.get(self._skills_key(ctx, rel, message))
 
     def _keep_skills(self, ctx: dict[str, Any], rel: str | None, message: str | None, result: Any,
                      gen: int) -> dict[str, Any]:
         out = dict(result or {"activations": [], "total_tokens": 0})
         out["file"] = rel
         if gen == self.generation:
-            self.skills.put((ctx.get("project_id"), ctx.get("branch"), rel, message), out)
+            self.skills.put(self._skills_key(ctx, rel, message), out)
         return out
 
     async def active_skills(self, uri: str | None, message: str | None = None, *, fresh: bool = False,
-                            ctx: dict | None = None) -> dict[str, Any]:
+                            ctx: dict | None = None, rel: str | None = None) -> dict[str, Any]:
+        """The skills active for `uri` (or `rel` in `ctx`) and `message`: cached, or the answer a request already
+        in flight for them gets, or one `activate_skills` call."""
         server = self.server
-        ctx = ctx or server.ctx_for(uri)
-        rel = server.rel_path(uri, ctx)
+        ctx = ctx or await server.run_blocking(server.ctx_for, uri)
+        rel = rel if uri is None else server.rel_path(uri, ctx)
         cached = self._cached_skills(ctx, rel, message)
         if cached is not None and (not fresh or cached.get("disabled")):
             return cached
+        key = self._skills_key(ctx, rel, message)
+        pending = self._skills_inflight.get(key)
+        if pending is not None:  # asked right now (a fresh answer either way)
+            shared = await asyncio.shield(pending)
+            if shared is not None:
+                return shared
         gen = self.generation
+        mine = self._claim_skills(key)
+        result: dict[str, Any] | None = None
         try:
-            result = await server.service("activate_skills", ctx, rel, message,
-                                          max_skills=server.settings.skills.max_active,
-                                          token_budget=server.settings.skills.token_budget)
-        except Unavailable:
-            raise
-        except MnemoError as exc:  # e.g. the skills engine is not installed on the owner yet
-            log.warning("skills: %s", exc)
-            result = {"activations": [], "total_tokens": 0, "error": str(exc)}
-        return self._keep_skills(ctx, rel, message, result, gen)
+            try:
+                result = await server.service("activate_skills", ctx, rel, message,
+                                              max_skills=server.settings.skills.max_active,
+                                              token_budget=server.settings.skills.token_budget)
+            except Unavailable:
+                raise
+            except MnemoError as exc:  # e.g. the skills engine is not installed on the owner yet
+                log.warning("skills: %s", exc)
+                result = {"activations": [], "total_tokens": 0, "error": str(exc)}
+            kept = self._keep_skills(ctx, rel, message, result, gen)
+        finally:
+            self._release_skills(key, mine, None if result is None else kept)
+        return kept
 
 
 class AnchorIndex:
