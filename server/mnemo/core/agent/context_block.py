@@ -92,6 +92,7 @@ class Item:
     ref_key: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     part: SkillPart | None = None     # a skill: what it takes to deliver it whole, in part or by reference
+    anchored: bool = False            # a memory anchored to the file at hand
 
     @property
     def tokens(self) -> int:
@@ -224,10 +225,13 @@ SECTION_MIN = 0.5                # ... else by its sections, when its best secti
 LESS_LIKELY = 0.85                # a skill less probable than this share of the most probable one: never whole,
 SECTION_MIN_LESS_LIKELY = 0.8    # and by its best sections only when at least this relevant (else by reference)
 RESERVE_PER_LIKELY = 250         # tokens kept, when the most probable skill goes in whole, for each other likely one
+UNLIKELY = 0.45                  # a rule the model gives less than this probability needs a section about the request
 # --- fitted: end ---
 MEANING_MIN = 0.35               # cosine (MiniLM) at which a text is about the request: see _wanted and _about
 FILE_ONLY_SECTION_MIN = MEANING_MIN  # a rule the file chose (the request chose none) needs a section this close
 FILE_ONLY_LEXICAL_MIN = 0.5      # ... or, with no section vectors yet, holding this share of the request's words
+CONVERSATION_MIN = 0.4           # a message this close to the turns of a conversation ("continue", "looks good";
+#                                  core/skills/background.py) is about the conversation, not about the file's code
 
 
 @dataclass
@@ -446,6 +450,7 @@ class _Fitter:
 
     def run(self, candidates: list[Item]) -> tuple[list[Item], list[Item], list[Item]]:
         skills = [c for c in candidates if c.part is not None]
+        candidates = self._conversation_turn(candidates, [c for c in skills if not c.part.always])
         for it in candidates:
             if it.part is None and not self._try(it):
                 self.dropped.append(it)
@@ -457,6 +462,7 @@ class _Fitter:
         others = sum(1 for c in chosen[1:] if float(c.part.act.score) >= LESS_LIKELY * top)
         if self.req.message and self.req.event in ("prompt", "context"):
             chosen = [c for c in chosen if self._wanted(c)]
+        chosen, fallbacks = self._fallbacks(chosen)
         for n, it in enumerate(chosen):
             first = n == 0
             likely = float(it.part.act.score) >= LESS_LIKELY * top
@@ -472,7 +478,58 @@ class _Fitter:
                 self.dropped.append(it)
         for it in partial:
             self._extend(it)
+        for it in fallbacks:
+            if not self._try_ref(it):
+                self.dropped.append(it)
         return self.inlined, self.refs, self.dropped
+
+    def _conversation_turn(self, candidates: list[Item], chosen: list[Item]) -> list[Item]:
+        """A message that is a turn of the conversation ("continue", "undo that": ``CONVERSATION_MIN`` close to
+        `background.CONVERSATION_TURNS`) and chose no rule itself is not about the open file's code: the notes
+        anchored to the file are left out (listed under ``dropped``, with why) and reach the agent when it reads
+        or edits the file (the `pre-tool` hook). A hook whose turn vectors are not embedded yet keeps them."""
+        from mnemo.core.skills.result import FILE_DECIDES
+
+        if not (self.req.message and self.req.event in ("prompt", "context")) or self.scorer is None:
+            return candidates
+        if not any(c.anchored for c in candidates):
+            return candidates
+        if any(not (c.part.act.reason or "").startswith(FILE_DECIDES) for c in chosen):
+            return candidates            # the request chose a rule: it is a request
+        try:
+            score = self.scorer.conversation_score(self.req.message, wait=self.req.event == "context")
+        except Exception:  # noqa: BLE001 - without the score the notes stay, as before
+            score = None
+        if score is None or score < CONVERSATION_MIN:
+            return candidates
+        out = []
+        for c in candidates:
+            if c.anchored:
+                c.extra["left_out"] = ("the message is a turn of the conversation, not a request about this file's "
+                                       "code; the note comes when the file is read or edited")
+                c.extra["conversation"] = round(score, 4)
+                self.dropped.append(c)
+            else:
+                out.append(c)
+        return out
+
+    @staticmethod
+    def _fallbacks(chosen: list[Item]) -> tuple[list[Item], list[Item]]:
+        """Specific before generic: a Mnemo starter skill (a fallback) that the request chose after one of the
+        project's or person's own rules goes in by reference (one line), not inlined: the project's rule ranks
+        above it and speaks for the project; the starter's generic advice is named for the agent to read."""
+        out: list[Item] = []
+        after: list[Item] = []
+        own = False
+        for c in chosen:
+            starter = c.part.act.scope == "builtin" and not (c.part.act.reason or "").startswith("mentioned by name")
+            if starter and own:
+                c.extra["left_out"] = "a starter skill after the project's own rule: named, not inlined"
+                after.append(c)
+                continue
+            own = own or c.part.act.scope != "builtin"
+            out.append(c)
+        return out, after
 
     def _wanted(self, it: Item) -> bool:
         """A rule the file chose because the request chose none ("looks good, commit it" with the file open) goes
@@ -483,7 +540,10 @@ class _Fitter:
         from mnemo.core.skills.result import FILE_DECIDES
 
         part = it.part
-        if not (part.act.reason or "").startswith(FILE_DECIDES) or part.act.always:
+        if part.act.always or (part.act.reason or "").startswith("mentioned by name"):
+            return True
+        by_file = (part.act.reason or "").startswith(FILE_DECIDES)
+        if not by_file and float(part.act.score) >= UNLIKELY:
             return True
         _prepare_sections(part, self.query, self.scorer, wait=self.req.event == "context")
         from mnemo.core.skills.sections import lexical_scores
@@ -495,7 +555,8 @@ class _Fitter:
         it.extra["relevance"] = round(best, 4)
         if best >= floor:
             return True
-        it.extra["left_out"] = "the request chose no rule and is not about this one's sections"
+        it.extra["left_out"] = "the request chose no rule and is not about this one's sections" if by_file else \
+            "unlikely to apply, and the request is not about any of its sections"
         self.dropped.append(it)
         return False
 
@@ -522,7 +583,10 @@ class _Fitter:
     def _about(self, a: Item) -> bool:
         """Past the share, an always-on rule is inlined only when it is about the request: with a message, its
         cosine to it (the activation's) reaches ``MEANING_MIN`` (a long rule holds many of a short request's words,
-        so their share says little); with only a file, its relation (`_related`) reaches ``ALWAYS_RELATED_MIN``."""
+        so their share says little: "Test-Driven Development in Ruby" for a Python test request); with only a
+        file, its relation (`_related`) reaches ``ALWAYS_RELATED_MIN``."""
+        if self.req.message and self.req.message.strip():
+            return float((a.part.act.signals or {}).get("cosine", 0.0)) >= MEANING_MIN
         return a.part.related >= ALWAYS_RELATED_MIN
 
     def _evict_always(self) -> bool:
@@ -661,7 +725,10 @@ def anchored_items(engine: Engine, ctx: Context, req: Request) -> list[Item]:
              and memory_visible(mems[i], ctx)][:MAX_ANCHORED]
     fresh = _freshen(engine, ctx, [m["id"] for m in shown])
     where = _clean(res["path"]) + (f" › {_clean(symbol)}" if symbol else "")
-    return [_memory_item(m, f"### Memories about `{where}`", fresh=fresh.get(m["id"])) for m in shown]
+    out = [_memory_item(m, f"### Memories about `{where}`", fresh=fresh.get(m["id"])) for m in shown]
+    for it in out:
+        it.anchored = True
+    return out
 
 
 def _symbol_at(ctx: Context, file: str, line: int) -> str | None:
@@ -785,6 +852,9 @@ def build_context(engine: Engine, ctx: Context, **kw: Any) -> dict[str, Any]:
 
         def text_vectors(self, texts: list[str], wait: bool = True) -> Any:
             return engine.skill_engine(ctx).text_vectors(texts, wait)
+
+        def conversation_score(self, message: str, wait: bool = True) -> float | None:
+            return engine.skill_engine(ctx).conversation_score(message, wait)
 
     scorer = _Sections()
     t0 = time.perf_counter()
