@@ -225,7 +225,7 @@ SECTION_MIN = 0.5                # ... else by its sections, when its best secti
 LESS_LIKELY = 0.85                # a skill less probable than this share of the most probable one: never whole,
 SECTION_MIN_LESS_LIKELY = 0.8    # and by its best sections only when at least this relevant (else by reference)
 RESERVE_PER_LIKELY = 250         # tokens kept, when the most probable skill goes in whole, for each other likely one
-UNLIKELY = 0.45                  # a rule the model gives less than this probability needs a section about the request
+UNLIKELY = 0.3                  # a rule the model gives less than this probability needs a section about the request
 # --- fitted: end ---
 MEANING_MIN = 0.35               # cosine (MiniLM) at which a text is about the request: see _wanted and _about
 FILE_ONLY_SECTION_MIN = MEANING_MIN  # a rule the file chose (the request chose none) needs a section this close
