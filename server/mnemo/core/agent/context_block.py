@@ -93,6 +93,7 @@ class Item:
     extra: dict[str, Any] = field(default_factory=dict)
     part: SkillPart | None = None     # a skill: what it takes to deliver it whole, in part or by reference
     anchored: bool = False            # a memory anchored to the file at hand
+    body: str = ""                    # a memory's own text
 
     @property
     def tokens(self) -> int:
@@ -207,7 +208,7 @@ def _memory_item(m: dict[str, Any], section: str, text: str | None = None,
     warning = STALE_WARNING.format(where=_stale_where(m, fresh)) + "\n" if stale else ""
     rendered = f"{memory_meta(m, confidence)}\n{warning}{quote(body)}"
     key = f"mem:{mid}" + (":stale" if stale else "")  # a note that became stale is given again, with its warning
-    return Item(key=key, section=section, text=rendered, title=_clean(body)[:80], kind="memory", id=mid,
+    return Item(key=key, section=section, text=rendered, title=_clean(body)[:80], kind="memory", id=mid, body=body,
                 extra={"confidence": confidence, **({"stale": stale} if fresh is not None or stale else {})})
 
 
@@ -225,7 +226,7 @@ SECTION_MIN = 0.5                # ... else by its sections, when its best secti
 LESS_LIKELY = 0.85                # a skill less probable than this share of the most probable one: never whole,
 SECTION_MIN_LESS_LIKELY = 0.8    # and by its best sections only when at least this relevant (else by reference)
 RESERVE_PER_LIKELY = 250         # tokens kept, when the most probable skill goes in whole, for each other likely one
-UNLIKELY = 0.3                  # a rule the model gives less than this probability needs a section about the request
+NOTE_MARGIN = 0.25               # a rule whose best section is this far (cosine) below a note's goes by reference
 # --- fitted: end ---
 MEANING_MIN = 0.35               # cosine (MiniLM) at which a text is about the request: see _wanted and _about
 FILE_ONLY_SECTION_MIN = MEANING_MIN  # a rule the file chose (the request chose none) needs a section this close
@@ -424,6 +425,7 @@ class _Fitter:
         self.inlined: list[Item] = []
         self.refs: list[Item] = []
         self.dropped: list[Item] = []
+        self._below: list[Item] = []      # rules a note outranks (by reference)
         self.query = (req.message or "").strip() or (_file_query(req.file) if req.file else "")
 
     def used(self) -> int:
@@ -462,6 +464,7 @@ class _Fitter:
         others = sum(1 for c in chosen[1:] if float(c.part.act.score) >= LESS_LIKELY * top)
         if self.req.message and self.req.event in ("prompt", "context"):
             chosen = [c for c in chosen if self._wanted(c)]
+            chosen = self._below_notes(chosen, candidates)
         chosen, fallbacks = self._fallbacks(chosen)
         for n, it in enumerate(chosen):
             first = n == 0
@@ -478,10 +481,42 @@ class _Fitter:
                 self.dropped.append(it)
         for it in partial:
             self._extend(it)
-        for it in fallbacks:
+        for it in [*fallbacks, *self._below]:
             if not self._try_ref(it):
                 self.dropped.append(it)
         return self.inlined, self.refs, self.dropped
+
+    def _below_notes(self, chosen: list[Item], candidates: list[Item]) -> list[Item]:
+        """Marginal relevance across the block: a rule none of whose sections is nearly as much about the request
+        as a note the block holds (its best section's cosine ``NOTE_MARGIN`` or more below the note's) goes in by
+        reference: the request is about what the note says, and the rule is named for the agent to read."""
+        notes = [c for c in candidates if c.kind == "memory" and c.body and c in self.inlined]
+        if not notes or not chosen or self.scorer is None or NOTE_MARGIN <= 0:
+            return chosen
+        wait = self.req.event == "context"
+        try:
+            import numpy as np
+
+            qv = self.scorer.message_vector(self.query)
+            nv = self.scorer.text_vectors([_clean(n.body) for n in notes], wait) if qv is not None else None
+        except Exception:  # noqa: BLE001 - without the vectors every rule stays
+            return chosen
+        if qv is None or nv is None:
+            return chosen
+        note = float(np.max(np.asarray(nv, dtype=np.float32) @ np.asarray(qv, dtype=np.float32)))
+        out = []
+        for c in chosen:
+            if (c.part.act.reason or "").startswith("mentioned by name"):
+                out.append(c)
+                continue
+            _prepare_sections(c.part, self.query, self.scorer, wait=wait)
+            if c.part.cosines is None or max(c.part.cosines or [0.0]) > note - NOTE_MARGIN:
+                out.append(c)
+                continue
+            c.extra["relevance"] = round(max(c.part.cosines or [0.0]), 4)
+            c.extra["left_out"] = "a note in the block is far more about the request: named, not inlined"
+            self._below.append(c)
+        return out
 
     def _conversation_turn(self, candidates: list[Item], chosen: list[Item]) -> list[Item]:
         """A message that is a turn of the conversation ("continue", "undo that": ``CONVERSATION_MIN`` close to
@@ -540,10 +575,7 @@ class _Fitter:
         from mnemo.core.skills.result import FILE_DECIDES
 
         part = it.part
-        if part.act.always or (part.act.reason or "").startswith("mentioned by name"):
-            return True
-        by_file = (part.act.reason or "").startswith(FILE_DECIDES)
-        if not by_file and float(part.act.score) >= UNLIKELY:
+        if not (part.act.reason or "").startswith(FILE_DECIDES) or part.act.always:
             return True
         _prepare_sections(part, self.query, self.scorer, wait=self.req.event == "context")
         from mnemo.core.skills.sections import lexical_scores
@@ -555,8 +587,7 @@ class _Fitter:
         it.extra["relevance"] = round(best, 4)
         if best >= floor:
             return True
-        it.extra["left_out"] = "the request chose no rule and is not about this one's sections" if by_file else \
-            "unlikely to apply, and the request is not about any of its sections"
+        it.extra["left_out"] = "the request chose no rule and is not about this one's sections"
         self.dropped.append(it)
         return False
 
