@@ -487,9 +487,11 @@ class _Fitter:
         return self.inlined, self.refs, self.dropped
 
     def _below_notes(self, chosen: list[Item], candidates: list[Item]) -> list[Item]:
-        """Marginal relevance across the block: a rule none of whose sections is nearly as much about the request
-        as a note the block holds (its best section's cosine ``NOTE_MARGIN`` or more below the note's) goes in by
-        reference: the request is about what the note says, and the rule is named for the agent to read."""
+        """Marginal relevance across the block: a rule none of whose sections is about the request (best section
+        cosine under ``MEANING_MIN``) while a note the block holds is, by far (the note's cosine ``NOTE_MARGIN`` or
+        more above), goes in by reference: the request is about what the note says ("make charge() safe to call
+        twice" with the note on charge()), and the rule is named for the agent to read. The hooks, whose vectors
+        may not be ready, keep every rule until they are."""
         notes = [c for c in candidates if c.kind == "memory" and c.body and c in self.inlined]
         if not notes or not chosen or self.scorer is None or NOTE_MARGIN <= 0:
             return chosen
@@ -510,10 +512,11 @@ class _Fitter:
                 out.append(c)
                 continue
             _prepare_sections(c.part, self.query, self.scorer, wait=wait)
-            if c.part.cosines is None or max(c.part.cosines or [0.0]) > note - NOTE_MARGIN:
+            best = max(c.part.cosines or [0.0]) if c.part.cosines is not None else None
+            if best is None or best >= MEANING_MIN or best > note - NOTE_MARGIN:
                 out.append(c)
                 continue
-            c.extra["relevance"] = round(max(c.part.cosines or [0.0]), 4)
+            c.extra["relevance"] = round(best, 4)
             c.extra["left_out"] = "a note in the block is far more about the request: named, not inlined"
             self._below.append(c)
         return out
