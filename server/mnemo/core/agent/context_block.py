@@ -27,9 +27,12 @@ the agent's own tool already loads (CLAUDE.md and `.claude/skills` for Claude Co
 The budget is spent by value, not by size (`_Fitter`; docs/agents-and-teams.md, "What goes into a block"): the
 skills the request chose, most probable first, each whole when it fits, else by its most relevant sections
 (`core/skills/sections.py`) with one line naming the rest; always-on rules within a share of the budget
-(`context_always_share`), the least related by reference past it, never pushing out a chosen rule. Each item says
-why in words; scores stay in the JSON. Starter skills yield to a project's own rule in the activation itself
-(`core/skills/result.py`, `yield_starters`).
+(`context_always_share`), past it only those about the request by meaning, the rest by reference, never pushing
+out a chosen rule. Each item says why in words; scores stay in the JSON. Starter skills yield to a project's own
+rule in the activation itself (`core/skills/result.py`, `yield_starters`), and one chosen after the project's own
+rule goes by reference. Relevance across the block: a rule with no section about the request goes by reference
+when a note in the block is far more about it; a turn of the conversation ("continue") with a file open leaves
+the file's notes for the `pre-tool` hook.
 """
 
 from __future__ import annotations
@@ -411,11 +414,13 @@ def _prepare_sections(part: SkillPart, query: str, scorer: Any, wait: bool = Tru
 
 
 class _Fitter:
-    """Fills the block: memories and hand-offs in priority order (each whole or left out); the always-on rules
-    while they fit their share of the budget (past it, the least related go by reference); the skills the
+    """Fills the block: memories and hand-offs in priority order (each whole or left out; the file's anchored notes
+    wait for the `pre-tool` hook when the message is a turn of the conversation); the always-on rules while they
+    fit their share of the budget (past it, only those about the request; the rest by reference); the skills the
     request chose, most probable first, each whole when it fits, else by its most relevant sections (evicting
     always-on rules, least related first, before a chosen rule's best section is left out), then the remaining
-    room to further relevant sections; what does not fit goes by reference (path and why) or is left out."""
+    room to further relevant sections; a starter skill after the project's own rule and a rule a note far
+    outranks go by reference; what does not fit goes by reference (path and why) or is left out."""
 
     def __init__(self, ctx: Context, req: Request, learned: list[dict[str, Any]], scorer: Any, share: float,
                  seen: Callable[[str], bool]):
