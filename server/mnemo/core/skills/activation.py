@@ -238,8 +238,12 @@ class SkillEngine:
         return np.stack([have[k] for k in keys]).astype(np.float32, copy=False)
 
     def warm(self) -> None:
-        """Build the index now (embeds the skills) instead of on the first activation."""
+        """Build the index now (embeds the skills) instead of on the first activation, and embed the conversation
+        turns the context block measures a message against (cached in the store's home: once per model)."""
+        from .background import CONVERSATION_TURNS
+
         self._ensure_index()
+        self.text_vectors(list(CONVERSATION_TURNS))
 
     # -- paths -----------------------------------------------------------------------------------------------
     def _paths(self, file_path: str | None) -> tuple[str | None, str | None]:
