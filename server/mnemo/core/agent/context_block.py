@@ -497,7 +497,8 @@ class _Fitter:
         more above), goes in by reference: the request is about what the note says ("make charge() safe to call
         twice" with the note on charge()), and the rule is named for the agent to read. The hooks, whose vectors
         may not be ready, keep every rule until they are."""
-        notes = [c for c in candidates if c.kind == "memory" and c.body and c in self.inlined]
+        shown = {id(x) for x in self.inlined}
+        notes = [c for c in candidates if c.kind == "memory" and c.body and id(c) in shown]
         if not notes or not chosen or self.scorer is None or NOTE_MARGIN <= 0:
             return chosen
         wait = self.req.event == "context"
