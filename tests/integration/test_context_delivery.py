@@ -111,7 +111,9 @@ def test_always_on_rules_keep_to_their_share_and_never_push_out_the_chosen_rule(
     whole = sum(len(f.read_text()) // 4 for f in (team_repo / ".continue" / "rules").iterdir())
     assert whole > 0.25 * 2000 and inlined <= 0.25 * 2000 + 10
     assert len(always) == 8 and any(i["state"] == "referenced" for i in always)
-    assert [i["title"] for i in always if i["state"] == "inlined"] == ["house style 6"]   # the related one
+    # past the share only a rule about the request by meaning goes in (third pass: the activation's cosine reaches
+    # MEANING_MIN); the templated house style for migrations is not (cosine 0.19), so it is named with the others
+    assert set(i["title"] for i in always if i["state"] == "inlined") <= {"house style 6"}
     assert "Always-on rules left out as less related to this request: `house style" in out["markdown"]
     sql = next(i for i in out["items"] if i["title"] == "sql.mdc" or i["source_path"].endswith("sql.mdc"))
     assert sql["state"] == "inlined"                              # the rule the request chose is whole
@@ -176,3 +178,17 @@ def test_past_their_share_always_on_rules_go_in_by_meaning_not_by_shared_words(t
     always = [i for i in other["items"] if i.get("always")]
     assert len(always) == 8 and all(i["state"] == "referenced" for i in always), always
     assert "Always-on rules left out as less related to this request: `house style" in other["markdown"]
+
+
+def test_past_their_share_always_on_rules_need_to_be_about_the_request_not_share_a_heading_word(team_repo, home):
+    """Issue 20, third pass: past the share, an always-on rule is inlined when it is about the request (the
+    activation's cosine reaches MEANING_MIN), not when the request shares a word with its headings: a crash in a
+    migration script is not about the house style for database migrations (it was inlined before: its name and
+    heading hold "migration" and "database"), while a request about the API docs gets the house style for them."""
+    crash = context_json(team_repo, home, "-m", "the migration script crashes on an empty database")
+    style = next(i for i in crash["items"] if i["title"] == "house style 6")
+    assert style["state"] == "referenced" and style["related"] >= 0.25, style   # related by words, not by meaning
+    assert "House style for database migrations" not in crash["markdown"]
+    assert "Always-on rules left out as less related to this request: " in crash["markdown"]
+    docs = context_json(team_repo, home, "-m", "document the new endpoint in our API docs")
+    assert [i["title"] for i in docs["items"] if i.get("always") and i["state"] == "inlined"] == ["house style 7"]

@@ -144,3 +144,20 @@ def test_a_note_remembered_with_an_absolute_anchor_path_is_the_note_on_that_file
     assert mem["anchors"][0]["path"] == "shop/payments.py"
     ids = [it["id"] for it in _context(cli, "--symbol", "refund")["items"] if it["kind"] == "memory"]
     assert mem["id"] in ids
+
+
+def test_a_turn_of_the_conversation_leaves_the_files_notes_for_when_the_file_is_edited(shop):
+    """Issue 20, third pass: "continue" with payments.py open chose no rule and is a turn of the conversation,
+    not a request about the file's code: the note anchored to charge() is left out of the block (listed under
+    `dropped`, with why), while a request about the code still gets it whatever its words, and so does the read
+    of the file (the pre-tool hook's event) when the agent gets to it."""
+    cli, mid = shop["cli"], shop["mid"]
+    for turn in ("continue", "looks fine to me, thanks"):
+        res = json.loads(cli("context", "--file", "shop/payments.py", "-m", turn, "--format", "json").stdout)
+        assert not [it for it in res["items"] if it["kind"] == "memory"], res["items"]
+        left = next(d for d in res["dropped"] if d["id"] == mid)
+        assert left["left_out"].startswith("the message is a turn of the conversation") and left["conversation"] >= 0.4
+        assert ANCHORED.split(";")[0] not in res["markdown"]
+    assert ANCHORED.split(";")[0] in _context(cli)["markdown"]             # "add retries to the POST calls"
+    read = json.loads(cli("context", "--file", "shop/payments.py", "--event", "pre-tool", "--format", "json").stdout)
+    assert ANCHORED.split(";")[0] in read["markdown"]

@@ -27,9 +27,12 @@ the agent's own tool already loads (CLAUDE.md and `.claude/skills` for Claude Co
 The budget is spent by value, not by size (`_Fitter`; docs/agents-and-teams.md, "What goes into a block"): the
 skills the request chose, most probable first, each whole when it fits, else by its most relevant sections
 (`core/skills/sections.py`) with one line naming the rest; always-on rules within a share of the budget
-(`context_always_share`), the least related by reference past it, never pushing out a chosen rule. Each item says
-why in words; scores stay in the JSON. Starter skills yield to a project's own rule in the activation itself
-(`core/skills/result.py`, `yield_starters`).
+(`context_always_share`), past it only those about the request by meaning, the rest by reference, never pushing
+out a chosen rule. Each item says why in words; scores stay in the JSON. Starter skills yield to a project's own
+rule in the activation itself (`core/skills/result.py`, `yield_starters`), and one chosen after the project's own
+rule goes by reference. Relevance across the block: a rule with no section about the request goes by reference
+when a note in the block is far more about it; a turn of the conversation ("continue") with a file open leaves
+the file's notes for the `pre-tool` hook.
 """
 
 from __future__ import annotations
@@ -92,6 +95,8 @@ class Item:
     ref_key: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     part: SkillPart | None = None     # a skill: what it takes to deliver it whole, in part or by reference
+    anchored: bool = False            # a memory anchored to the file at hand
+    body: str = ""                    # a memory's own text
 
     @property
     def tokens(self) -> int:
@@ -206,7 +211,7 @@ def _memory_item(m: dict[str, Any], section: str, text: str | None = None,
     warning = STALE_WARNING.format(where=_stale_where(m, fresh)) + "\n" if stale else ""
     rendered = f"{memory_meta(m, confidence)}\n{warning}{quote(body)}"
     key = f"mem:{mid}" + (":stale" if stale else "")  # a note that became stale is given again, with its warning
-    return Item(key=key, section=section, text=rendered, title=_clean(body)[:80], kind="memory", id=mid,
+    return Item(key=key, section=section, text=rendered, title=_clean(body)[:80], kind="memory", id=mid, body=body,
                 extra={"confidence": confidence, **({"stale": stale} if fresh is not None or stale else {})})
 
 
@@ -224,10 +229,13 @@ SECTION_MIN = 0.5                # ... else by its sections, when its best secti
 LESS_LIKELY = 0.85                # a skill less probable than this share of the most probable one: never whole,
 SECTION_MIN_LESS_LIKELY = 0.8    # and by its best sections only when at least this relevant (else by reference)
 RESERVE_PER_LIKELY = 250         # tokens kept, when the most probable skill goes in whole, for each other likely one
+NOTE_MARGIN = 0.25               # a rule whose best section is this far (cosine) below a note's goes by reference
 # --- fitted: end ---
 MEANING_MIN = 0.35               # cosine (MiniLM) at which a text is about the request: see _wanted and _about
 FILE_ONLY_SECTION_MIN = MEANING_MIN  # a rule the file chose (the request chose none) needs a section this close
 FILE_ONLY_LEXICAL_MIN = 0.5      # ... or, with no section vectors yet, holding this share of the request's words
+CONVERSATION_MIN = 0.4           # a message this close to the turns of a conversation ("continue", "looks good";
+#                                  core/skills/background.py) is about the conversation, not about the file's code
 
 
 @dataclass
@@ -406,11 +414,13 @@ def _prepare_sections(part: SkillPart, query: str, scorer: Any, wait: bool = Tru
 
 
 class _Fitter:
-    """Fills the block: memories and hand-offs in priority order (each whole or left out); the always-on rules
-    while they fit their share of the budget (past it, the least related go by reference); the skills the
+    """Fills the block: memories and hand-offs in priority order (each whole or left out; the file's anchored notes
+    wait for the `pre-tool` hook when the message is a turn of the conversation); the always-on rules while they
+    fit their share of the budget (past it, only those about the request; the rest by reference); the skills the
     request chose, most probable first, each whole when it fits, else by its most relevant sections (evicting
     always-on rules, least related first, before a chosen rule's best section is left out), then the remaining
-    room to further relevant sections; what does not fit goes by reference (path and why) or is left out."""
+    room to further relevant sections; a starter skill after the project's own rule and a rule a note far
+    outranks go by reference; what does not fit goes by reference (path and why) or is left out."""
 
     def __init__(self, ctx: Context, req: Request, learned: list[dict[str, Any]], scorer: Any, share: float,
                  seen: Callable[[str], bool]):
@@ -420,6 +430,7 @@ class _Fitter:
         self.inlined: list[Item] = []
         self.refs: list[Item] = []
         self.dropped: list[Item] = []
+        self._below: list[Item] = []      # rules a note outranks (by reference)
         self.query = (req.message or "").strip() or (_file_query(req.file) if req.file else "")
 
     def used(self) -> int:
@@ -446,6 +457,7 @@ class _Fitter:
 
     def run(self, candidates: list[Item]) -> tuple[list[Item], list[Item], list[Item]]:
         skills = [c for c in candidates if c.part is not None]
+        candidates = self._conversation_turn(candidates, [c for c in skills if not c.part.always])
         for it in candidates:
             if it.part is None and not self._try(it):
                 self.dropped.append(it)
@@ -457,6 +469,8 @@ class _Fitter:
         others = sum(1 for c in chosen[1:] if float(c.part.act.score) >= LESS_LIKELY * top)
         if self.req.message and self.req.event in ("prompt", "context"):
             chosen = [c for c in chosen if self._wanted(c)]
+            chosen = self._below_notes(chosen, candidates)
+        chosen, fallbacks = self._fallbacks(chosen)
         for n, it in enumerate(chosen):
             first = n == 0
             likely = float(it.part.act.score) >= LESS_LIKELY * top
@@ -472,7 +486,94 @@ class _Fitter:
                 self.dropped.append(it)
         for it in partial:
             self._extend(it)
+        for it in [*fallbacks, *self._below]:
+            if not self._try_ref(it):
+                self.dropped.append(it)
         return self.inlined, self.refs, self.dropped
+
+    def _below_notes(self, chosen: list[Item], candidates: list[Item]) -> list[Item]:
+        """Marginal relevance across the block: a rule none of whose sections is about the request (best section
+        cosine under ``MEANING_MIN``) while a note the block holds is, by far (the note's cosine ``NOTE_MARGIN`` or
+        more above), goes in by reference: the request is about what the note says ("make charge() safe to call
+        twice" with the note on charge()), and the rule is named for the agent to read. The hooks, whose vectors
+        may not be ready, keep every rule until they are."""
+        shown = {id(x) for x in self.inlined}
+        notes = [c for c in candidates if c.kind == "memory" and c.body and id(c) in shown]
+        if not notes or not chosen or self.scorer is None or NOTE_MARGIN <= 0:
+            return chosen
+        wait = self.req.event == "context"
+        try:
+            import numpy as np
+
+            qv = self.scorer.message_vector(self.query)
+            nv = self.scorer.text_vectors([_clean(n.body) for n in notes], wait) if qv is not None else None
+        except Exception:  # noqa: BLE001 - without the vectors every rule stays
+            return chosen
+        if qv is None or nv is None:
+            return chosen
+        note = float(np.max(np.asarray(nv, dtype=np.float32) @ np.asarray(qv, dtype=np.float32)))
+        out = []
+        for c in chosen:
+            if (c.part.act.reason or "").startswith("mentioned by name"):
+                out.append(c)
+                continue
+            _prepare_sections(c.part, self.query, self.scorer, wait=wait)
+            best = max(c.part.cosines or [0.0]) if c.part.cosines is not None else None
+            if best is None or best >= MEANING_MIN or best > note - NOTE_MARGIN:
+                out.append(c)
+                continue
+            c.extra["relevance"] = round(best, 4)
+            c.extra["left_out"] = "a note in the block is far more about the request: named, not inlined"
+            self._below.append(c)
+        return out
+
+    def _conversation_turn(self, candidates: list[Item], chosen: list[Item]) -> list[Item]:
+        """A message that is a turn of the conversation ("continue", "undo that": ``CONVERSATION_MIN`` close to
+        `background.CONVERSATION_TURNS`) and chose no rule itself is not about the open file's code: the notes
+        anchored to the file are left out (listed under ``dropped``, with why) and reach the agent when it reads
+        or edits the file (the `pre-tool` hook). A hook whose turn vectors are not embedded yet keeps them."""
+        from mnemo.core.skills.result import FILE_DECIDES
+
+        if not (self.req.message and self.req.event in ("prompt", "context")) or self.scorer is None:
+            return candidates
+        if not any(c.anchored for c in candidates):
+            return candidates
+        if any(not (c.part.act.reason or "").startswith(FILE_DECIDES) for c in chosen):
+            return candidates            # the request chose a rule: it is a request
+        try:
+            score = self.scorer.conversation_score(self.req.message, wait=self.req.event == "context")
+        except Exception:  # noqa: BLE001 - without the score the notes stay, as before
+            score = None
+        if score is None or score < CONVERSATION_MIN:
+            return candidates
+        out = []
+        for c in candidates:
+            if c.anchored:
+                c.extra["left_out"] = ("the message is a turn of the conversation, not a request about this file's "
+                                       "code; the note comes when the file is read or edited")
+                c.extra["conversation"] = round(score, 4)
+                self.dropped.append(c)
+            else:
+                out.append(c)
+        return out
+
+    @staticmethod
+    def _fallbacks(chosen: list[Item]) -> tuple[list[Item], list[Item]]:
+        """Specific before generic: a Mnemo starter skill (a fallback) that the request chose after one of the
+        project's or person's own rules goes in by reference (one line), not inlined: the project's rule ranks
+        above it and speaks for the project; the starter's generic advice is named for the agent to read."""
+        out: list[Item] = []
+        after: list[Item] = []
+        own = False
+        for c in chosen:
+            starter = c.part.act.scope == "builtin" and not (c.part.act.reason or "").startswith("mentioned by name")
+            if starter and own:
+                c.extra["left_out"] = "a starter skill after the project's own rule: named, not inlined"
+                after.append(c)
+                continue
+            own = own or c.part.act.scope != "builtin"
+            out.append(c)
+        return out, after
 
     def _wanted(self, it: Item) -> bool:
         """A rule the file chose because the request chose none ("looks good, commit it" with the file open) goes
@@ -522,7 +623,10 @@ class _Fitter:
     def _about(self, a: Item) -> bool:
         """Past the share, an always-on rule is inlined only when it is about the request: with a message, its
         cosine to it (the activation's) reaches ``MEANING_MIN`` (a long rule holds many of a short request's words,
-        so their share says little); with only a file, its relation (`_related`) reaches ``ALWAYS_RELATED_MIN``."""
+        so their share says little: "Test-Driven Development in Ruby" for a Python test request); with only a
+        file, its relation (`_related`) reaches ``ALWAYS_RELATED_MIN``."""
+        if self.req.message and self.req.message.strip():
+            return float((a.part.act.signals or {}).get("cosine", 0.0)) >= MEANING_MIN
         return a.part.related >= ALWAYS_RELATED_MIN
 
     def _evict_always(self) -> bool:
@@ -661,7 +765,10 @@ def anchored_items(engine: Engine, ctx: Context, req: Request) -> list[Item]:
              and memory_visible(mems[i], ctx)][:MAX_ANCHORED]
     fresh = _freshen(engine, ctx, [m["id"] for m in shown])
     where = _clean(res["path"]) + (f" › {_clean(symbol)}" if symbol else "")
-    return [_memory_item(m, f"### Memories about `{where}`", fresh=fresh.get(m["id"])) for m in shown]
+    out = [_memory_item(m, f"### Memories about `{where}`", fresh=fresh.get(m["id"])) for m in shown]
+    for it in out:
+        it.anchored = True
+    return out
 
 
 def _symbol_at(ctx: Context, file: str, line: int) -> str | None:
@@ -785,6 +892,9 @@ def build_context(engine: Engine, ctx: Context, **kw: Any) -> dict[str, Any]:
 
         def text_vectors(self, texts: list[str], wait: bool = True) -> Any:
             return engine.skill_engine(ctx).text_vectors(texts, wait)
+
+        def conversation_score(self, message: str, wait: bool = True) -> float | None:
+            return engine.skill_engine(ctx).conversation_score(message, wait)
 
     scorer = _Sections()
     t0 = time.perf_counter()

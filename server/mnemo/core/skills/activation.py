@@ -238,8 +238,12 @@ class SkillEngine:
         return np.stack([have[k] for k in keys]).astype(np.float32, copy=False)
 
     def warm(self) -> None:
-        """Build the index now (embeds the skills) instead of on the first activation."""
+        """Build the index now (embeds the skills) instead of on the first activation, and embed the conversation
+        turns the context block measures a message against (cached in the store's home: once per model)."""
+        from .background import CONVERSATION_TURNS
+
         self._ensure_index()
+        self.text_vectors(list(CONVERSATION_TURNS))
 
     # -- paths -----------------------------------------------------------------------------------------------
     def _paths(self, file_path: str | None) -> tuple[str | None, str | None]:
@@ -422,6 +426,21 @@ class SkillEngine:
         if todo:
             have.update(embed())
         return np.stack([have[k] for k in keys]).astype(np.float32, copy=False)
+
+    def conversation_score(self, message: str, wait: bool = True) -> float | None:
+        """How much ``message`` reads as a turn of the conversation rather than a request ("continue", "looks
+        good", "undo that"): its mean cosine to the nearest of :data:`background.CONVERSATION_TURNS` (embedded
+        once, cached like sections). None without a message, or with ``wait`` False while they are being embedded."""
+        from .background import CONVERSATION_NEAREST, CONVERSATION_TURNS
+
+        qv = self.message_vector(message)
+        if qv is None:
+            return None
+        turns = self.text_vectors(list(CONVERSATION_TURNS), wait)
+        if turns is None:
+            return None
+        near = np.sort(np.asarray(turns, dtype=np.float32) @ np.asarray(qv, dtype=np.float32))
+        return float(near[-CONVERSATION_NEAREST:].mean())
 
     def rank(self, message: str, k: int = 3, file_path: str | None = None) -> list[Skill]:
         """The top-k skills by probability with no threshold (benchmarks: the ranking alone)."""

@@ -164,6 +164,31 @@ BACKGROUND_REQUESTS: tuple[str, ...] = (
 )
 
 
+# Turns of a conversation with a coding agent that ask for no new knowledge: carrying on, approving, undoing or
+# retrying, asking what was done, pacing. Written for Mnemo (not taken from any benchmark). The context block
+# (core/agent/context_block.py) measures a message against them: a message near these ("continue", "undo that")
+# with a file open is about the conversation, not about that file's code, so the notes anchored to the file wait
+# for the moment the agent reads or edits it (the pre-tool hook) instead of filling the block now. Not a feature
+# of the activation model (its coefficients were fitted without it).
+CONVERSATION_TURNS: tuple[str, ...] = (
+    # carrying on
+    "continue", "go ahead", "keep going", "carry on", "next", "do it", "yes please", "ok", "okay, go", "proceed",
+    "finish it", "do the rest",
+    # approval and thanks
+    "looks good", "great, thanks", "perfect", "nice work", "that works", "thank you", "lgtm", "ship it",
+    # undo and retry
+    "undo that", "revert your last edit", "roll that back", "try again", "that didn't work", "that's wrong",
+    "no, not like that", "start over",
+    # questions about the conversation
+    "why?", "what did you just do", "what changed", "show me what you did", "explain what you did", "what's next",
+    "any questions?", "are you done?",
+    # workflow steps
+    "commit this", "push it", "open a pull request", "run it", "run the tests again", "save the file",
+    # pacing and tone
+    "wait", "stop", "hold on", "be brief", "hmm", "let me think",
+)
+CONVERSATION_NEAREST = 3   # a message's closeness to them: its mean cosine to the nearest three
+
 def background_vectors(embedder, cache=None) -> np.ndarray:
     """The background requests embedded like a message, (requests, dim) float32; cached by text hash in the
     skill vector cache (``cache``: a :class:`~.vectors.VectorCache`), so a process embeds them once per model."""

@@ -1,0 +1,93 @@
+"""What reaches the agent, by relevance across the block (issue 20, third pass; core/agent/context_block.py): a
+rule far less about the request than a note the block already holds goes in by reference (the real MiniLM
+model scores the rule's sections and the note), and a Mnemo starter skill chosen after one of the project's own
+rules is named, not inlined (the override order: specific before generic)."""
+
+from __future__ import annotations
+
+from mnemo.core.agent.context_block import Request, _memory_item, _skill_item, fit_budget
+from mnemo.core.skills.result import Activation
+
+REQUEST = "why is the monthly orders report query timing out"
+NOTE = ("The monthly orders report query times out because the orders table has no index on created_at; "
+        "it scans the whole table every month-end")
+SQL_RULE = """# SQL at Acme
+
+## Slow queries
+- Look at the query plan first (EXPLAIN ANALYZE); a sequential scan of a big table means a missing index.
+- Index the columns a report filters and sorts on, such as created_at.
+
+## Naming
+- Tables are plural, columns snake_case.
+"""
+AZURE_RULE = """# Azure Durable Functions in C#
+
+## Orchestrator functions
+- Orchestrator code must be deterministic: no DateTime.Now, no random numbers, no direct I/O.
+- Call activities with CallActivityAsync and await them.
+
+## Entity functions
+- Durable entities hold small pieces of state; signal them instead of calling when no answer is needed.
+
+## Fan-out and fan-in
+- Start the activity tasks first, then await Task.WhenAll on them.
+"""
+
+
+def act(name, body, scope="project", score=0.9, path=None):
+    return Activation(skill_id=f"id-{name}", name=name, description="", source_path=path or f"/r/.cursor/rules/{name}.mdc",
+                      source_format="cursor", scope=scope, score=score, activated_by=["semantic"],
+                      signals={"probability": score}, matched={}, token_cost=len(body) // 4, always=False,
+                      reason=f"probability {score:.2f}", body=body)
+
+
+class Scorer:
+    """The skill engine's vectors (real MiniLM), as `build_context` hands them to the block."""
+
+    def __init__(self, engine, ctx):
+        self.sk = engine.skill_engine(ctx)
+
+    def message_vector(self, text):
+        return self.sk.message_vector(text)
+
+    def text_vectors(self, texts, wait=True):
+        return self.sk.text_vectors(texts, wait)
+
+    def conversation_score(self, message, wait=True):
+        return self.sk.conversation_score(message, wait)
+
+
+def note_item():
+    return _memory_item({"id": "mem-orders", "type": "project", "kind": "lesson", "text": NOTE}, "### Memories",
+                        NOTE, 0.8)
+
+
+def test_a_rule_far_less_about_the_request_than_a_note_in_the_block_is_named_not_inlined(real_engine, ctx):
+    req = Request.checked(event="context", message=REQUEST)
+    azure = _skill_item(act("azure-durable-functions", AZURE_RULE, score=0.4), None)
+    sql = _skill_item(act("sql", SQL_RULE, score=0.4), None)
+    inlined, refs, dropped = fit_budget([note_item(), azure, sql], ctx, req, [], Scorer(real_engine, ctx))
+    assert [i.id for i in inlined] == ["mem-orders", "id-sql"]           # the rule about slow queries stays in
+    assert [r.id for r in refs] == ["id-azure-durable-functions"]        # the unrelated one is one line
+    assert azure.extra["left_out"].startswith("a note in the block is far more about the request")
+    assert azure.extra["relevance"] < 0.3 and not dropped
+    # without the note, nothing outranks the rule: it goes in as before
+    inlined, refs, _ = fit_budget([_skill_item(act("azure-durable-functions", AZURE_RULE, score=0.4), None)], ctx,
+                                  req, [], Scorer(real_engine, ctx))
+    assert [i.id for i in inlined] == ["id-azure-durable-functions"] and not refs
+
+
+def test_a_starter_skill_after_the_projects_own_rule_is_named_not_inlined(engine, ctx):
+    req = Request.checked(event="context", message="add security headers to our reverse proxy config")
+    nginx = _skill_item(act("nginx", "# nginx\n\n## Headers\n- add_header Strict-Transport-Security on every "
+                            "server block.\n", score=1.0), None)
+    starter = _skill_item(act("security-review", "# Security review\n\n## Checklist\n- Validate every input.\n",
+                              scope="builtin", score=0.72, path="/mnemo/skills/builtin/security-review.md"), None)
+    inlined, refs, _ = fit_budget([nginx, starter], ctx, req, [])
+    assert [i.id for i in inlined] == ["id-nginx"] and [r.id for r in refs] == ["id-security-review"]
+    assert starter.extra["left_out"] == "a starter skill after the project's own rule: named, not inlined"
+    # a starter the request chose first (no rule of the project's own before it) is inlined as before
+    first = _skill_item(act("security-review", "# Security review\n\n## Checklist\n- Validate every input.\n",
+                            scope="builtin", score=0.72, path="/mnemo/skills/builtin/security-review.md"), None)
+    inlined, refs, _ = fit_budget([first], ctx, req, [])
+    assert [i.id for i in inlined] == ["id-security-review"] and not refs
