@@ -193,16 +193,23 @@ def _names(text: str, vocab: frozenset[str]) -> frozenset[str]:
     or inner capitals (k8s, gRPC), or not an everyday word of the embedder's vocabulary (zerolog, imgix). Cached:
     a note is compared with up to ten neighbours (frozen, so the cached set cannot be changed by a caller)."""
     out = set()
-    for m in re.finditer(r"(?<![\w.-])([A-Za-z][\w-]*)", text):
+    for m in _NAME_WORD_RE.finditer(text):
         w = m.group(1)
-        before = text[:m.start()].rstrip()
-        inner = bool(before) and not before.endswith((".", "!", "?", ":", ";"))
+        k = m.start() - 1  # the last character before the word that is not a space (text[:start].rstrip()[-1:])
+        while k >= 0 and text[k].isspace():
+            k -= 1
+        inner = k >= 0 and text[k] not in ".!?:;"
         low = w.lower()
         rare = bool(vocab) and any(p.isalpha() and len(p) >= 3 and p not in vocab and p not in STOP
                                    for p in low.split("-"))  # zerolog, date-fns
-        if (inner and w[0].isupper()) or re.search(r"\d", w) or re.search(r"[a-z][A-Z]", w) or rare:
+        if (inner and w[0].isupper()) or _DIGIT_RE.search(w) or _INNER_CAPITAL_RE.search(w) or rare:
             out.add(_norm_word(low))
     return frozenset(out)
+
+
+_NAME_WORD_RE = re.compile(r"(?<![\w.-])([A-Za-z][\w-]*)")
+_DIGIT_RE = re.compile(r"\d")
+_INNER_CAPITAL_RE = re.compile(r"[a-z][A-Z]")
 
 
 def _split_clauses(text: str) -> str:
@@ -316,13 +323,20 @@ def clause_tokens(text: str) -> tuple[Token, ...]:
     return tuple(tokens(_split_clauses(text)))
 
 
+@functools.lru_cache(maxsize=8192)
+def _parsed(text: str) -> tuple[tuple[Token, ...], tuple[Token, ...], frozenset[str], bool]:
+    """What `features` reads of one note whatever the other: its tokens, its content tokens, their normalized
+    words, whether it negates. Cached like `clause_tokens`: a note meets up to ten neighbours, one after the other."""
+    toks = clause_tokens(text)
+    content = tuple(_content(toks))
+    return toks, content, frozenset(t.norm for t in content), _negated(toks)
+
+
 def features(old: str, new: str, cosine: float, vocab: frozenset[str] = frozenset()) -> Features:
-    ta, tb = clause_tokens(old), clause_tokens(new)
-    ca, cb = _content(ta), _content(tb)
-    sa, sb = {t.norm for t in ca}, {t.norm for t in cb}
+    (ta, ca, sa, neg_a), (tb, cb, sb, neg_b) = _parsed(old), _parsed(new)
     f = Features(cosine)
     _value_signals(f, ca, cb)
-    neg_a, neg_b = _negated(ta), _negated(tb)  # a negation added or removed over the shared statement
+    # a negation added or removed over the shared statement
     if neg_a != neg_b and not _own_clause_negations(ta if neg_a else tb, sb if neg_a else sa):
         f.signals.append("negation " + ("removed" if neg_a else "added"))
         f.kinds.add("negation")
