@@ -260,9 +260,12 @@ def _unmatched(values: set[str], others: set[str], key: str) -> set[str]:
     return {v for v in values if not any(abs(float(v[:-1]) - o) <= 0.025 * max(float(v[:-1]), o) for o in secs)}
 
 
-def _value_signals(f: Features, ca: Sequence[Token], cb: Sequence[Token]) -> None:
-    """A number, version or duration replaced: keyed by what it counts, or the only number of each note."""
-    qa, qb = _quantities(ca), _quantities(cb)
+def _value_signals(f: Features, ca: Sequence[Token], cb: Sequence[Token], qa: dict | None = None,
+                   qb: dict | None = None) -> None:
+    """A number, version or duration replaced: keyed by what it counts, or the only number of each note (`qa`,
+    `qb`: their `_quantities`, when the caller has them)."""
+    qa = _quantities(ca) if qa is None else qa
+    qb = _quantities(cb) if qb is None else qb
     for key in sorted(set(qa) & set(qb)):
         (va, ta_), (vb, tb_) = qa[key], qb[key]
         only_a, only_b = _unmatched(va, vb, key), _unmatched(vb, va, key)
@@ -288,8 +291,8 @@ def _listed_signals(f: Features, ta: Sequence[Token], tb: Sequence[Token], ca: S
     sa, sb = {t.norm for t in ca}, {t.norm for t in cb}
     only_a, only_b = sa - sb, sb - sa
     before = len(f.signals)
-    for wa in sorted(only_a):
-        for wb in sorted(only_b):
+    for wa in sorted(w for w in only_a if w in _ALT_INDEX):  # a word of no listed group pairs with none
+        for wb in sorted(w for w in only_b if w in _ALT_INDEX):
             if _ALT_INDEX.get(wa, set()) & _ALT_INDEX.get(wb, set()):
                 f.signals.append(f"{wa} -> {wb}")
                 f.explained |= {wa, wb}
@@ -324,18 +327,19 @@ def clause_tokens(text: str) -> tuple[Token, ...]:
 
 
 @functools.lru_cache(maxsize=8192)
-def _parsed(text: str) -> tuple[tuple[Token, ...], tuple[Token, ...], frozenset[str], bool]:
+def _parsed(text: str) -> tuple[tuple[Token, ...], tuple[Token, ...], frozenset[str], bool, dict]:
     """What `features` reads of one note whatever the other: its tokens, its content tokens, their normalized
-    words, whether it negates. Cached like `clause_tokens`: a note meets up to ten neighbours, one after the other."""
+    words, whether it negates, what it counts (`_quantities`: read only). Cached like `clause_tokens`: a note meets
+    up to ten neighbours, one after the other."""
     toks = clause_tokens(text)
     content = tuple(_content(toks))
-    return toks, content, frozenset(t.norm for t in content), _negated(toks)
+    return toks, content, frozenset(t.norm for t in content), _negated(toks), _quantities(content)
 
 
 def features(old: str, new: str, cosine: float, vocab: frozenset[str] = frozenset()) -> Features:
-    (ta, ca, sa, neg_a), (tb, cb, sb, neg_b) = _parsed(old), _parsed(new)
+    (ta, ca, sa, neg_a, qa), (tb, cb, sb, neg_b, qb) = _parsed(old), _parsed(new)
     f = Features(cosine)
-    _value_signals(f, ca, cb)
+    _value_signals(f, ca, cb, qa, qb)
     # a negation added or removed over the shared statement
     if neg_a != neg_b and not _own_clause_negations(ta if neg_a else tb, sb if neg_a else sa):
         f.signals.append("negation " + ("removed" if neg_a else "added"))
