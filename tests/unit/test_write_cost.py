@@ -195,3 +195,83 @@ def test_owner_with_a_dormant_index_never_imports_chromadb(home, tmp_path):
                        text=True, env=env, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[]", p.stdout
+
+
+# -- the relation check's text work (issue 22, third pass) --------------------------------------------------------
+PHRASE_NOTES = ["we moved CI from Jenkins to GitHub Actions", "the service no longer uses PostgreSQL, it uses MongoDB",
+                "do not use snake case in the React Testing Library helpers", "retry for half an hour at most",
+                "payments API requires idempotency keys on every POST", "the cache expires after 30 s, not 60 s",
+                "Prefer httpx over requests for the new client", "a non-root user runs the worker at 3 pm",
+                "leave out the docs folder; it isn't built", "`make lint` fails on node.js 18 (see https://x.io/a)"]
+
+
+def test_tokens_run_no_phrase_pattern_on_a_note_without_one(monkeypatch):
+    """A note holding none of the folded phrases ("github actions", "no longer", ...) is tokenized without running
+    the ~70 phrase substitutions (they cannot change it); one that holds one is folded as before."""
+    from mnemo.core.relation import words
+
+    subs: list[str] = []
+
+    class Counting:
+        def __init__(self, pattern):
+            self.pattern = pattern
+
+        def sub(self, rep, text):
+            subs.append(self.pattern.pattern)
+            return self.pattern.sub(rep, text)
+
+    monkeypatch.setattr(words, "_PHRASE_RES", [(Counting(p), rep) for p, rep in words._PHRASE_RES])
+    plain = words.tokens("payments API requires idempotency keys on every POST")
+    assert subs == []
+    assert [t.norm for t in plain if t.kind != "stop"][:3] == ["payment", "api", "required"]
+    folded = words.tokens("we moved CI from Jenkins to GitHub Actions")
+    assert len(subs) == len(words._PHRASE_RES)
+    assert "github_actions" in [t.norm for t in folded]
+
+
+def test_tokens_fast_path_gives_the_same_tokens(monkeypatch):
+    """The fast path skips only substitutions that cannot match: the tokens of notes with and without phrases (the
+    conflict benchmark's notes among them) are those of the full substitution run."""
+    from pathlib import Path
+
+    from mnemo.core.relation import words
+
+    texts = list(PHRASE_NOTES)
+    data = Path(__file__).resolve().parents[2] / "bench" / "data" / "conflict_pairs.jsonl"
+    import json
+
+    for line in data.read_text().splitlines()[:400]:
+        row = json.loads(line)
+        texts += [row["old"], row["new"]]
+    fast = [words.tokens(t) for t in texts]
+    monkeypatch.setattr(words, "_PHRASE_STRINGS", ("",))  # "" is in every text: every pattern runs
+    assert [words.tokens(t) for t in texts] == fast
+    assert sum(any(p in t.lower() for p in words.PHRASES) for t in texts) >= 10  # both paths were exercised
+
+
+def test_relation_check_parses_each_note_once(monkeypatch):
+    """A new note compared with ten neighbours is parsed once (its tokens, content words and quantities), not once
+    per pair: before, its quantities were worked out again for every neighbour."""
+    from mnemo.core.relation import compare as relation
+
+    counted: list[int] = []
+    real = relation._quantities
+    monkeypatch.setattr(relation, "_quantities", lambda content: counted.append(1) or real(content))
+    relation._parsed.cache_clear()
+    relation.clause_tokens.cache_clear()
+    new = "the payments API retries 5 times with exponential backoff"
+    olds = [f"the payments API retries {n} times with exponential backoff" for n in range(10)]
+    decisions = relation.decide_many([(old, new, 0.9) for old in olds], lambda texts: _unit_vectors(len(texts)),
+                                     scores=False)
+    assert len(counted) == len(set(olds) | {new}) == 10  # each text once (before: twice per pair, 20)
+    assert [d.relation for d in decisions].count("conflict") + [d.relation for d in decisions].count("distinct") \
+        + [d.relation for d in decisions].count("duplicate") == 10
+    assert decisions[5].relation == "duplicate"  # the same text: no value changed
+
+
+def _unit_vectors(n: int):
+    import numpy as np
+
+    v = np.zeros((n, 384), dtype=np.float32)
+    v[:, 0] = 1.0
+    return v
