@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 
 from mnemo.core.engine import Engine
+from mnemo.core.errors import MnemoError
 from mnemo.core.memory import write
 from mnemo.core.search import nearest_memories
 
@@ -275,3 +276,86 @@ def _unit_vectors(n: int):
     v = np.zeros((n, 384), dtype=np.float32)
     v[:, 0] = 1.0
     return v
+
+
+# -- a remember_batch chunk's neighbour searches together (issue 22, third pass) ----------------------------------
+def test_chunk_search_finds_for_each_note_what_it_finds_alone(home, hash_embedder, ctx, monkeypatch):
+    """The notes of a `remember_batch` chunk are searched with one product against the mapped vector file; each
+    gets what `nearest_memories` finds for it alone: the same memories, the same cosines, including the items
+    changed after the file (scored exactly) and the chunk's own writes before it, inside its transaction. The
+    vector file is not scanned once per note any more."""
+    from mnemo.core.indexes.vector_file import VectorFile
+    from mnemo.core.memory.neighbours import ChunkSearch
+
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    try:
+        _fill(engine, ctx, 60)
+        engine.vector_file().write()
+        _fill(engine, ctx, 6, start=60)  # changed after the file: the tail
+        old = nearest_memories(engine, ctx, engine.embed_query("redis cache retry backoff"), k=3)[0][0]
+        rng = random.Random(11)
+        texts = [" ".join(rng.sample(WORDS, 5)) + f" batch {i}" for i in range(12)]
+        vecs = engine.embed(texts)
+        scans: list[int] = []
+        real_search = VectorFile.search
+        monkeypatch.setattr(VectorFile, "search", lambda self, *a: scans.append(1) or real_search(self, *a))
+        with engine.store.write() as c:
+            chunk = ChunkSearch(engine, ctx, vecs)
+            for j, text in enumerate(texts):
+                got = chunk.nearest(j)(vecs[j], 10)
+                assert len(scans) == 0
+                alone = nearest_memories(engine, ctx, vecs[j], 10)
+                del scans[:]
+                assert [m.id for m, _ in got] == [m.id for m, _ in alone]
+                assert [round(s, 5) for _, s in got] == [round(s, 5) for _, s in alone]
+                mem, _ = write.draft(ctx, text)
+                engine.store.insert_memory(c, mem, vecs[j], engine.model_id)  # the next notes see it
+                if j == 5:  # a memory of the file superseded mid-chunk: dropped from the next notes' neighbours
+                    engine.store.update_memory(c, old.id, reindex=True, superseded_by=mem.id)
+        assert chunk._top is not None  # the chunk's product answered (not the per-note fallback)
+    finally:
+        engine.close()
+
+
+def test_batch_over_a_store_with_a_vector_file_decides_what_one_by_one_decides(tmp_path, real_embedder, ctx,
+                                                                                monkeypatch):
+    """The same notes through `remember_batch` and one `remember` after the other, on two stores holding the same
+    notes and a vector file: the same memories, confirmations, conflicts (the chunk's search in use)."""
+    from tests.unit.test_remember_batch import NOTES, snapshot, template_notes
+
+    from mnemo.core.memory import neighbours
+
+    monkeypatch.setattr(write, "BATCH_CHUNK", 9)
+    answered: list[bool] = []
+    real_init = neighbours.ChunkSearch.__init__
+
+    def init(self, *a, **kw):
+        real_init(self, *a, **kw)
+        answered.append(self._top is not None)
+
+    monkeypatch.setattr(neighbours.ChunkSearch, "__init__", init)
+    engines = [Engine(tmp_path / name, embedder=real_embedder, start_indexer=False) for name in ("seq", "bat")]
+    try:
+        for e in engines:
+            for text in template_notes(40):
+                write.remember(e, ctx, text, on_conflict="keep_both")
+            e.vector_file().write()
+        seq, bat = engines
+        status = []
+        for note in NOTES:
+            fields = {k: v for k, v in note.items() if k != "text"}
+            try:
+                if set(fields) - set(write.BATCH_FIELDS):
+                    raise write.InvalidInput("unknown field")
+                status.append(write.remember(seq, ctx, note["text"], source="import", on_conflict="review",
+                                             **fields)["status"])
+            except MnemoError:
+                status.append("error")
+        res = write.remember_batch(bat, ctx, NOTES, source="import", on_conflict="review")
+        assert [it["status"] for it in res["items"]] == status
+        assert snapshot(seq) == snapshot(bat)
+        assert {"created", "confirmed", "conflict"} <= set(status)
+        assert len(answered) == 5 and all(answered)  # every chunk searched together
+    finally:
+        for e in engines:
+            e.close()
