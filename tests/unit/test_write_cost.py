@@ -359,3 +359,38 @@ def test_batch_over_a_store_with_a_vector_file_decides_what_one_by_one_decides(t
     finally:
         for e in engines:
             e.close()
+
+
+def test_a_remember_runs_the_model_once(tmp_path, real_embedder, ctx):
+    """Issue 22, third pass: the relation check decides from the pairs' cosines and texts, so a `remember` embeds
+    its note and nothing else (before, the masked notes and slots of the pairs whose decision depended on them:
+    as many model runs again on a store of similar notes), with the conflicts still found."""
+    from tests.unit.test_remember_batch import template_notes
+
+    texts: list[str] = []
+
+    class Counting:
+        model_id, dim, backend = real_embedder.model_id, real_embedder.dim, real_embedder.backend
+
+        def embed(self, batch):
+            texts.extend(batch)
+            return real_embedder.embed(batch)
+
+        def vocabulary(self):
+            return real_embedder.vocabulary()
+
+    engine = Engine(tmp_path / "home", embedder=Counting(), start_indexer=False)
+    try:
+        for text in template_notes(60):
+            write.remember(engine, ctx, text, on_conflict="keep_both")
+        engine.vector_file().write()
+        new = [f"{t} (follow-up {i})" for i, t in enumerate(template_notes(60)[::6])] + [
+            "payments API requires idempotency keys on every POST", "payments API must never use idempotency keys "
+            "on POST", "HTTP client retries 3 times with exponential backoff", "HTTP client retries 5 times with "
+            "exponential backoff"]
+        del texts[:]
+        statuses = [write.remember(engine, ctx, t, on_conflict="review")["status"] for t in new]
+        assert texts == new  # one embedding per note, nothing else
+        assert statuses.count("conflict") >= 2  # the contradiction and the replaced value are still conflicts
+    finally:
+        engine.close()
