@@ -1,6 +1,7 @@
 """Issue 22: a write's cost does not grow with the store. Every statement a `remember` runs uses an index (no
-full scan of memories, vectors or the change log), its neighbour check loads whole only the memories it keeps,
-and the relation check embeds a neighbour's masked text once for the notes that follow."""
+full scan of memories, vectors or the change log), its neighbour check loads whole only the memories it keeps, a
+`remember_batch` chunk searches its neighbours together, and the relation check runs no model (a `remember` embeds
+its note once) and parses each note once."""
 
 from __future__ import annotations
 
