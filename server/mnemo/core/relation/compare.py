@@ -564,8 +564,8 @@ def _cos(a: Sequence, b: Sequence) -> float:
 
 
 # -- the conflict model: a logistic regression over the pair's features, fit on the tune split --------------------
-FEATURES = ("cosine", "value", "negation", "listed", "slot", "slot_names", "slot_words", "slot_mixed", "slot_one_named", "slot_after_preposition", "opposite", "reordered", "swapped_other", "unexplained", "diff_words",
-            "contain")
+FEATURES = ("cosine", "value", "negation", "listed", "slot", "slot_names", "slot_words", "slot_mixed", "slot_one_named",
+            "slot_after_preposition", "opposite", "reordered", "swapped_other", "unexplained", "diff_words", "contain")
 
 
 @dataclass(frozen=True)
