@@ -79,6 +79,7 @@ async def test_initialize_capabilities_and_status(lsp):
     # `initialize` was answered before pygls loaded, and pygls' own answer agreed (tests/e2e/test_lsp_preinit.py)
     preinit = dict(status["lsp"]["preinit"])
     assert isinstance(preinit.pop("answeredAfterMs"), int)
+    assert preinit.pop("ownerStart") in ("started", "owner running")  # the owner started while pygls loaded
     assert preinit == {"answered": True, "agreed": True, "differences": [], "droppedCapabilities": []}
     assert status["lsp"]["rssMb"] < 150
     assert status["supported"]["review_list"] and status["supported"]["anchor"]

@@ -74,6 +74,7 @@ class MnemoLanguageServer(LanguageServer):
         self.test_delay_s = environment.number("MNEMO_LSP_TEST_DELAY_MS") / 1000.0
         # the pre-handshake's report (preinit.py): did it answer `initialize`, did pygls agree
         self.preinit: dict[str, Any] = {"answered": False}
+        self.owner_starter: Any = None  # preinit.OwnerStarter: the owner it started while pygls loaded, if any
         self.documents = DocumentsFeature(self)  # a feature too: `create_server` registers it first
         self.editor = EditorContext(self)
 
@@ -390,7 +391,15 @@ class MnemoLanguageServer(LanguageServer):
             self.show(describe_problems(self.settings_problems), t.MessageType.Warning)
         await self.pull_configuration()
         home = resolve_home(self.settings.home)
-        self.owner = OwnerLink(home, autostart=self.settings.owner.autostart, on_state=self.on_owner_state)
+        starting = None
+        starter = self.owner_starter
+        if starter is not None:
+            await self.run_blocking(starter.join, FIRST_CONNECT_WAIT_S)
+            self.preinit["ownerStart"] = starter.outcome
+            if starter.proc is not None and starter.home == home and self.settings.owner.autostart:
+                starting = starter.proc
+        self.owner = OwnerLink(home, autostart=self.settings.owner.autostart, on_state=self.on_owner_state,
+                               starting=starting)
         await self.publish_state(force=True, skills=False)
         ok = await self.run_blocking(self.owner.connect)
         if not ok:

@@ -6,6 +6,8 @@ Interactive calls never start an owner themselves (they fail fast); only `connec
 periodic retry — may start one, so a dead owner costs a hover milliseconds, not the owner's start-up time.
 While the link is `starting`, the language server holds every request (up to FIRST_CONNECT_WAIT_S) until the first
 attempt ends, so a command sent right after `initialized` is answered, not refused as "connecting".
+An owner process the pre-handshake started while pygls loaded (`preinit.OwnerStarter`, `starting=`) is waited for
+by the first attempt (its socket, or its exit), never started a second time.
 """
 
 from __future__ import annotations
@@ -45,8 +47,9 @@ def _service_methods() -> frozenset[str]:
 class OwnerLink:
     def __init__(self, home: Path, *, autostart: bool = True,
                  on_state: Callable[[str, str | None, str | None], None] | None = None,
-                 pool_size: int = POOL_SIZE):
+                 pool_size: int = POOL_SIZE, starting: Any = None):
         self.home = Path(home)
+        self.starting = starting  # the owner process started for this home before pygls loaded (a Popen), if any
         self.autostart = autostart
         self.on_state = on_state
         self.pool_size = pool_size
@@ -98,7 +101,7 @@ class OwnerLink:
             except OSError as exc:
                 self.mark_unavailable(exc)
                 return False
-            svc = self._new_client(self.autostart)
+            svc = self._started_client() or self._new_client(self.autostart)
             try:
                 info = svc.call("health")
             except (MnemoError, OSError, ValueError) as exc:
@@ -112,6 +115,23 @@ class OwnerLink:
                 self._created = 1
             self._set_state(READY)
             return True
+
+    def _started_client(self):
+        """A client of the owner `starting` (once), connected when its socket answers; None when there is none or
+        it exited (then the usual attempt runs: it starts one, or says why it cannot)."""
+        proc, self.starting = self.starting, None
+        if proc is None:
+            return None
+        deadline = time.monotonic() + FIRST_CONNECT_WAIT_S
+        while proc.poll() is None and time.monotonic() < deadline:
+            svc = self._new_client(False)
+            try:
+                svc.connect()
+                return svc
+            except (MnemoError, OSError):
+                svc.close()
+            time.sleep(0.03)
+        return None
 
     def _drop_pool(self) -> None:
         with self._lock:

@@ -12,6 +12,11 @@ should wait for `initialize`. So, with the standard library only:
    (`initialized`, `didOpen`, a hover ...) in order. Its answer to the private id is dropped by `ReplayFilter`, and
    compared with what was sent: a difference is logged as a warning and reported in `mnemo/status`
    (`lsp.preinit`).
+4. and, once `initialize` is answered, a third thread starts the owner process when the language server would start
+   it anyway (`owner.autostart` and `home` of `initializationOptions`; no owner holds the store), asking it to
+   prepare the workspace's project (`--warm`: its skills, the model): that start-up then runs on the other core
+   while pygls loads here, instead of after it (`OwnerStarter`; the server's first connection waits for that
+   process rather than spawning another).
 Anything else as the first message (not `initialize`, malformed, a shape pygls might refuse) is left to pygls, as
 before. `MNEMO_LSP_PREINIT=0` turns the pre-handshake off. stdout carries nothing but protocol frames: `print`
 goes to stderr from the first line on.
@@ -59,6 +64,57 @@ class _Loader(threading.Thread):
 
             self.error = exc
             self.trace = traceback.format_exc()
+
+
+class OwnerStarter(threading.Thread):
+    """Starts the owner for the home an `initialize` request's options name (the server's own rule: `mnemo.home`,
+    else $MNEMO_HOME, else ~/.mnemo) unless `owner.autostart` is off or an owner holds the store already. Never
+    raises: whatever goes wrong here, the server's own connection finds and reports. `outcome` says what it did,
+    `home` and `proc` what it started."""
+
+    def __init__(self, params: object) -> None:
+        super().__init__(name="mnemo-owner-start", daemon=True)
+        self.params = params if isinstance(params, dict) else {}
+        self.outcome = "pending"
+        self.home = None
+        self.proc = None
+
+    def run(self) -> None:
+        try:
+            from mnemo.daemon.client import owner_lock_free, spawn_owner
+            from mnemo.editor_settings import parse_settings
+            from mnemo.lsp.owner import resolve_home
+
+            opts = self.params.get("initializationOptions")
+            settings, _problems = parse_settings(opts if isinstance(opts, dict) else {})
+            if not settings.owner.autostart:
+                self.outcome = "autostart off"
+                return
+            self.home = resolve_home(settings.home)
+            if not owner_lock_free(self.home):
+                self.outcome = "owner running"
+                return
+            self.home.mkdir(parents=True, exist_ok=True)
+            self.proc = spawn_owner(self.home, warm=workspace_root(self.params))
+            self.outcome = "started"
+        except Exception as exc:  # noqa: BLE001 - the server's connection reports it
+            self.outcome = f"not started: {exc}"
+
+
+def workspace_root(params: dict) -> str | None:
+    """The first workspace folder's (else `rootUri`'s) local path, for the owner to prepare that project's first
+    answers as it starts (its skills, the model: `daemon run --warm`); None when there is no local root."""
+    from urllib.parse import unquote, urlparse
+
+    folders = params.get("workspaceFolders")
+    uris = [f.get("uri") for f in folders if isinstance(f, dict)] if isinstance(folders, list) else []
+    for uri in [*uris, params.get("rootUri")]:
+        if isinstance(uri, str) and uri.startswith("file:"):
+            path = unquote(urlparse(uri).path)
+            if path and os.path.isdir(path):
+                return path
+    root = params.get("rootPath")
+    return root if isinstance(root, str) and os.path.isdir(root) else None
 
 
 def process_age_ms() -> float | None:
@@ -179,6 +235,9 @@ def run() -> int:
         except OSError:  # the client is gone: pygls finds out too
             pass
         answered_at = time.monotonic()
+    starter = OwnerStarter(msg.get("params")) if msg is not None else None
+    if starter is not None:
+        starter.start()
     loader.join()
     if loader.error is not None:
         sys.stderr.write(loader.trace)
@@ -191,6 +250,7 @@ def run() -> int:
     from mnemo.lsp.server import main
 
     server = loader.server
+    server.owner_starter = starter
     stdout = out
     if early is None:
         reader.push_front(first)  # pygls reads it as if nothing happened (b"" at EOF)
@@ -212,4 +272,4 @@ def run() -> int:
     return main(server=server, stdin=reader, stdout=stdout)
 
 
-__all__ = ["REPLAY_PREFIX", "ReplayFilter", "answer", "enabled", "parse_initialize", "replay", "run"]
+__all__ = ["REPLAY_PREFIX", "OwnerStarter", "ReplayFilter", "answer", "enabled", "parse_initialize", "replay", "run"]

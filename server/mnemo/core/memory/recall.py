@@ -64,8 +64,8 @@ def ranked(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", l
     # a filter drops candidates after the search: a larger pool keeps `limit` hits within reach
     pool = max(50, limit * 10) if filters.is_empty() else max(200, limit * 40)
     warnings: list[str] = []
-    if qvec is None:
-        qvec = engine.embed_query(query)
+    if qvec is None:  # through the engine's LRU of texts: a query asked again (the same symbol hovered again, a
+        qvec = engine.embed_cached([query])[0]  # code lens pass then a hover on it) is embedded once (issue 22)
     cands = _candidates(engine, parts, query, qvec, pool, warnings)
     visible = _visible(engine, ctx, cands, filters, include_docs=include_docs, include_cold=include_cold)
     # Cosines for keyword-only hits: they place those hits in the dense ranking too (RRF below), and give them

@@ -3,14 +3,14 @@
 A lens appears above a symbol with memories anchored to it (`AnchorIndex`) or strongly relevant ones (recall
 confidence >= `mnemo.codeLens.minConfidence`). Relevance is checked in the background after the per-document
 debounce, one recall per symbol, cached by (project, branch, symbol, hash of its code) so an edit only re-checks
-the symbols it changed; a `workspace/codeLens/refresh` follows when results change. `textDocument/codeLens`
-itself only reads caches; titles are filled in by `codeLens/resolve`.
+the symbols it changed, under the language server's one cache lifetime rule (`editor.py`: an answer past its
+lifetime is shown while the next pass re-checks it); a `workspace/codeLens/refresh` follows when results change.
+`textDocument/codeLens` itself only reads caches; titles are filled in by `codeLens/resolve`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 
 from lsprotocol import types as t
 
@@ -22,18 +22,18 @@ from mnemo.lsp.owner import Unavailable
 
 log = logging.getLogger("mnemo.lsp.code_lens")
 
-RELEVANCE_CACHE = 20_000
 LENS_KINDS = {"function", "method", "class", "struct", "interface", "enum", "trait", "impl", "module", "type"}
 
 
 class CodeLensFeature(LanguageFeature):
     def __init__(self, server: Server):
         super().__init__(server)
-        # (project, branch, qualname, code_hash) -> ids of strongly relevant memories
-        self._relevant: OrderedDict[tuple, list[str]] = OrderedDict()
 
-    def invalidate(self) -> None:
-        self._relevant.clear()
+    @property
+    def _relevant(self):
+        """(project, branch, qualname, code_hash) -> ids of strongly relevant memories (`EditorContext.relevance`,
+        dropped with the editor's other caches)."""
+        return self.server.editor.relevance
 
     def _key(self, ctx: dict, sym: cc.Symbol) -> tuple:
         return ctx.get("project_id"), ctx.get("branch"), sym.qualname, sym.code_hash
@@ -49,10 +49,10 @@ class CodeLensFeature(LanguageFeature):
         ctx = await self.server.run_blocking(self.server.ctx_for, uri)
         todo = [s for s in syms if s.kind in LENS_KINDS][: settings.max_symbols]
         changed = False
+        gen = self.server.editor.generation
         for sym in todo:
             key = self._key(ctx, sym)
-            if key in self._relevant:
-                self._relevant.move_to_end(key)
+            if self._relevant.get(key) is not None:  # within its lifetime
                 continue
             try:
                 res = await self.server.service("recall", ctx, cc.symbol_query(sym), limit=3, include_docs=False,
@@ -63,10 +63,10 @@ class CodeLensFeature(LanguageFeature):
                 log.debug("lens relevance for %s: %s", sym.qualname, exc)
                 continue
             ids = [c["item_id"] for c in res.get("cards", []) if c.get("source_kind") == "note"]
-            self._relevant[key] = ids
-            changed = changed or bool(ids)
-            while len(self._relevant) > RELEVANCE_CACHE:
-                self._relevant.popitem(last=False)
+            old = self._relevant.get_stale(key)
+            if gen == self.server.editor.generation:  # not dropped meanwhile (a write): keep it
+                self._relevant.put(key, ids)
+            changed = changed or (ids != (old[0] if old else []))
         if changed:
             self.server.refresh_code_lenses()
 
@@ -95,11 +95,11 @@ class CodeLensFeature(LanguageFeature):
             ids_a = list(anchored.get(sym.qualname, []))
             ids_r: list[str] = []
             if settings.show_relevant and checked <= settings.max_symbols:
-                rel_ids = self._relevant.get(self._key(ctx, sym))
-                if rel_ids is None:
+                hit = self._relevant.get_stale(self._key(ctx, sym))
+                if hit is None or not hit[1]:  # none yet, or past its lifetime: the background pass asks again
                     missing_relevance = True
-                else:
-                    ids_r = [i for i in rel_ids if i not in ids_a]
+                if hit is not None:
+                    ids_r = [i for i in hit[0] if i not in ids_a]
             if not ids_a and not ids_r:
                 continue
             line = sym.start_line

@@ -6,14 +6,16 @@ from its decorators to its name), once per symbol, not on every identifier of it
 (the Skills view and `mnemo skills activate` show them).
 
 Memories anchored to the enclosing symbol come first (outside any symbol: file + lines anchors covering the line),
-then recall hits for a query built from the code context (identifier, enclosing names, signature, docstring) above
-`mnemo.hover.minConfidence`: all of it from one `hover_context` call to the owner (none when cached, `editor.py`),
-every memory as the core's card. Nothing relevant enough: no hover. Store unavailable: one short "Mnemo
+then recall hits above `mnemo.hover.minConfidence` for the symbol's query (`code_symbols.symbol_query`: its
+qualified name, signature and docstring, the text the code lens pass recalls with when the document opens, so the
+owner has its embedding already, `Engine.embed_cached`; outside any symbol: the identifier and its line): all of
+it from one `hover_context` call to the owner (none when cached, `editor.py`), every memory as the core's card. Nothing relevant enough: no hover. Store unavailable: one short "Mnemo
 unavailable" hover per document and outage, then nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from lsprotocol import types as t
@@ -47,18 +49,24 @@ class HoverFeature(LanguageFeature):
         await self.server.test_delay()
         if not self.server.ready and not await self.server.until_connected(FIRST_CONNECT_WAIT_S):
             return self._unavailable_hover(uri)
-        found = await self.server.documents.context_at(uri, params.position)
-        if found is None:
+        # the workspace's context is read in another worker meanwhile: one wait less on a hover's path
+        ctx_job = asyncio.ensure_future(self.server.run_blocking(self.server.ctx_for, uri))
+        try:
+            found = await self.server.documents.context_at(uri, params.position)
+        except BaseException:
+            ctx_job.cancel()
+            raise
+        if found is None or not found[0].word or not on_definition(found[0], params.position.line):
+            ctx_job.cancel()
             return None
         code, snap = found
-        if not code.word or not on_definition(code, params.position.line):
-            return None
-        ctx = await self.server.run_blocking(self.server.ctx_for, uri)
+        ctx = await ctx_job
         rel = self.server.rel_path(uri, ctx)
         symbol = code.symbol
+        query = cc.symbol_query(symbol) if symbol is not None else code.query()
         try:
             answer = await self.server.editor.hover(
-                ctx, rel, symbol=symbol.qualname if symbol else None, line=params.position.line, query=code.query(),
+                ctx, rel, symbol=symbol.qualname if symbol else None, line=params.position.line, query=query,
                 limit=max(4, settings.max_memories * 2), include_docs=settings.include_docs,
                 min_confidence=settings.min_confidence, skills=settings.show_skills)
         except Unavailable:
