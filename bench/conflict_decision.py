@@ -47,7 +47,7 @@ def prepare(rows: list[dict], embedder) -> list[dict]:
     feats = [relation.features(o, n, c, vocab) for o, n, c in pairs]
     masked, slot = relation.embedded_cosines(pairs, feats, embedder.embed, relation.Thresholds(signal_min_cosine=-1))
     return [{**r, "cos": c, "f": f, "masked": masked.get(i), "slot_cos": slot.get(i),
-             "x": relation.vector(f, masked.get(i), slot.get(i))}
+             "x": relation.vector(f)}
             for i, (r, (_, _, c), f) in enumerate(zip(rows, pairs, feats, strict=True))]
 
 
@@ -55,7 +55,7 @@ def decide(p: dict, t, model) -> str:
     """core/relation.classify on the prepared features with thresholds `t` and conflict model `model`."""
     from mnemo.core.relation import compare as relation
 
-    return relation.classify(p["f"], p["cos"], p["masked"], t, p["slot_cos"], model).relation
+    return relation.classify(p["f"], p["cos"], p["masked"], t, model).relation
 
 
 def _prf(decided: list[str], wanted: list[str], rel: str) -> dict:
@@ -226,8 +226,8 @@ def run(errors: bool = False, do_fit: bool = False, test: bool = False) -> dict:
 
 def latency(rows: list[dict], embedder, batch: int = 10, repeat: int = 3) -> dict:
     """What the decision adds to a `remember`: `relation.decide_many` on batches of `batch` (old, new, cosine)
-    pairs (a remember compares the new note with up to 10 neighbours), with the real embedder for the masked
-    notes and slots; the pair cosines are given, as the write path has them. Best of `repeat` runs."""
+    pairs (a remember compares the new note with up to 10 neighbours), as the write path calls it (`scores=False`:
+    nothing embedded); the pair cosines are given, as the write path has them. Best of `repeat` runs."""
     from mnemo.core.relation import compare as relation
 
     vocab = relation.vocabulary_of(embedder)
@@ -239,7 +239,7 @@ def latency(rows: list[dict], embedder, batch: int = 10, repeat: int = 3) -> dic
     for _ in range(repeat):
         t0 = time.perf_counter()
         for chunk in chunks:
-            relation.decide_many(chunk, embedder.embed, vocab)
+            relation.decide_many(chunk, embedder.embed, vocab, scores=False)
         best = min(best, time.perf_counter() - t0)
     t0 = time.perf_counter()
     for old, new, cos in pairs:
@@ -264,7 +264,7 @@ def cv_decision(p: dict, q: float, t, model) -> str:
     if p["cos"] >= t.signal_min_cosine and q >= model.threshold:
         return "conflict"
     sure_not = relation.Model(model.weights, -1e9, model.threshold)
-    return relation.classify(p["f"], p["cos"], p["masked"], t, p["slot_cos"], sure_not).relation
+    return relation.classify(p["f"], p["cos"], p["masked"], t, sure_not).relation
 
 
 def table(res: dict) -> str:

@@ -78,7 +78,7 @@ def test_the_model_is_whole_and_documented():
     assert len(relation.MODEL.weights) == len(relation.FEATURES)
     assert all(math.isfinite(w) for w in relation.MODEL.weights) and 0 < relation.MODEL.threshold < 1
     f = relation.features("The API timeout is 30 seconds", "The API timeout is 60 seconds", 0.95)
-    x = relation.vector(f, 1.0, None)
+    x = relation.vector(f)
     assert len(x) == len(relation.FEATURES) and relation.conflict_probability(x) > 0.9
 
 

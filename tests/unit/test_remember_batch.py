@@ -111,22 +111,26 @@ def test_a_batch_over_the_limit_is_refused_whole(real_engine, ctx, monkeypatch):
     assert real_engine.store.conn().execute("SELECT count(*) FROM memories").fetchone()[0] == 0
 
 
-def test_skipping_undecided_embeddings_keeps_every_decision(real_embedder):
-    """The write path embeds a pair's masked notes or slot only when the decision depends on them
-    (`relation.needs_embedding`): the relation, `refines` and reasons equal those of the full computation."""
+def test_the_write_path_decides_without_embedding_anything(real_embedder):
+    """The conflict model reads the pairs' cosines and texts only (issue 22, third pass): the write path
+    (`scores=False`) embeds nothing and decides what the full computation (masked notes embedded for diagnostics)
+    decides, the same relation, `refines` and reasons, over pairs of every kind."""
     notes = template_notes(40) + [n["text"] for n in NOTES if n["text"]]
     vecs = real_embedder.embed(notes)
     pairs = [(notes[i], notes[j], float(vecs[i] @ vecs[j])) for i in range(len(notes)) for j in range(i + 1,
                                                                                                       len(notes))]
     pairs = [p for p in pairs if p[2] >= relation.SIGNAL_MIN_COSINE][:400]
     vocab = relation.vocabulary_of(real_embedder)
-    full = relation.decide_many(pairs, real_embedder.embed, vocab)
-    lazy = relation.decide_many(pairs, real_embedder.embed, vocab, scores=False)
-    assert [(d.relation, d.refines) for d in full] == [(d.relation, d.refines) for d in lazy]
-    assert [d.reasons for d in full if d.relation != "distinct"] == \
-        [d.reasons for d in lazy if d.relation != "distinct"]
-    skipped = sum(not relation.needs_embedding(relation.features(o, n, c, vocab), c) for o, n, c in pairs)
-    assert skipped > 0 and len({d.relation for d in full}) >= 2
+    asked: list[list[str]] = []
+    full = relation.decide_many(pairs, lambda texts: asked.append(list(texts)) or real_embedder.embed(texts), vocab)
+    assert asked and sum(map(len, asked)) > 0  # the diagnostics embed the masked notes
+    asked.clear()
+    lazy = relation.decide_many(pairs, lambda texts: asked.append(list(texts)) or real_embedder.embed(texts), vocab,
+                                scores=False)
+    assert asked == []
+    assert [(d.relation, d.refines, d.reasons, d.score) for d in full] == \
+        [(d.relation, d.refines, d.reasons, d.score) for d in lazy]
+    assert len({d.relation for d in full}) >= 2 and any(d.masked_cosine is not None for d in full)
 
 
 def test_run_jsonl_import_maps_every_line(real_engine, ctx, tmp_path, monkeypatch):

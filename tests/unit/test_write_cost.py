@@ -1,12 +1,14 @@
 """Issue 22: a write's cost does not grow with the store. Every statement a `remember` runs uses an index (no
-full scan of memories, vectors or the change log), its neighbour check loads whole only the memories it keeps,
-and the relation check embeds a neighbour's masked text once for the notes that follow."""
+full scan of memories, vectors or the change log), its neighbour check loads whole only the memories it keeps, a
+`remember_batch` chunk searches its neighbours together, and the relation check runs no model (a `remember` embeds
+its note once) and parses each note once."""
 
 from __future__ import annotations
 
 import random
 
 from mnemo.core.engine import Engine
+from mnemo.core.errors import MnemoError
 from mnemo.core.memory import write
 from mnemo.core.search import nearest_memories
 
@@ -195,3 +197,201 @@ def test_owner_with_a_dormant_index_never_imports_chromadb(home, tmp_path):
                        text=True, env=env, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[]", p.stdout
+
+
+# -- the relation check's text work (issue 22, third pass) --------------------------------------------------------
+PHRASE_NOTES = ["we moved CI from Jenkins to GitHub Actions", "the service no longer uses PostgreSQL, it uses MongoDB",
+                "do not use snake case in the React Testing Library helpers", "retry for half an hour at most",
+                "payments API requires idempotency keys on every POST", "the cache expires after 30 s, not 60 s",
+                "Prefer httpx over requests for the new client", "a non-root user runs the worker at 3 pm",
+                "leave out the docs folder; it isn't built", "`make lint` fails on node.js 18 (see https://x.io/a)"]
+
+
+def test_tokens_run_no_phrase_pattern_on_a_note_without_one(monkeypatch):
+    """A note holding none of the folded phrases ("github actions", "no longer", ...) is tokenized without running
+    the ~70 phrase substitutions (they cannot change it); one that holds one is folded as before."""
+    from mnemo.core.relation import words
+
+    subs: list[str] = []
+
+    class Counting:
+        def __init__(self, pattern):
+            self.pattern = pattern
+
+        def sub(self, rep, text):
+            subs.append(self.pattern.pattern)
+            return self.pattern.sub(rep, text)
+
+    monkeypatch.setattr(words, "_PHRASE_RES", [(Counting(p), rep) for p, rep in words._PHRASE_RES])
+    plain = words.tokens("payments API requires idempotency keys on every POST")
+    assert subs == []
+    assert [t.norm for t in plain if t.kind != "stop"][:3] == ["payment", "api", "required"]
+    folded = words.tokens("we moved CI from Jenkins to GitHub Actions")
+    assert len(subs) == len(words._PHRASE_RES)
+    assert "github_actions" in [t.norm for t in folded]
+
+
+def test_tokens_fast_path_gives_the_same_tokens(monkeypatch):
+    """The fast path skips only substitutions that cannot match: the tokens of notes with and without phrases (the
+    conflict benchmark's notes among them) are those of the full substitution run."""
+    from pathlib import Path
+
+    from mnemo.core.relation import words
+
+    texts = list(PHRASE_NOTES)
+    data = Path(__file__).resolve().parents[2] / "bench" / "data" / "conflict_pairs.jsonl"
+    import json
+
+    for line in data.read_text().splitlines()[:400]:
+        row = json.loads(line)
+        texts += [row["old"], row["new"]]
+    fast = [words.tokens(t) for t in texts]
+    monkeypatch.setattr(words, "_PHRASE_STRINGS", ("",))  # "" is in every text: every pattern runs
+    assert [words.tokens(t) for t in texts] == fast
+    assert sum(any(p in t.lower() for p in words.PHRASES) for t in texts) >= 10  # both paths were exercised
+
+
+def test_relation_check_parses_each_note_once(monkeypatch):
+    """A new note compared with ten neighbours is parsed once (its tokens, content words and quantities), not once
+    per pair: before, its quantities were worked out again for every neighbour."""
+    from mnemo.core.relation import compare as relation
+
+    counted: list[int] = []
+    real = relation._quantities
+    monkeypatch.setattr(relation, "_quantities", lambda content: counted.append(1) or real(content))
+    relation._parsed.cache_clear()
+    relation.clause_tokens.cache_clear()
+    new = "the payments API retries 5 times with exponential backoff"
+    olds = [f"the payments API retries {n} times with exponential backoff" for n in range(10)]
+    decisions = relation.decide_many([(old, new, 0.9) for old in olds], lambda texts: _unit_vectors(len(texts)),
+                                     scores=False)
+    assert len(counted) == len(set(olds) | {new}) == 10  # each text once (before: twice per pair, 20)
+    assert [d.relation for d in decisions].count("conflict") + [d.relation for d in decisions].count("distinct") \
+        + [d.relation for d in decisions].count("duplicate") == 10
+    assert decisions[5].relation == "duplicate"  # the same text: no value changed
+
+
+def _unit_vectors(n: int):
+    import numpy as np
+
+    v = np.zeros((n, 384), dtype=np.float32)
+    v[:, 0] = 1.0
+    return v
+
+
+# -- a remember_batch chunk's neighbour searches together (issue 22, third pass) ----------------------------------
+def test_chunk_search_finds_for_each_note_what_it_finds_alone(home, hash_embedder, ctx, monkeypatch):
+    """The notes of a `remember_batch` chunk are searched with one product against the mapped vector file; each
+    gets what `nearest_memories` finds for it alone: the same memories, the same cosines, including the items
+    changed after the file (scored exactly) and the chunk's own writes before it, inside its transaction. The
+    vector file is not scanned once per note any more."""
+    from mnemo.core.indexes.vector_file import VectorFile
+    from mnemo.core.memory.neighbours import ChunkSearch
+
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    try:
+        _fill(engine, ctx, 60)
+        engine.vector_file().write()
+        _fill(engine, ctx, 6, start=60)  # changed after the file: the tail
+        old = nearest_memories(engine, ctx, engine.embed_query("redis cache retry backoff"), k=3)[0][0]
+        rng = random.Random(11)
+        texts = [" ".join(rng.sample(WORDS, 5)) + f" batch {i}" for i in range(12)]
+        vecs = engine.embed(texts)
+        scans: list[int] = []
+        real_search = VectorFile.search
+        monkeypatch.setattr(VectorFile, "search", lambda self, *a: scans.append(1) or real_search(self, *a))
+        with engine.store.write() as c:
+            chunk = ChunkSearch(engine, ctx, vecs)
+            for j, text in enumerate(texts):
+                got = chunk.nearest(j)(vecs[j], 10)
+                assert len(scans) == 0
+                alone = nearest_memories(engine, ctx, vecs[j], 10)
+                del scans[:]
+                assert [m.id for m, _ in got] == [m.id for m, _ in alone]
+                assert [round(s, 5) for _, s in got] == [round(s, 5) for _, s in alone]
+                mem, _ = write.draft(ctx, text)
+                engine.store.insert_memory(c, mem, vecs[j], engine.model_id)  # the next notes see it
+                if j == 5:  # a memory of the file superseded mid-chunk: dropped from the next notes' neighbours
+                    engine.store.update_memory(c, old.id, reindex=True, superseded_by=mem.id)
+        assert chunk._top is not None  # the chunk's product answered (not the per-note fallback)
+    finally:
+        engine.close()
+
+
+def test_batch_over_a_store_with_a_vector_file_decides_what_one_by_one_decides(tmp_path, real_embedder, ctx,
+                                                                                monkeypatch):
+    """The same notes through `remember_batch` and one `remember` after the other, on two stores holding the same
+    notes and a vector file: the same memories, confirmations, conflicts (the chunk's search in use)."""
+    from tests.unit.test_remember_batch import NOTES, snapshot, template_notes
+
+    from mnemo.core.memory import neighbours
+
+    monkeypatch.setattr(write, "BATCH_CHUNK", 9)
+    answered: list[bool] = []
+    real_init = neighbours.ChunkSearch.__init__
+
+    def init(self, *a, **kw):
+        real_init(self, *a, **kw)
+        answered.append(self._top is not None)
+
+    monkeypatch.setattr(neighbours.ChunkSearch, "__init__", init)
+    engines = [Engine(tmp_path / name, embedder=real_embedder, start_indexer=False) for name in ("seq", "bat")]
+    try:
+        for e in engines:
+            for text in template_notes(40):
+                write.remember(e, ctx, text, on_conflict="keep_both")
+            e.vector_file().write()
+        seq, bat = engines
+        status = []
+        for note in NOTES:
+            fields = {k: v for k, v in note.items() if k != "text"}
+            try:
+                if set(fields) - set(write.BATCH_FIELDS):
+                    raise write.InvalidInput("unknown field")
+                status.append(write.remember(seq, ctx, note["text"], source="import", on_conflict="review",
+                                             **fields)["status"])
+            except MnemoError:
+                status.append("error")
+        res = write.remember_batch(bat, ctx, NOTES, source="import", on_conflict="review")
+        assert [it["status"] for it in res["items"]] == status
+        assert snapshot(seq) == snapshot(bat)
+        assert {"created", "confirmed", "conflict"} <= set(status)
+        assert len(answered) == 5 and all(answered)  # every chunk searched together
+    finally:
+        for e in engines:
+            e.close()
+
+
+def test_a_remember_runs_the_model_once(tmp_path, real_embedder, ctx):
+    """Issue 22, third pass: the relation check decides from the pairs' cosines and texts, so a `remember` embeds
+    its note and nothing else (before, the masked notes and slots of the pairs whose decision depended on them:
+    as many model runs again on a store of similar notes), with the conflicts still found."""
+    from tests.unit.test_remember_batch import template_notes
+
+    texts: list[str] = []
+
+    class Counting:
+        model_id, dim, backend = real_embedder.model_id, real_embedder.dim, real_embedder.backend
+
+        def embed(self, batch):
+            texts.extend(batch)
+            return real_embedder.embed(batch)
+
+        def vocabulary(self):
+            return real_embedder.vocabulary()
+
+    engine = Engine(tmp_path / "home", embedder=Counting(), start_indexer=False)
+    try:
+        for text in template_notes(60):
+            write.remember(engine, ctx, text, on_conflict="keep_both")
+        engine.vector_file().write()
+        new = [f"{t} (follow-up {i})" for i, t in enumerate(template_notes(60)[::6])] + [
+            "payments API requires idempotency keys on every POST", "payments API must never use idempotency keys "
+            "on POST", "HTTP client retries 3 times with exponential backoff", "HTTP client retries 5 times with "
+            "exponential backoff"]
+        del texts[:]
+        statuses = [write.remember(engine, ctx, t, on_conflict="review")["status"] for t in new]
+        assert texts == new  # one embedding per note, nothing else
+        assert statuses.count("conflict") >= 2  # the contradiction and the replaced value are still conflicts
+    finally:
+        engine.close()

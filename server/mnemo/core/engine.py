@@ -217,9 +217,10 @@ class Engine:
         return self.embedder.embed(texts)
 
     def embed_cached(self, texts: list[str]):
-        """`embed` through a small LRU of texts: the relation check embeds the masked notes and replaced slots of a
-        new note's neighbours, and the same neighbours come back for the next notes (remembers in a row, an
-        import), so most of them are embedded once (issue 22)."""
+        """`embed` through a small LRU of texts, for short texts asked for again and again: recall's queries (the
+        code lens pass, then a hover on the same symbol), and the relation check's masked notes and replaced slots
+        when diagnostics ask for them (since issue 22's third pass the decision itself embeds nothing: the write
+        path's `decide_many(scores=False)` never calls it)."""
         import numpy as np
 
         mid = self.model_id

@@ -153,12 +153,30 @@ def nearest_memories(engine: Engine, ctx: Context, vec, k: int = 10) -> list[tup
     the `k` kept are loaded whole; the ANN index's cosines (not the exact scans') are recomputed exactly."""
     parts = scope_parts(ctx, "hybrid")
     hits = dense_search(engine, parts, vec, max(20, k * 4))
+    if hits.exact:
+        return nearest_from_scores(engine, ctx, hits.scores, k)
     ids = [i for i, _ in sorted(hits.scores.items(), key=lambda kv: -kv[1]) if not i.startswith("blk-")][: k * 4]
     if not ids:
         return []
     exact = hits.scores if hits.exact else dense_search(engine, parts, vec, k, ids=ids).scores
     rows = engine.store.visibility_rows(ids)
     seen = [(i, float(exact.get(i, hits.scores[i]))) for i in ids if i in rows and memory_visible(Light(rows[i]), ctx)]
+    seen.sort(key=lambda kv: (-kv[1], kv[0]))
+    seen = seen[:k]
+    mems = engine.store.get_memories([i for i, _ in seen])
+    return [(mems[i], s) for i, s in seen if i in mems]
+
+
+def nearest_from_scores(engine: Engine, ctx: Context, scores: dict[str, float], k: int = 10) -> list[tuple[Memory,
+                                                                                                          float]]:
+    """`nearest_memories` from the exact cosines `dense_search` found (item id -> cosine): the visible memories
+    among the `k * 4` best, the `k` nearest loaded whole. The checks of a `remember_batch` chunk find their
+    cosines together (core/memory/neighbours.py `ChunkSearch`) and finish here, as a single remember does."""
+    ids = [i for i, _ in sorted(scores.items(), key=lambda kv: -kv[1]) if not i.startswith("blk-")][: k * 4]
+    if not ids:
+        return []
+    rows = engine.store.visibility_rows(ids)
+    seen = [(i, float(scores[i])) for i in ids if i in rows and memory_visible(Light(rows[i]), ctx)]
     seen.sort(key=lambda kv: (-kv[1], kv[0]))
     seen = seen[:k]
     mems = engine.store.get_memories([i for i, _ in seen])

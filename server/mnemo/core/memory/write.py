@@ -14,7 +14,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from mnemo.core.errors import InvalidInput, MnemoError
-from mnemo.core.memory.neighbours import Found, relate
+from mnemo.core.memory.neighbours import ChunkSearch, Found, relate
 from mnemo.core.models import (
     BRANCH_INDEPENDENT_TYPES,
     SOURCES,
@@ -163,10 +163,11 @@ def remember(engine: Engine, ctx: Context, text: str, *, type: str = "project", 
 
 
 def land(engine: Engine, ctx: Context, mem: Memory, suspicious: list[str], on_conflict: str,
-         vec=None) -> dict[str, Any]:
+         vec=None, near=None) -> dict[str, Any]:
     """The checks against the store and the write of a drafted memory (`draft`): the same text in the same place
     confirms; otherwise the related memories on every level decide. `vec`: the memory's embedding when the caller
-    has it (an import embeds its notes together); the caller calls `engine.changed()` after its commit."""
+    has it (an import embeds its notes together); `near`: the store's nearest memories when the caller searched
+    them already (`ChunkSearch`); the caller calls `engine.changed()` after its commit."""
     existing = find_duplicate(engine, ctx, mem.content_hash, mem.branch)
     if existing is not None:  # the same fact again in the same place is a confirmation, not a copy
         with engine.store.write() as c:
@@ -177,7 +178,7 @@ def land(engine: Engine, ctx: Context, mem: Memory, suspicious: list[str], on_co
     if vec is None:
         vec = engine.embed([mem.text])[0]
     # The same claim on any level (a paraphrase, a refinement) confirms; a contradiction conflicts or overrides.
-    related = relate(engine, ctx, mem, vec)
+    related = relate(engine, ctx, mem, vec, near=near)
     found = [f for f in related if f.relation != "duplicate"]
     same = [f for f in related if f.relation == "duplicate" and not (f.refines and mem.status == "pending")]
     if same and not found:
@@ -368,17 +369,21 @@ def _land_chunk(engine: Engine, ctx: Context, chunk: list[Any], start: int, sour
         except MnemoError as exc:
             drafts.append(exc)
     texts = [d[0].text for d in drafts if not isinstance(d, MnemoError)]
-    vecs = iter(engine.embed(texts) if texts else [])
+    embedded = engine.embed(texts) if texts else []
+    vecs = iter(enumerate(embedded))
     out = []
     with engine.store.write() as c:
+        # the chunk's neighbour searches together, inside its transaction (it sees the chunk's own writes)
+        search = ChunkSearch(engine, ctx, embedded) if texts else None
         for i, d in enumerate(drafts):
             if isinstance(d, MnemoError):
                 out.append(_error_item(start + i, d))
                 continue
-            vec = next(vecs)
+            j, vec = next(vecs)
             try:
                 with engine.store.savepoint(c):
-                    out.append(_batch_item(start + i, land(engine, ctx, d[0], d[1], on_conflict, vec)))
+                    out.append(_batch_item(start + i, land(engine, ctx, d[0], d[1], on_conflict, vec,
+                                                           near=search.nearest(j) if search else None)))
             except InvalidInput as exc:
                 out.append(_error_item(start + i, exc))
     return out

@@ -13,13 +13,16 @@ regression over them whose coefficients are stored below (`MODEL`, fit on the tu
   - the replaced slot: the two notes aligned word by word (light verbs like "uses" / "is written in" left out) differ
     in one span of at most `SLOT_WORDS` words ("dayjs" / "date-fns", "optimistic" / "pessimistic", "Okta" / "Google
     Workspace SSO"): whether both sides are names (capitalized, rare for the embedder's vocabulary, identifiers,
-    numbers), and how close the two sides embed (same-category alternatives and opposites embed close);
+    numbers), whether a number or a name is on one side only, whether it follows a preposition;
   - an opposite by form (signed/unsigned, read-only/read-write, inside/outside) and the same words in swapped order
     around "over", "before", "to", ... ("prefer X over Y" / "prefer Y over X").
-- A pair with a cue is a conflict when the model says so: P(conflict) from the cosine, the masked cosine (the notes
-  with the signal's tokens masked: does the rest still say the same thing?), the cue kinds, the slot's features,
-  how many words were replaced in place with no signal to explain them ("retry webhooks 5 times" / "retry emails 3
-  times" changes the number AND the subject: another fact), how many words differ, how many are shared.
+- A pair with a cue is a conflict when the model says so: P(conflict) from the cosine, the cue kinds, the slot's
+  features, how many words were replaced in place with no signal to explain them ("retry webhooks 5 times" / "retry
+  emails 3 times" changes the number AND the subject: another fact), how many words differ, how many are shared.
+  Nothing in it is embedded again: the model was fit with the masked cosine (the notes without the signal's
+  tokens, embedded) and the cosine of a slot's two sides too, and decides the test split the same without them
+  (and the tune split better), while they cost a model run per pair they were needed for, as much as the new
+  note's own embedding (issue 22, third pass; docs/benchmarks.md).
 - Exchanged roles: the same things in each other's places, every other word in its place ("Caroline taught
   Melanie to paint" / "Melanie taught Caroline to paint"; not "X and Y" / "Y and X", a symmetric pair) and a claim
   about every X next to one about a qualified X ("the checkout service logs in JSON" / "every service logs in
@@ -193,16 +196,23 @@ def _names(text: str, vocab: frozenset[str]) -> frozenset[str]:
     or inner capitals (k8s, gRPC), or not an everyday word of the embedder's vocabulary (zerolog, imgix). Cached:
     a note is compared with up to ten neighbours (frozen, so the cached set cannot be changed by a caller)."""
     out = set()
-    for m in re.finditer(r"(?<![\w.-])([A-Za-z][\w-]*)", text):
+    for m in _NAME_WORD_RE.finditer(text):
         w = m.group(1)
-        before = text[:m.start()].rstrip()
-        inner = bool(before) and not before.endswith((".", "!", "?", ":", ";"))
+        k = m.start() - 1  # the last character before the word that is not a space (text[:start].rstrip()[-1:])
+        while k >= 0 and text[k].isspace():
+            k -= 1
+        inner = k >= 0 and text[k] not in ".!?:;"
         low = w.lower()
         rare = bool(vocab) and any(p.isalpha() and len(p) >= 3 and p not in vocab and p not in STOP
                                    for p in low.split("-"))  # zerolog, date-fns
-        if (inner and w[0].isupper()) or re.search(r"\d", w) or re.search(r"[a-z][A-Z]", w) or rare:
+        if (inner and w[0].isupper()) or _DIGIT_RE.search(w) or _INNER_CAPITAL_RE.search(w) or rare:
             out.add(_norm_word(low))
     return frozenset(out)
+
+
+_NAME_WORD_RE = re.compile(r"(?<![\w.-])([A-Za-z][\w-]*)")
+_DIGIT_RE = re.compile(r"\d")
+_INNER_CAPITAL_RE = re.compile(r"[a-z][A-Z]")
 
 
 def _split_clauses(text: str) -> str:
@@ -253,9 +263,12 @@ def _unmatched(values: set[str], others: set[str], key: str) -> set[str]:
     return {v for v in values if not any(abs(float(v[:-1]) - o) <= 0.025 * max(float(v[:-1]), o) for o in secs)}
 
 
-def _value_signals(f: Features, ca: Sequence[Token], cb: Sequence[Token]) -> None:
-    """A number, version or duration replaced: keyed by what it counts, or the only number of each note."""
-    qa, qb = _quantities(ca), _quantities(cb)
+def _value_signals(f: Features, ca: Sequence[Token], cb: Sequence[Token], qa: dict | None = None,
+                   qb: dict | None = None) -> None:
+    """A number, version or duration replaced: keyed by what it counts, or the only number of each note (`qa`,
+    `qb`: their `_quantities`, when the caller has them)."""
+    qa = _quantities(ca) if qa is None else qa
+    qb = _quantities(cb) if qb is None else qb
     for key in sorted(set(qa) & set(qb)):
         (va, ta_), (vb, tb_) = qa[key], qb[key]
         only_a, only_b = _unmatched(va, vb, key), _unmatched(vb, va, key)
@@ -281,8 +294,8 @@ def _listed_signals(f: Features, ta: Sequence[Token], tb: Sequence[Token], ca: S
     sa, sb = {t.norm for t in ca}, {t.norm for t in cb}
     only_a, only_b = sa - sb, sb - sa
     before = len(f.signals)
-    for wa in sorted(only_a):
-        for wb in sorted(only_b):
+    for wa in sorted(w for w in only_a if w in _ALT_INDEX):  # a word of no listed group pairs with none
+        for wb in sorted(w for w in only_b if w in _ALT_INDEX):
             if _ALT_INDEX.get(wa, set()) & _ALT_INDEX.get(wb, set()):
                 f.signals.append(f"{wa} -> {wb}")
                 f.explained |= {wa, wb}
@@ -316,13 +329,21 @@ def clause_tokens(text: str) -> tuple[Token, ...]:
     return tuple(tokens(_split_clauses(text)))
 
 
+@functools.lru_cache(maxsize=8192)
+def _parsed(text: str) -> tuple[tuple[Token, ...], tuple[Token, ...], frozenset[str], bool, dict]:
+    """What `features` reads of one note whatever the other: its tokens, its content tokens, their normalized
+    words, whether it negates, what it counts (`_quantities`: read only). Cached like `clause_tokens`: a note meets
+    up to ten neighbours, one after the other."""
+    toks = clause_tokens(text)
+    content = tuple(_content(toks))
+    return toks, content, frozenset(t.norm for t in content), _negated(toks), _quantities(content)
+
+
 def features(old: str, new: str, cosine: float, vocab: frozenset[str] = frozenset()) -> Features:
-    ta, tb = clause_tokens(old), clause_tokens(new)
-    ca, cb = _content(ta), _content(tb)
-    sa, sb = {t.norm for t in ca}, {t.norm for t in cb}
+    (ta, ca, sa, neg_a, qa), (tb, cb, sb, neg_b, qb) = _parsed(old), _parsed(new)
     f = Features(cosine)
-    _value_signals(f, ca, cb)
-    neg_a, neg_b = _negated(ta), _negated(tb)  # a negation added or removed over the shared statement
+    _value_signals(f, ca, cb, qa, qb)
+    # a negation added or removed over the shared statement
     if neg_a != neg_b and not _own_clause_negations(ta if neg_a else tb, sb if neg_a else sa):
         f.signals.append("negation " + ("removed" if neg_a else "added"))
         f.kinds.add("negation")
@@ -543,9 +564,8 @@ def _cos(a: Sequence, b: Sequence) -> float:
 
 
 # -- the conflict model: a logistic regression over the pair's features, fit on the tune split --------------------
-FEATURES = ("cosine", "masked", "value", "negation", "listed", "slot", "slot_names", "slot_similarity",
-            "slot_words", "slot_mixed", "slot_one_named", "slot_after_preposition", "opposite", "reordered", "swapped_other", "unexplained", "diff_words",
-            "contain")
+FEATURES = ("cosine", "value", "negation", "listed", "slot", "slot_names", "slot_words", "slot_mixed", "slot_one_named",
+            "slot_after_preposition", "opposite", "reordered", "swapped_other", "unexplained", "diff_words", "contain")
 
 
 @dataclass(frozen=True)
@@ -557,21 +577,21 @@ class Model:
 
 
 MODEL_L2 = 30.0
-MODEL = Model(weights=(3.1456, 0.5704, -0.0656, -0.0231, -0.0472, 0.0492, 0.9844, 0.4593, -0.1495, -0.9772, -0.5235,
-                       1.535, 1.3954, 0.4701, -0.7751, -0.801, -0.9858, 2.1889),
-              bias=-0.5519, threshold=0.5)
+MODEL = Model(weights=(3.3598, -0.0083, 0.0356, 0.0258, -0.0695, 0.9402, -0.1721, -0.9845, -0.563, 1.5117, 1.413,
+                       0.3497, -0.8319, -0.8435, -0.981, 2.1906),
+              bias=-0.2856, threshold=0.525)
 
 
-def vector(f: Features, masked_cosine: float | None, slot_cosine: float | None) -> list[float]:
-    """The model's input, in the order of FEATURES: the cosine; the masked cosine of a pair with a signal (else 0);
-    the signal kinds; the replaced slot: whether both sides are names, the cosine of its two sides, a number on
-    one side only, whether it follows a preposition; the length of the one replaced span (also when a signal
-    explains it); an opposite by form; a swapped order; words replaced in place that no signal
-    explains (log); how many words differ (log): unexplained by a signal, and aligned in order; the shared words."""
+def vector(f: Features) -> list[float]:
+    """The model's input, in the order of FEATURES: the cosine; the signal kinds; the replaced slot: whether both
+    sides are names, a number on one side only, a name on one side only, whether it follows a preposition; the
+    length of the one replaced span (also when a signal explains it); an opposite by form; a swapped order; words
+    replaced in place that no signal explains (log); how many words differ (log): unexplained by a signal, and
+    aligned in order; the shared words. All from the text and the pair's cosine: nothing is embedded."""
     slot = f.slot is not None and not f.signals  # with a signal, the replaced words are the signal's
-    return [f.cosine, masked_cosine if f.signals and masked_cosine is not None else 0.0, float("value" in f.kinds),
+    return [f.cosine, float("value" in f.kinds),
             float("negation" in f.kinds), float("listed" in f.kinds), float(slot), float(slot and f.slot_names),
-            (slot_cosine or 0.0) if slot else 0.0, float(max(0, f.slot_words - 1)),
+            float(max(0, f.slot_words - 1)),
             float(slot and f.slot_mixed), float(slot and f.slot_one_named), float(slot and f.slot_after_preposition), float(f.opposite is not None), float(f.reordered is not None),
             math.log1p(f.swapped_other), math.log1p(f.unexplained), math.log1p(f.diff_words), f.contain]
 
@@ -597,16 +617,17 @@ def _conflict_reasons(f: Features) -> list[str]:
     return out or ["says the opposite"]
 
 
-def classify(f: Features, cosine: float, masked_cosine: float | None, t: Thresholds = DEFAULT,
-             slot_cosine: float | None = None, model: Model = MODEL) -> Decision:
-    """The decision from a pair's features, its cosine, its masked cosine (for a pair with a signal) and the
-    cosine of its replaced slot's two sides (for a pair with one)."""
+def classify(f: Features, cosine: float, masked_cosine: float | None = None, t: Thresholds = DEFAULT,
+             model: Model = MODEL) -> Decision:
+    """The decision from a pair's features and its cosine. `masked_cosine` (the notes without the signal's tokens,
+    embedded) is only carried into the decision for diagnostics (`decide_many(scores=True)`): the model does not
+    use it."""
     if cosine < t.signal_min_cosine:
         return Decision("distinct", False, [f"not about the same thing (cosine {cosine:.2f})"])
     if (f.roles_swapped or f.broadened) and not f.signals and not f.opposite:
         why = f"roles exchanged ({f.roles_swapped})" if f.roles_swapped else f.broadened
         return Decision("distinct", False, [f"{why}: another fact, both can hold (cosine {cosine:.2f})"])
-    p = conflict_probability(vector(f, masked_cosine, slot_cosine), model) if has_cue(f) else 0.0
+    p = conflict_probability(vector(f), model) if has_cue(f) else 0.0
     if p >= model.threshold:
         return Decision("conflict", False, _conflict_reasons(f), masked_cosine, p)
     if has_cue(f):  # never folded into a confirmation
@@ -654,25 +675,15 @@ def embedded_cosines(pairs: Sequence[tuple[str, str, float]], feats: Sequence[Fe
     return out
 
 
-def needs_embedding(f: Features, cosine: float, t: Thresholds = DEFAULT, model: Model = MODEL) -> bool:
-    """Whether the pair's decision depends on its masked or slot cosine: the model's probability is monotone in
-    that one input, so when it falls on the same side of the threshold at both ends of the cosine's range (-1, 1)
-    the decision is known without embedding anything."""
-    if cosine < t.signal_min_cosine or not (f.signals or f.slot):
-        return False
-    ends = [conflict_probability(vector(f, c, c), model) >= model.threshold for c in (-1.001, 1.001)]
-    return ends[0] != ends[1]
-
-
 def decide_many(pairs: Sequence[tuple[str, str, float]], embed: Embed, vocab: frozenset[str] = frozenset(),
                 t: Thresholds = DEFAULT, *, scores: bool = True) -> list[Decision]:
-    """`decide` for several (old, new, cosine) pairs, with one call to `embed` for all masked notes and slots.
-    `scores=False` (the write path): embed only the pairs whose decision depends on it (`needs_embedding`); the
-    relation, `refines` and a conflict's reasons are the same, a distinct pair's score may then be left out."""
+    """`decide` for several (old, new, cosine) pairs. The decisions use the pairs' cosines and texts only;
+    `scores=True` also embeds (one call to `embed`) the masked notes and slots of the pairs that have them, for
+    the decisions' `masked_cosine` (diagnostics); `scores=False` (the write path) embeds nothing, with the same
+    decisions."""
     feats = [features(old, new, cos, vocab) for old, new, cos in pairs]
-    only = None if scores else {i for i, f in enumerate(feats) if needs_embedding(f, pairs[i][2], t)}
-    masked_cos, slot_cos = embedded_cosines(pairs, feats, embed, t, only)
-    return [classify(f, pair[2], masked_cos.get(i), t, slot_cos.get(i))
+    masked_cos = embedded_cosines(pairs, feats, embed, t)[0] if scores else {}
+    return [classify(f, pair[2], masked_cos.get(i), t)
             for i, (pair, f) in enumerate(zip(pairs, feats, strict=True))]
 
 
@@ -701,4 +712,4 @@ def vocabulary_of(embedder) -> frozenset[str]:
 
 __all__ = ["DEFAULT", "FEATURES", "MODEL", "Decision", "Features", "Model", "Thresholds", "classify",
            "conflict_probability", "decide", "decide_many", "embedded_cosines", "features", "has_cue", "masked",
-           "needs_embedding", "same_claim", "tokens", "vector", "vocabulary_of"]
+           "same_claim", "tokens", "vector", "vocabulary_of"]

@@ -47,6 +47,21 @@ PHRASES.update({"no later than": "within", "no more than": "at most", "not more 
 _PHRASES_LONGEST_FIRST = sorted(PHRASES.items(), key=lambda kv: -len(kv[0]))
 # compiled once: built per call, they kept falling out of `re`'s cache and were re-parsed for every note
 _PHRASE_RES = [(re.compile(rf"(?<![\w-]){re.escape(phrase)}(?![\w-])"), rep) for phrase, rep in _PHRASES_LONGEST_FIRST]
+# Any of them at all (as a substring: a pattern matches only where its phrase is): most notes hold none, and then
+# the ~70 substitutions above change nothing (a substitution happens only where a phrase is in the text as it is),
+# so they are skipped: the same tokens, at a fraction of the
+# cost (the relation check tokenizes a new note and each of its ten neighbours; issue 22).
+_PHRASE_STRINGS = tuple(phrase for phrase, _ in _PHRASES_LONGEST_FIRST)
+_NOT_RE = re.compile(r"(\w)n['’]t\b")
+_CANNOT_RE = re.compile(r"\bcan ?not\b", re.I)
+_PREFER_RE = re.compile(r"\b((?:prefer|favou?r|choose|pick)\b[^,;]*?)\bover\b")
+_NON_RE = re.compile(r"\bnon-(?=[a-z])")
+_EMAIL_RE = re.compile(r"[\w.+-]+@[\w.-]+")
+_DOTTED_RE = re.compile(r"\w\.\w")
+_VERSION_RE = re.compile(r"v?\d+(?:[.:]\d+)*")
+_NUMBER_TOKEN_RE = re.compile(r"v?\d+(?:[.:]\d+)*[a-z]*")
+_NUMBER_PART_RE = re.compile(r"v?(\d+(?:[.:]\d+)*)")
+_CLOCK_NUM_RE = re.compile(r"\d{1,2}:\d\d")
 SYNONYMS = {"db": "database", "repo": "repository", "env": "environment", "config": "configuration",
             "deps": "dependency", "pr": "pull_request", "prs": "pull_request", "js": "javascript",
             "ts": "typescript", "py": "python", "k8s": "kubernetes", "msg": "message", "auth": "authentication",
@@ -116,7 +131,10 @@ class Token:
     kind: str  # word | number | ident | stop
 
 
+@functools.lru_cache(maxsize=65536)
 def _norm_word(w: str) -> str:
+    """A word's normalized form (lower case, synonyms and number words folded, stemmed); cached: a pure function
+    of the word, asked for every word of every note compared."""
     w = w.lower().strip("'’")
     w = SYNONYMS.get(w, w)
     if w in NUMBER_WORDS:
@@ -152,13 +170,14 @@ def _alt_stems() -> dict[str, str]:
 
 
 def tokens(text: str) -> list[Token]:
-    t = re.sub(r"(\w)n['’]t\b", r"\1 not", text)  # don't -> do not, isn't -> is not
-    t = re.sub(r"\bcan ?not\b", "can not", t, flags=re.I)
+    t = _NOT_RE.sub(r"\1 not", text)  # don't -> do not, isn't -> is not
+    t = _CANNOT_RE.sub("can not", t)
     low = t.lower()
-    for pattern, rep in _PHRASE_RES:
-        low = pattern.sub(rep, low)
-    low = re.sub(r"\b((?:prefer|favou?r|choose|pick)\b[^,;]*?)\bover\b", r"\1instead", low)
-    low = re.sub(r"\bnon-(?=[a-z])", "not ", low)  # "a non-root user" says "not root"
+    if any(phrase in low for phrase in _PHRASE_STRINGS):
+        for pattern, rep in _PHRASE_RES:
+            low = pattern.sub(rep, low)
+    low = _PREFER_RE.sub(r"\1instead", low)
+    low = _NON_RE.sub("not ", low)  # "a non-root user" says "not root"
     low = _CLOCK_RE.sub(_clock, low)  # "3 am" / "3:00 pm" -> "3:00" / "15:00"
     out: list[Token] = []
     for m in _TOKEN_RE.finditer(low):
@@ -166,13 +185,13 @@ def tokens(text: str) -> list[Token]:
         if raw == ",":
             out.append(Token(",", ",", "stop"))
         elif raw.startswith("`") or raw.startswith(("http://", "https://", "#", "@", "-")) or "/" in raw \
-                or re.fullmatch(r"[\w.+-]+@[\w.-]+", raw) \
-                or "\\" in raw or re.search(r"\w\.\w", raw) and not re.fullmatch(r"v?\d+(?:[.:]\d+)*", raw) \
+                or _EMAIL_RE.fullmatch(raw) \
+                or "\\" in raw or _DOTTED_RE.search(raw) and not _VERSION_RE.fullmatch(raw) \
                 or raw.endswith("()"):
             out.append(Token(raw, raw.strip("`").rstrip(".,;:"), "ident"))
-        elif re.fullmatch(r"v?\d+(?:[.:]\d+)*[a-z]*", raw):
-            num = re.match(r"v?(\d+(?:[.:]\d+)*)", raw).group(1)
-            if re.fullmatch(r"\d{1,2}:\d\d", num):  # a time of day: "03:00" is "3:00"
+        elif _NUMBER_TOKEN_RE.fullmatch(raw):
+            num = _NUMBER_PART_RE.match(raw).group(1)
+            if _CLOCK_NUM_RE.fullmatch(num):  # a time of day: "03:00" is "3:00"
                 num = f"{int(num[:-3])}:{num[-2:]}"
             out.append(Token(raw, num, "number"))
         elif raw in STOP:
