@@ -13,10 +13,11 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from mnemo import PROTOCOL_VERSION, __version__, api
 from mnemo.core import environment
+from mnemo.core.api_types.requests import filled
 from mnemo.core.errors import InvalidInput, MnemoError
 from mnemo.core.models import Context
 
@@ -123,19 +124,15 @@ class LocalService:
                 "config": config.owner_view(self.engine.home)}  # what it applies: `mnemo daemon status`
 
     # -- memories --------------------------------------------------------------------------------------------
-    def remember(self, ctx: api.Ctx, text: str, *, type: str = "project", kind: str = "fact", scope: str = "project",
-                 tags: list[str] | None = None, importance: float = 0.5, source: str = "user",
-                 anchors: list[api.Anchor] | None = None, trust: str = "trusted", status: str | None = None,
-                 provenance: dict | None = None, on_conflict: str | None = None) -> api.RememberResult:
+    def remember(self, ctx: api.Ctx, text: str, **options: Unpack[api.RememberOptions]) -> api.RememberResult:
         from mnemo.core.memory.write import remember
         from mnemo.core.policy import landing_status
 
         c = _ctx(ctx)
-        status = landing_status(c, source, status)  # the policy is checked on every write: refused, not ignored
-
-        res = remember(self.engine, c, text, type=type, kind=kind, scope=scope, tags=tags, importance=importance,
-                       source=source, anchors=anchors, trust=trust, status=status, provenance=provenance,
-                       on_conflict=on_conflict)
+        request = filled(api.RememberOptions, options)  # an option remember does not take is refused here
+        # the policy is checked on every write: refused, not ignored
+        request["status"] = landing_status(c, request["source"], request["status"])
+        res = remember(self.engine, c, text, **request)
         self._changed(c)
         return res
 

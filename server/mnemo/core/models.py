@@ -5,25 +5,26 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any
 
+from mnemo.core.api_types.requests import (  # noqa: F401 - each closed set, declared once there, as a type and its values
+    DEFAULT_KINDS,
+    MEMORY_TYPES,
+    SOURCES,
+    STATUSES,
+    MemoryType,
+    SourceName,
+    StatusName,
+)
 from mnemo.core.errors import InvalidInput, ScopeError
 
-# Each closed set is declared once, as a type (the MCP tools' schemas, the type checker) and its values.
-MemoryType = Literal["user", "feedback", "project", "reference"]
-MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
 # `user` and `feedback` are about the person: they hold on every branch. The others are about the code.
 BRANCH_INDEPENDENT_TYPES = frozenset({"user", "feedback"})
-DEFAULT_KINDS = ("decision", "lesson", "pattern", "handoff", "fact")
 STORED_SCOPES = ("project", "global", "team")
 READ_SCOPES = ("project", "global", "team", "hybrid")
 SCOPE_PRIORITY = {"project": 0, "global": 1, "team": 2}
-SourceName = Literal["agent", "user", "import", "docs"]
-SOURCES: tuple[str, ...] = get_args(SourceName)
 TIERS = ("hot", "warm", "cold")
 TRUST = ("trusted", "untrusted")
-StatusName = Literal["active", "pending", "rejected"]
-STATUSES: tuple[str, ...] = get_args(StatusName)
 
 
 MAX_EVENTS = 50  # the events a memory's provenance keeps (the newest)
