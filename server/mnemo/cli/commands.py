@@ -330,14 +330,14 @@ def cmd_daemon(args, _service) -> int:
 
         return run_owner(home, idle_timeout=args.idle_timeout, warm=args.warm)
     if args.action == "start":
-        svc = DaemonService(home, client_name="cli")
+        svc = DaemonService.open(home, client_name="cli")
         try:
             svc.connect()
             res = {"running": True, **svc.owner}
         finally:
             svc.close()
     elif args.action == "stop":
-        svc = DaemonService(home, autostart=False)
+        svc = DaemonService.open(home, autostart=False)
         stopped = svc.shutdown()
         res = {"stopped": bool(stopped), **(stopped or {})}
         if stopped:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
+from mnemo.core.api_types import records
 from mnemo.core.api_types.requests import (  # noqa: F401 - each closed set, declared once there, as a type and its values
     DEFAULT_KINDS,
     MEMORY_TYPES,
@@ -94,11 +96,11 @@ class Context:
     on_conflict: str | None = None
     secrets: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def to_dict(self) -> records.Ctx:
+        return cast("records.Ctx", dataclasses.asdict(self))  # the API's record of it (core/api_types/records.py)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Context:
+    def from_dict(cls, data: Mapping[str, Any]) -> Context:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 
@@ -131,7 +133,7 @@ class Memory:
     content_hash: str
     source: str
     provenance: dict[str, Any] = field(default_factory=dict)
-    anchors: list[dict[str, Any]] = field(default_factory=list)
+    anchors: list[records.Anchor] = field(default_factory=list)
     superseded_by: str | None = None
     deprecated: bool = False
     deprecated_reason: str | None = None
@@ -142,8 +144,8 @@ class Memory:
     author: str = "local"
     flags: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def to_dict(self) -> records.Memory:
+        return cast("records.Memory", dataclasses.asdict(self))  # the API's record of it (core/api_types/records.py)
 
     @classmethod
     def from_row(cls, row: Any) -> Memory:

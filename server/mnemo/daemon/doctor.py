@@ -61,7 +61,7 @@ def repair_store(home: Path) -> dict[str, Any]:
 def _stop_owner_and_lock(home: Path):
     """The owner lock, held, once the owner (if any) has stopped; or a failed check after 30 s."""
     try:
-        DaemonService(home, autostart=False).shutdown()
+        DaemonService.open(home, autostart=False).shutdown()
     except Exception:  # noqa: BLE001 - not running, or dying anyway
         pass
     lock = OwnerLock(home)
@@ -111,9 +111,9 @@ def _owner_checks(home: Path, project_root: Path | None) -> list[dict[str, Any]]
     ctx = detect_context(project_root).to_dict()
     svc = None
     try:
-        svc = DaemonService(home, client_name="doctor", on_warning=lambda _m: None)  # the settings check says it
+        svc = DaemonService.open(home, client_name="doctor", on_warning=lambda _m: None)  # the settings check says it
         try:
-            checks = [owner, *svc.doctor(ctx)["checks"]]
+            checks = [owner, *(dict(c) for c in svc.doctor(ctx)["checks"])]
         finally:
             svc.close()
     except MnemoError as exc:  # report, do not crash the doctor

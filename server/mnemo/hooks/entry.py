@@ -305,7 +305,7 @@ def session_end(data: dict[str, Any], ctx: dict[str, Any], h: str, deadline: flo
 
         from mnemo.daemon.client import DaemonService
 
-        svc = DaemonService(Path(h), client_name="hook")
+        svc = DaemonService.open(Path(h), client_name="hook")
         try:
             svc.session_end(**params)
         finally:

@@ -127,7 +127,7 @@ class Backend:
                 from mnemo.daemon.client import DaemonService
                 from mnemo.daemon.paths import default_home
 
-                self._service = DaemonService(self.home or default_home(), client_name="mcp")
+                self._service = DaemonService.open(self.home or default_home(), client_name="mcp")
             return self._service
 
     async def call(self, method: str, *args: Any, **kw: Any) -> Any:

@@ -17,8 +17,11 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from mnemo.core.api_types.records import Anchor, CodeSymbol
+from mnemo.core.api_types.results import AnchorCheck, AnchorsCheck, MemoryChange
 from mnemo.core.cards import summarize
 from mnemo.core.errors import InvalidInput
 from mnemo.core.files import code_symbols as code_context
@@ -67,7 +70,7 @@ def check_anchor(ctx: Context, anchor: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def anchor_key(a: dict[str, Any]) -> tuple:
+def anchor_key(a: Mapping[str, Any]) -> tuple:
     return (a.get("path"), a.get("symbol"))
 
 
@@ -77,7 +80,7 @@ def _stale_items(store: Store, mem_id: str) -> dict[tuple, int]:
             for r in store.open_items_about("stale_anchor", mem_id)}
 
 
-def anchor(engine: Engine, ctx: Context, memory_id: str, anchor_: dict[str, Any]) -> dict[str, Any]:
+def anchor(engine: Engine, ctx: Context, memory_id: str, anchor_: Anchor) -> MemoryChange:
     """Anchor a memory to code (file, symbol, line range, hash of the code); replaces an anchor on the same spot."""
     m = get(engine, ctx, memory_id)
     a = safety.screen_field_tree(check_anchor(ctx, anchor_), "anchor", f"anchor {memory_id}", mode=ctx.secrets)
@@ -88,11 +91,11 @@ def anchor(engine: Engine, ctx: Context, memory_id: str, anchor_: dict[str, Any]
         store.resolve_reviews(c, [r["id"] for r in store.open_items_about("stale_anchor", m.id)
                                   if anchor_key(json.loads(r["payload"]).get("anchor", {})) == anchor_key(a)], "update")
         refresh_stale_flag(c, store, m.id)
-    return {"status": "anchored", "memory": store.get_memory(m.id).to_dict()}
+    return {"status": "anchored", "memory": store.record(m.id)}
 
 
 def unanchor(engine: Engine, ctx: Context, memory_id: str, path: str | None = None,
-             symbol: str | None = None) -> dict[str, Any]:
+             symbol: str | None = None) -> MemoryChange:
     """Detach a memory from code: every anchor when `path` is None, else the anchors into `path` (only the one on
     `symbol` when given). Their open `stale_anchor` items close as `unanchored`. Refused when nothing matches."""
     m = get(engine, ctx, memory_id)
@@ -117,11 +120,11 @@ def unanchor(engine: Engine, ctx: Context, memory_id: str, path: str | None = No
                               "unanchored")
         refresh_stale_flag(c, store, m.id)
     engine.changed()
-    return {"status": "unanchored", "memory": store.get_memory(m.id).to_dict(),
+    return {"status": "unanchored", "memory": store.record(m.id),
             "message": f"removed {len(gone)} anchor{'s' if len(gone) != 1 else ''}"}
 
 
-def reanchor(anchors: list[dict], payload: dict) -> list[dict]:
+def reanchor(anchors: list[Anchor], payload: dict) -> list[Anchor]:
     """The anchors after a `stale_anchor` item is answered `update`: moved to the current code, or dropped when
     it vanished."""
     old = payload.get("anchor") or {}
@@ -152,7 +155,7 @@ def refresh_stale_flag(conn, store: Store, mem_id: str) -> None:
         store.update_memory(conn, mem_id, flags=flags)
 
 
-def check_anchors(engine: Engine, ctx: Context, path: str, symbols: list[dict[str, Any]] | None) -> dict[str, Any]:
+def check_anchors(engine: Engine, ctx: Context, path: str, symbols: list[CodeSymbol] | None) -> AnchorCheck:
     """Flag memories anchored into `path` whose symbol changed (other hash) or vanished; `symbols` is what the
     file holds now (`[{"name", "hash", "start_line", "end_line"}]`; None = the file is gone). A symbol that is
     back to its anchored hash clears its flag."""
@@ -309,7 +312,7 @@ def freshen(engine: Engine, ctx: Context, ids: list[str]) -> dict[str, dict[str,
     return out
 
 
-def check_files(engine: Engine, ctx: Context, paths: list[str] | None = None) -> dict[str, Any]:
+def check_files(engine: Engine, ctx: Context, paths: list[str] | None = None) -> AnchorsCheck:
     """`check_anchors` against the working tree for `paths` (relative to the project root or absolute; None: every
     file a memory of this project is anchored into). Returns `{checked_files, checked, ok, flagged, cleared, stale,
     skipped}`: `stale` lists every stale anchor found (new or already in Review), `skipped` the files that could not

@@ -15,6 +15,7 @@ import sqlite3
 import time
 from typing import TYPE_CHECKING, Any
 
+from mnemo.core.api_types.results import DecayReport, MemoryChange
 from mnemo.core.cards import summarize
 from mnemo.core.memory.manage import get
 from mnemo.core.models import Context, Memory, with_event
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 TIER_MEANING = {"hot": "always offered (small)", "warm": "recalled on match", "cold": "archive: search with --cold"}
 
 
-def decay(engine: Engine, ctx: Context, now: Any = None, dry_run: bool = False) -> dict[str, Any]:
+def decay(engine: Engine, ctx: Context, now: Any = None, dry_run: bool = False) -> DecayReport:
     """Exponential decay of this project's (and global) memories; cold below the threshold. Idempotent.
     `dry_run`: the same report, computed inside a savepoint that is rolled back (nothing is written)."""
     now = parse_now(now)
@@ -134,7 +135,7 @@ def hot_memories(engine: Engine, ctx: Context) -> list[dict[str, Any]]:
     return [m.to_dict() for m in engine.store.hot(ctx.project_id) if memory_visible(m, ctx)]
 
 
-def restore(engine: Engine, ctx: Context, memory_id: str) -> dict[str, Any]:
+def restore(engine: Engine, ctx: Context, memory_id: str) -> MemoryChange:
     """Bring a cold (archived) memory back to warm, with its decay clock reset and the importance it had before it
     decayed (memories archived before that was recorded get at least `restore_importance`)."""
     m = get(engine, ctx, memory_id)
@@ -150,4 +151,4 @@ def restore(engine: Engine, ctx: Context, memory_id: str) -> dict[str, Any]:
                             provenance=with_event(m.provenance, "restored", ctx.user, "from the archive", now))
         store.clear_decay(c, m.id)
     engine.changed()
-    return {"status": "restored", "memory": store.get_memory(m.id).to_dict(), "message": "back in recall"}
+    return {"status": "restored", "memory": store.record(m.id), "message": "back in recall"}

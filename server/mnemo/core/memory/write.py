@@ -14,6 +14,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Unpack
 
 from mnemo.core.api_types.requests import BatchNote, DraftOptions, RememberOptions, filled, names
+from mnemo.core.api_types.results import RememberBatchResult, RememberResult
 from mnemo.core.errors import InvalidInput, MnemoError
 from mnemo.core.memory.neighbours import Found, relate
 from mnemo.core.models import (
@@ -151,7 +152,7 @@ def draft(ctx: Context, text: str, **options: Unpack[DraftOptions]) -> tuple[Mem
 
 
 def remember(engine: Engine, ctx: Context, text: str, *, vec=None,
-             **options: Unpack[RememberOptions]) -> dict[str, Any]:
+             **options: Unpack[RememberOptions]) -> RememberResult:
     """Store a memory; returns `{"status", "memory", "message", "conflicts", "same_as"?}` with status created |
     confirmed | conflict | pending | kept_existing. `vec`: its embedding when the caller has it already. The
     options: core/api_types/requests.py."""
@@ -337,7 +338,7 @@ def _error_item(index: int, exc: MnemoError) -> dict[str, Any]:
 
 
 def remember_batch(engine: Engine, ctx: Context, items: list[Any], *, source: str = "user", status: str = "active",
-                   on_conflict: str | None = None, progress=None) -> dict[str, Any]:
+                   on_conflict: str | None = None, progress=None) -> RememberBatchResult:
     """`remember` for many notes, each with every check of a single one and the same decisions as the same notes
     remembered one after the other (an item sees the items before it): the drafts of a chunk are embedded in one
     call and land in one transaction (a savepoint per item, so a refused item leaves no trace). Acknowledged

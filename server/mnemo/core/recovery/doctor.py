@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mnemo.core.api_types.results import DoctorResult
 from mnemo.core.models import Context
 from mnemo.core.recovery import backup
 from mnemo.core.store import repair_hint
@@ -20,7 +21,7 @@ def check(name: str, status: str, detail: str, fix: str | None = None) -> dict[s
     return {"name": name, "status": status, "detail": detail, "fix": fix}
 
 
-def run_checks(engine: Engine, ctx: Context) -> dict[str, Any]:
+def run_checks(engine: Engine, ctx: Context) -> DoctorResult:
     """Checks that need the open store (run inside the owner process). A damaged store is reported at once with
     the repair command; nothing else that would read it runs."""
     checks = [_store_check(engine)]

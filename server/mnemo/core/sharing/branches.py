@@ -13,6 +13,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from mnemo.core.api_types.results import BranchDelete, BranchMergeReport, MergedBranches
 from mnemo.core.errors import InvalidInput
 from mnemo.core.identity import read_branch_start, read_ref
 from mnemo.core.models import Context, Memory
@@ -97,7 +98,7 @@ def _target(ctx: Context, source: str) -> str:
     return ctx.branch
 
 
-def branch_diff(engine: Engine, ctx: Context, source: str) -> dict[str, Any]:
+def branch_diff(engine: Engine, ctx: Context, source: str) -> BranchMergeReport:
     """What merging `source`'s memories into the current branch would do; writes nothing."""
     source = _check_branch(source)
     target = _target(ctx, source)
@@ -106,7 +107,7 @@ def branch_diff(engine: Engine, ctx: Context, source: str) -> dict[str, Any]:
     return out
 
 
-def branch_merge(engine: Engine, ctx: Context, source: str, *, _review_id: int | None = None) -> dict[str, Any]:
+def branch_merge(engine: Engine, ctx: Context, source: str, *, _review_id: int | None = None) -> BranchMergeReport:
     """Copy `source`'s active memories into the current branch (one transaction; duplicates skipped; provenance
     `merged_from`); what the branch overrode on the target is superseded by the copy."""
     source = _check_branch(source)
@@ -175,7 +176,7 @@ def _carry_decisions(c, store: Store, ctx: Context, plan: dict[str, Any], copy_o
                           "carried_from": src_id}, now=now)
 
 
-def branch_delete(engine: Engine, ctx: Context, name: str, force: bool = False) -> dict[str, Any]:
+def branch_delete(engine: Engine, ctx: Context, name: str, force: bool = False) -> BranchDelete:
     """Delete one branch's memories (explicit; tombstones kept). Branch-independent and global memories are never
     touched. Refuses the default branch and the checked-out branch unless `force`."""
     name = _check_branch(name)
@@ -221,7 +222,7 @@ def _head(root: str, branch: str) -> str | None:
     return None
 
 
-def merged_branches(engine: Engine, ctx: Context, queue: bool = True) -> dict[str, Any]:
+def merged_branches(engine: Engine, ctx: Context, queue: bool = True) -> MergedBranches:
     """Branches with memories whose git head the default branch contains (`git merge-base --is-ancestor`); with
     `queue`, each one that still has memories to merge gets one `branch_merge` review item (once per head)."""
     if not ctx.root or not ctx.default_branch:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mnemo import __version__
+from mnemo.core.api_types.results import SnapshotExport, SnapshotMergeReport
 from mnemo.core.errors import InvalidInput, SnapshotError
 from mnemo.core.models import Context, Memory
 from mnemo.core.safety.screen import injection_flags, is_suspicious
@@ -55,7 +56,7 @@ def _check_selection(scopes: list[str] | None, branches: list[str] | None) -> li
 
 
 def export_snapshot(engine: Engine, ctx: Context, path: str, scopes: list[str] | None = None,
-                    branches: list[str] | None = None) -> dict[str, Any]:
+                    branches: list[str] | None = None) -> SnapshotExport:
     """Write the selected memories (not those holding what looks like a secret) to a snapshot file."""
     target = _abs_path(path, "snapshot export")
     store = engine.store
@@ -272,7 +273,7 @@ def _vectors_for(engine: Engine, snap: Snapshot, mems: list[Memory]) -> tuple[di
     return out, mismatched
 
 
-def diff_snapshot(engine: Engine, ctx: Context, path: str, strategy: str = "newer_wins") -> dict[str, Any]:
+def diff_snapshot(engine: Engine, ctx: Context, path: str, strategy: str = "newer_wins") -> SnapshotMergeReport:
     """What `merge_snapshot` would do; writes nothing."""
     strategy = check_strategy(strategy)
     snap = read_snapshot(path)
@@ -283,7 +284,7 @@ def diff_snapshot(engine: Engine, ctx: Context, path: str, strategy: str = "newe
 
 
 def merge_snapshot(engine: Engine, ctx: Context, path: str, strategy: str = "newer_wins",
-                   progress=None) -> dict[str, Any]:
+                   progress=None) -> SnapshotMergeReport:
     """Import a snapshot: validated first, then ONE transaction; duplicates skipped; provenance kept."""
     strategy = check_strategy(strategy)
     snap = read_snapshot(path)
