@@ -68,7 +68,7 @@ def edit_memory(engine: Engine, ctx: Context, memory_id: str, *, text: str | Non
     fields = _checked(ctx, m, text, kind, tags, anchors, importance, type)
     if not fields:
         return {"status": "unchanged", "memory": m.to_dict(), "changed": []}
-    edited = {k: fields[k] for k in ("type", "kind", "importance", "tags") if k in fields}
+    edited: dict[str, Any] = {k: fields[k] for k in ("type", "kind", "importance", "tags") if k in fields}
     if "text" in fields:
         edited["text"] = text
     if edited:

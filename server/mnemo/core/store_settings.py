@@ -298,21 +298,21 @@ def _write(home: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, p)
 
 
-def _update(home: Path, change) -> dict[str, Any]:
+def _update(home: Path | None, change) -> dict[str, Any]:
     from filelock import FileLock
 
-    home = _home(home)
-    home.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(home / f".{FILE}.lock"), timeout=10):
+    where = _home(home)
+    where.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(where / f".{FILE}.lock"), timeout=10):
         try:
-            data = json.loads((home / FILE).read_text(encoding="utf-8"))
+            data = json.loads((where / FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             data = {}
         if not isinstance(data, dict):
             data = {}
         data = {n: v for n, v in data.items() if n in KEYS}  # unknown keys were reported; a write drops them
         change(data)
-        _write(home, data)
+        _write(where, data)
     return data
 
 

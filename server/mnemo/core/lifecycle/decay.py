@@ -15,6 +15,7 @@ import sqlite3
 import time
 from typing import TYPE_CHECKING, Any
 
+from mnemo.core.api_types import records
 from mnemo.core.api_types.results import DecayReport, MemoryChange
 from mnemo.core.cards import summarize
 from mnemo.core.memory.manage import get
@@ -34,9 +35,9 @@ def decay(engine: Engine, ctx: Context, now: Any = None, dry_run: bool = False) 
     `dry_run`: the same report, computed inside a savepoint that is rolled back (nothing is written)."""
     now = parse_now(now)
     s = settings()
-    report = {"now": now, "half_life_hours": s.half_life_hours, "tombstone_threshold": s.tombstone_threshold,
+    report: DecayReport = {"now": now, "half_life_hours": s.half_life_hours, "tombstone_threshold": s.tombstone_threshold,
               "scanned": 0, "decayed": 0, "untouched": 0, "moved_to_cold": [], "tier_moves": [],
-              "dry_run": bool(dry_run)}
+              "dry_run": bool(dry_run), "tiers": {}}
     store = engine.store
     with store.write() as c:
         if dry_run:
@@ -49,13 +50,13 @@ def decay(engine: Engine, ctx: Context, now: Any = None, dry_run: bool = False) 
     return report
 
 
-def _run(c: sqlite3.Connection, store: Store, ctx: Context, now: float, report: dict[str, Any]) -> None:
+def _run(c: sqlite3.Connection, store: Store, ctx: Context, now: float, report: DecayReport) -> None:
     _decay_rows(c, store, ctx, now, report)
     report["tier_moves"] = retier(c, store, ctx)
     report["tiers"] = _tier_counts(store, ctx.project_id)  # this thread's connection: sees the run's changes
 
 
-def _decay_rows(c: sqlite3.Connection, store: Store, ctx: Context, now: float, report: dict[str, Any]) -> None:
+def _decay_rows(c: sqlite3.Connection, store: Store, ctx: Context, now: float, report: DecayReport) -> None:
     s = settings()
     hl = s.half_life_hours * 3600.0
     mems = store.decaying(ctx.project_id)
@@ -131,7 +132,7 @@ def tier_index(engine: Engine, ctx: Context, top: int = 5) -> dict[str, Any]:
     return out
 
 
-def hot_memories(engine: Engine, ctx: Context) -> list[dict[str, Any]]:
+def hot_memories(engine: Engine, ctx: Context) -> list[records.Memory]:
     return [m.to_dict() for m in engine.store.hot(ctx.project_id) if memory_visible(m, ctx)]
 
 

@@ -173,12 +173,15 @@ def recent_team(engine: Engine, ctx: Context, since: float, limit: int = 10) -> 
 
 def team_status(engine: Engine, ctx: Context) -> TeamStatus:
     settings = load_settings(engine.home)
-    out: dict[str, Any] = {"configured": settings.configured, **settings.public()}
+    out: TeamStatus = {"configured": settings.configured, "url": settings.url, "namespace": settings.namespace,
+                       "token": "set" if settings.token else "not set", "source": settings.source,
+                       "ca_cert": settings.ca_cert}  # `settings.public()`, typed
     if not settings.configured:
         out["hint"] = ("start a server with `mnemo team serve`, then `mnemo team connect http://HOST:PORT`"
                        " (or set MNEMO_TEAM_URL)")
         return out
     team = engine.team()
+    assert team is not None  # configured
     reachable = team.ping()
     if reachable and team.pending():
         with contextlib.suppress(TeamUnavailable):
