@@ -39,7 +39,7 @@ def add_options(parser: argparse.ArgumentParser, decl: type) -> None:
         if get_origin(tp) is list and get_args(tp) == (str,):
             singular = flag[:-1] if flag.endswith("s") else flag
             parser.add_argument(*dict.fromkeys((singular, flag)), action=TagsAction, dest=f.name,
-                                default=f.param.default, metavar="WORD[,WORD]",
+                                default=f.param.default, metavar=f"{f.name[:-1].upper()}[,{f.name[:-1].upper()}]",
                                 help=_help(f) + f" ({singular} or {flag}, repeatable, comma-separated)")
         elif tp in (str, int, float):
             parser.add_argument(flag, dest=f.name, type=tp, default=f.param.default, choices=f.param.choices,
