@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo.core import environment
+from mnemo.core.api_types.results import DoctorCheck
 from mnemo.core.errors import InvalidInput
 from mnemo.core.files.agent_rules import TARGETS as PUBLISH_TARGETS
 from mnemo.core.files.agent_rules import check_targets_text
@@ -404,7 +405,7 @@ def report(home: Path | None = None, owner: dict[str, Any] | None = None) -> dic
     return out
 
 
-def settings_check(home: Path | None = None, owner: dict[str, Any] | None = None) -> dict[str, Any]:
+def settings_check(home: Path | None = None, owner: dict[str, Any] | None = None) -> DoctorCheck:
     """A `mnemo doctor` check: what is set (stored, environment), and every setting that is not applied."""
     rows = report(home, owner)
     stored = [f"{n}={show(r['stored'])}" for n, r in rows.items() if r["stored"] is not None]

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mnemo.core.api_types.results import DoctorCheck
 from mnemo.core.embedding.embedder import model_status
 from mnemo.core.engine import OwnerLock
 from mnemo.core.errors import MnemoError, StoreLocked
@@ -80,14 +81,14 @@ def _stop_owner_and_lock(home: Path):
     return lock
 
 
-def _model_check() -> dict[str, Any]:
+def _model_check() -> DoctorCheck:
     ms = model_status()
     ok = bool(ms.get("available", ms.get("ok", True)))
     return check("model", "ok" if ok else "fail", ", ".join(f"{k}={v}" for k, v in ms.items()),
                  None if ok else "run `python -m mnemo.core.embedding.embedder --prepare`")
 
 
-def _home_checks(home: Path) -> list[dict[str, Any]]:
+def _home_checks(home: Path) -> list[DoctorCheck]:
     if not home.exists():
         return [check("store", "warn", f"{home} does not exist yet", "it is created on first use")]
     if not os.access(home, os.W_OK):
@@ -96,7 +97,7 @@ def _home_checks(home: Path) -> list[dict[str, Any]]:
     return []
 
 
-def _owner_checks(home: Path, project_root: Path | None) -> list[dict[str, Any]]:
+def _owner_checks(home: Path, project_root: Path | None) -> list[DoctorCheck]:
     """One line for the owner, then the checks it runs on the open store. A damaged file is checked here without
     starting an owner; a damage the owner reports is a store failure, not an owner failure."""
     status = owner_status(home)
@@ -113,7 +114,7 @@ def _owner_checks(home: Path, project_root: Path | None) -> list[dict[str, Any]]
     try:
         svc = DaemonService.open(home, client_name="doctor", on_warning=lambda _m: None)  # the settings check says it
         try:
-            checks = [owner, *(dict(c) for c in svc.doctor(ctx)["checks"])]
+            checks = [owner, *svc.doctor(ctx)["checks"]]
         finally:
             svc.close()
     except MnemoError as exc:  # report, do not crash the doctor
