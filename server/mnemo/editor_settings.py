@@ -147,7 +147,7 @@ _TYPES = {"bool": bool, "int": int, "float": float, "str": str, "list": list, "d
 
 def _leaves(cls: type, prefix: str) -> list[tuple[str, tuple[str, ...], dataclasses.Field, type]]:
     """(dotted key, attribute path, field, python type) of every leaf setting, in declaration order."""
-    out = []
+    out: list[tuple[str, tuple[str, ...], dataclasses.Field, type]] = []
     for f in dataclasses.fields(cls):
         key = f"{prefix}.{camel(f.name)}"
         tp = f.type if isinstance(f.type, type) else _TYPES.get(str(f.type))
@@ -165,7 +165,7 @@ LEAVES = _leaves(Settings, PREFIX)
 def _default_of(f: dataclasses.Field) -> Any:
     if f.default is not dataclasses.MISSING:
         return f.default
-    return f.default_factory()  # type: ignore[misc]
+    return f.default_factory()  # type: ignore[operator]
 
 
 def _schema() -> dict[str, dict[str, Any]]:

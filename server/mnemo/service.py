@@ -13,12 +13,16 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack, cast
 
 from mnemo import PROTOCOL_VERSION, __version__, api
 from mnemo.core import environment
+from mnemo.core.api_types.requests import filled
 from mnemo.core.errors import InvalidInput, MnemoError
 from mnemo.core.models import Context
+
+if TYPE_CHECKING:
+    from mnemo.core.engine import Engine
 
 log = logging.getLogger("mnemo.service")
 
@@ -48,7 +52,7 @@ def _ctx(ctx: api.Ctx | Context) -> Context:
 class LocalService:
     """In-process implementation: the owner process serves it; tests use it directly."""
 
-    def __init__(self, engine):
+    def __init__(self, engine: Engine):
         self.engine = engine
         self._publish_lock = threading.Lock()  # one publish at a time (a request's, or one after a change)
         self._publish_timers: dict[str, threading.Timer] = {}
@@ -70,7 +74,7 @@ class LocalService:
             log.warning("merged-branch check skipped: %s", exc)
 
     # -- publish on change (`publish_on_change`): off the request's path, one publish per quiet second ------------
-    def _changed(self, ctx: dict | Context) -> None:
+    def _changed(self, ctx: api.Ctx | Context) -> None:
         """After a change a person would want in the agent files: publish a second later (later changes push it
         back), in a timer thread of this process; a setting of `off` (the default) costs one cached read."""
         from mnemo.core import store_settings as config
@@ -123,19 +127,15 @@ class LocalService:
                 "config": config.owner_view(self.engine.home)}  # what it applies: `mnemo daemon status`
 
     # -- memories --------------------------------------------------------------------------------------------
-    def remember(self, ctx: api.Ctx, text: str, *, type: str = "project", kind: str = "fact", scope: str = "project",
-                 tags: list[str] | None = None, importance: float = 0.5, source: str = "user",
-                 anchors: list[api.Anchor] | None = None, trust: str = "trusted", status: str | None = None,
-                 provenance: dict | None = None, on_conflict: str | None = None) -> api.RememberResult:
+    def remember(self, ctx: api.Ctx, text: str, **options: Unpack[api.RememberOptions]) -> api.RememberResult:
         from mnemo.core.memory.write import remember
         from mnemo.core.policy import landing_status
 
         c = _ctx(ctx)
-        status = landing_status(c, source, status)  # the policy is checked on every write: refused, not ignored
-
-        res = remember(self.engine, c, text, type=type, kind=kind, scope=scope, tags=tags, importance=importance,
-                       source=source, anchors=anchors, trust=trust, status=status, provenance=provenance,
-                       on_conflict=on_conflict)
+        request = filled(api.RememberOptions, options)  # an option remember does not take is refused here
+        # the policy is checked on every write: refused, not ignored
+        request["status"] = landing_status(c, request["source"], request["status"])
+        res = remember(self.engine, c, text, **request)
         self._changed(c)
         return res
 
@@ -166,7 +166,7 @@ class LocalService:
         self._fresh(c, res.get("cards") or [])
         return res
 
-    def _fresh(self, c: Context, cards: list[dict[str, Any]]) -> None:
+    def _fresh(self, c: Context, cards: list[api.records.Card]) -> None:
         """Each note card's `stale` as the working tree says now (its anchored code checked on read)."""
         from mnemo.core.lifecycle.anchors import freshen
 
@@ -259,9 +259,8 @@ class LocalService:
         from mnemo.core.memory.history import purge_forgotten
 
         purge_forgotten(self.engine)  # the forget retention: forgotten text older than it is purged
-        out = memories.stats(self.engine, _ctx(ctx))
-        out["tiers"] = tier_index(self.engine, _ctx(ctx))  # hot / warm / cold, like an index of the memory
-        return out
+        c = _ctx(ctx)
+        return memories.stats(self.engine, c, tier_index(self.engine, c))  # tiers: like an index of the memory
 
     def index_docs(self, ctx: api.Ctx, root: str | None = None, *,
                    progress: Progress | None = None) -> api.IndexDocsResult:
@@ -287,7 +286,8 @@ class LocalService:
 
     def skills_list(self, ctx: api.Ctx) -> api.SkillList:
         eng = self.engine.skill_engine(_ctx(ctx))
-        return {"skills": [s.to_dict() for s in eng.skills()]}
+        # core/skills/ builds its records untyped (typing them there is left to its own change)
+        return {"skills": [cast(api.records.Skill, s.to_dict()) for s in eng.skills()]}
 
     def skills_check(self, ctx: api.Ctx) -> api.SkillsCheck:
         from mnemo.core.review import project_skills
@@ -451,15 +451,15 @@ class LocalService:
         check_position(path, line, symbol)
         if query is not None and not isinstance(query, str):
             raise InvalidInput(f"hover_context: query must be a string, got {type(query).__name__}")
-        out: dict[str, Any] = {"path": path, "symbol": symbol, "cards": [], "warnings": [], "anchored": [],
-                               "file_anchors": {}, "skills": None}
+        out: api.HoverContext = {"path": path, "symbol": symbol, "cards": [], "warnings": [], "anchored": [],
+                                 "file_anchors": {}, "skills": None}
         if query is not None:
             recalled = recall(self.engine, c, query, limit=limit, include_docs=include_docs,
                               min_confidence=min_confidence)
-            out.update(cards=recalled["cards"], warnings=recalled["warnings"])
+            out["cards"], out["warnings"] = recalled["cards"], recalled["warnings"]
         if path:
             out.update(anchored_context(self.engine, c, path, symbol, line))
-        self._fresh(c, out["cards"] + out["anchored"])
+        self._fresh(c, [*out["cards"], *out["anchored"]])
         if skills:
             try:
                 out["skills"] = self.activate_skills(ctx, path, None, max_skills=max_skills, token_budget=token_budget)
@@ -485,9 +485,10 @@ class LocalService:
         corrections a prompt states. Used by the hooks, `mnemo context`, MCP and the editor."""
         from mnemo.core.agent.context_block import build_context
 
-        return build_context(self.engine, _ctx(ctx), file=file, message=message, event=event, session=session,
+        # core/agent/context_block.py builds the block untyped (typing it there is left to its own change)
+        return cast(api.ContextBlock, build_context(self.engine, _ctx(ctx), file=file, message=message, event=event, session=session,
                              budget=budget, learn=learn, client=client, source=source,
-                             min_confidence=min_confidence, commit=commit, symbol=symbol, line=line)
+                             min_confidence=min_confidence, commit=commit, symbol=symbol, line=line))
 
     def context_commit(self, ctx: api.Ctx, session: str | None = None, keys: list[str] | None = None,
                        last_file: str | None = None, reset: bool = False) -> api.ContextCommit:
@@ -507,7 +508,7 @@ class LocalService:
         c = _ctx(ctx)
         session = sessions.check_session(session)
         res = write_handoff(self.engine, c, summary or {}, session=session, client=client)
-        out: dict[str, Any] = {"handoff": res, "session_cleared": sessions.end(self.engine.home, session)}
+        out: api.SessionEnd = {"handoff": res, "session_cleared": sessions.end(self.engine.home, session)}
         edited = (summary or {}).get("files_edited") if isinstance(summary, dict) else None
         if edited and isinstance(edited, list) and c.root:  # the anchors into the files the session edited
             from mnemo.core.lifecycle.anchors import check_files

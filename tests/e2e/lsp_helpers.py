@@ -15,6 +15,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+import pytest_asyncio
 from lsprotocol import types as t
 from pytest_lsp import ClientServerConfig
 from pytest_lsp.client import LanguageClient, register_lsp_features
@@ -238,3 +240,24 @@ async def hover(client: LanguageClient, uri: str, line: int, character: int) -> 
 
 def rng(l1: int, c1: int, l2: int, c2: int) -> dict:
     return {"start": {"line": l1, "character": c1}, "end": {"line": l2, "character": c2}}
+
+
+# -- the fixtures of the language server tests (imported by name: no conftest.py below tests/) ------------------
+@pytest.fixture
+def home(tmp_path):
+    """A temporary store per test; its owner is stopped at teardown."""
+    h = tmp_path / "home"
+    yield h
+    stop_owner(h)
+
+
+@pytest_asyncio.fixture
+async def lsp(home, tmp_path):
+    """A real language server over stdio on a fresh workspace (`make_workspace`): `client.root` is the workspace,
+    `client.py` its Python source file."""
+    root = make_workspace(tmp_path)
+    client = await start(root, home)
+    client.root = root
+    client.py = root / "src" / "client.py"
+    yield client
+    await stop(client)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import time
 
+import lsp_helpers
 import pytest
-import pytest_asyncio
 from lsp_helpers import (
     BANNER_COL,
     BANNER_LINE,
@@ -23,11 +23,12 @@ from lsp_helpers import (
     rng,
     start,
     stop,
-    stop_owner,
     wait_for,
 )
 from lsprotocol import types as t
 from pygls.exceptions import JsonRpcException
+
+home, lsp = lsp_helpers.home, lsp_helpers.lsp  # the shared fixtures (lsp_helpers.py), used by name
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -38,24 +39,6 @@ EXPECTED_COMMANDS = {
     "mnemo.branchMerge", "mnemo.branchDelete", "mnemo.runDecay", "mnemo.compact", "mnemo.resolveReview",
     "mnemo.reconnect",
 }
-
-
-@pytest.fixture
-def home(tmp_path):
-    """A temporary store per test; its owner is stopped at teardown."""
-    h = tmp_path / "home"
-    yield h
-    stop_owner(h)
-
-
-@pytest_asyncio.fixture
-async def lsp(home, tmp_path):
-    root = make_workspace(tmp_path)
-    client = await start(root, home)
-    client.root = root
-    client.py = root / "src" / "client.py"
-    yield client
-    await stop(client)
 
 
 async def remember_on_post(lsp, text="post must send an idempotency key on every retry"):

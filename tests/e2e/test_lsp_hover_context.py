@@ -9,8 +9,8 @@ import asyncio
 import time
 from collections import Counter
 
+import lsp_helpers
 import pytest
-import pytest_asyncio
 from lsp_helpers import (
     BANNER_COL,
     BANNER_LINE,
@@ -29,24 +29,9 @@ from lsp_helpers import (
     wait_for,
 )
 
+home, lsp = lsp_helpers.home, lsp_helpers.lsp  # the shared fixtures (lsp_helpers.py), used by name
+
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture
-def home(tmp_path):
-    h = tmp_path / "home"
-    yield h
-    stop_owner(h)
-
-
-@pytest_asyncio.fixture
-async def lsp(home, tmp_path):
-    root = make_workspace(tmp_path)
-    client = await start(root, home)
-    client.root = root
-    client.py = root / "src" / "client.py"
-    yield client
-    await stop(client)
 
 
 async def settled_calls(lsp, timeout: float = 30.0) -> Counter:

@@ -22,9 +22,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import lsp_helpers
 import pytest
 import pytest_lsp
-from lsp_helpers import PY_SOURCE, make_workspace, prestart_owner, server_env, stop_owner
+from lsp_helpers import (
+    PY_SOURCE,
+    make_workspace,
+    prestart_owner,
+    server_env,
+)
+
+home = lsp_helpers.home  # the shared fixture (lsp_helpers.py), used by name
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -168,13 +176,6 @@ def initialize(msg_id, root: Path, caps: dict, **extra) -> dict:
         "workspaceFolders": [{"uri": root.as_uri(), "name": root.name}],
         "initializationOptions": {"docs": {"indexOnStartup": False}, "hover": {"minConfidence": 0.0},
                                   "debounceMs": 50}, **extra}}
-
-
-@pytest.fixture
-def home(tmp_path):
-    h = tmp_path / "home"
-    yield h
-    stop_owner(h)
 
 
 def both_answers(root: Path, home: Path, first: dict | bytes, *then: dict | bytes, answer_id=1) -> dict:

@@ -4,28 +4,14 @@ tells the views that memories changed."""
 
 from __future__ import annotations
 
+import lsp_helpers
 import pytest
-import pytest_asyncio
-from lsp_helpers import command, make_workspace, start, stop, stop_owner, wait_for
+from lsp_helpers import command, wait_for
 from pygls.exceptions import JsonRpcException
 
+home, lsp = lsp_helpers.home, lsp_helpers.lsp  # the shared fixtures (lsp_helpers.py), used by name
+
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture
-def home(tmp_path):
-    h = tmp_path / "home"
-    yield h
-    stop_owner(h)
-
-
-@pytest_asyncio.fixture
-async def lsp(home, tmp_path):
-    root = make_workspace(tmp_path)
-    client = await start(root, home)
-    client.root = root
-    yield client
-    await stop(client)
 
 
 @pytest.mark.asyncio

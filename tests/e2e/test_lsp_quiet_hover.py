@@ -5,42 +5,23 @@ save needed) as every surface does."""
 
 from __future__ import annotations
 
+import lsp_helpers
 import pytest
-import pytest_asyncio
 from lsp_helpers import (
     KEY_LINE,
     POST_COL,
     POST_LINE,
     command,
     hover,
-    make_workspace,
     open_doc,
     rng,
-    start,
-    stop,
-    stop_owner,
 )
 from lsprotocol import types as t
 
+home, lsp = lsp_helpers.home, lsp_helpers.lsp  # the shared fixtures (lsp_helpers.py), used by name
+
 pytestmark = pytest.mark.timeout(180)
 NOTE = "post must send an idempotency key on every retry"
-
-
-@pytest.fixture
-def home(tmp_path):
-    h = tmp_path / "home"
-    yield h
-    stop_owner(h)
-
-
-@pytest_asyncio.fixture
-async def lsp(home, tmp_path):
-    root = make_workspace(tmp_path)
-    client = await start(root, home)
-    client.root = root
-    client.py = root / "src" / "client.py"
-    yield client
-    await stop(client)
 
 
 @pytest.mark.asyncio

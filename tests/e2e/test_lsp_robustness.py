@@ -7,8 +7,8 @@ import asyncio
 import time
 from concurrent.futures import Future
 
+import lsp_helpers
 import pytest
-import pytest_asyncio
 from lsp_helpers import (
     KEY_COL,
     KEY_LINE,
@@ -30,24 +30,9 @@ from lsp_helpers import (
 from lsprotocol import types as t
 from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
 
+home, lsp = lsp_helpers.home, lsp_helpers.lsp  # the shared fixtures (lsp_helpers.py), used by name
+
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture
-def home(tmp_path):
-    """A temporary store per test; its owner is stopped at teardown."""
-    h = tmp_path / "home"
-    yield h
-    stop_owner(h)
-
-
-@pytest_asyncio.fixture
-async def lsp(home, tmp_path):
-    root = make_workspace(tmp_path)
-    client = await start(root, home)
-    client.root = root
-    yield client
-    await stop(client)
 
 
 @pytest.mark.asyncio

@@ -6,7 +6,9 @@ Every surface calls these operations: the CLI, the language server and the MCP s
 and the argument mapping of the client are derived from `Service` by introspection, and `call_arguments` refuses
 an argument an operation does not take - on the client before anything is sent, and on the owner with an
 `InvalidInput` that names the accepted arguments. Results are JSON objects, typed as TypedDicts in
-`mnemo/core/api_types/results.py` (made of the records in `mnemo/core/api_types/records.py`).
+`mnemo/core/api_types/results.py` (made of the records in `mnemo/core/api_types/records.py`); the options several
+surfaces offer (remember's) are declared once in `mnemo/core/api_types/requests.py` and taken as
+`**options: Unpack[...]`, which `signature` expands.
 
 tests/unit/test_service_contract.py checks that LocalService matches this declaration and that real results have
 these shapes; tests/unit/test_protocol_ts.py that the extension's `protocol.ts` reads only declared fields and sends
@@ -17,10 +19,11 @@ only declared parameters. Adding an operation: declare it in `Service` (with its
 import inspect
 from collections.abc import Callable
 from functools import cache
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack, get_args, get_origin
 
-from mnemo.core.api_types import records, results
-from mnemo.core.api_types.records import Anchor, BatchNote, CodeSymbol, Ctx, Memory
+from mnemo.core.api_types import records, requests, results
+from mnemo.core.api_types.records import Anchor, CodeSymbol, Ctx, Memory
+from mnemo.core.api_types.requests import BatchNote, RememberOptions
 from mnemo.core.api_types.results import (
     ActivationResult,
     AnchorCheck,
@@ -75,12 +78,9 @@ class Service(Protocol):
         """The owner's version, protocol, pid, store and readiness, and the store-wide settings it applies."""
 
     # memories
-    def remember(self, ctx: Ctx, text: str, *, type: str = "project", kind: str = "fact", scope: str = "project",
-                 tags: list[str] | None = None, importance: float = 0.5, source: str = "user",
-                 anchors: list[Anchor] | None = None, trust: str = "trusted", status: str | None = None,
-                 provenance: dict[str, Any] | None = None, on_conflict: str | None = None) -> RememberResult:
-        """Store a memory in the project scope (checks, dedup, conflicts). `status` None: active, or pending when
-        an agent writes under the `confirm` write policy."""
+    def remember(self, ctx: Ctx, text: str, **options: Unpack[RememberOptions]) -> RememberResult:
+        """Store a memory in the project scope (checks, dedup, conflicts). Its options, their defaults and help
+        are declared once in `RememberOptions` (core/api_types/requests.py)."""
 
     def remember_batch(self, ctx: Ctx, items: list[BatchNote], *, source: str = "user", status: str | None = None,
                        on_conflict: str | None = None, progress: Progress | None = None) -> RememberBatchResult:
@@ -266,7 +266,19 @@ def signature(method: str) -> inspect.Signature:
     if method not in SERVICE_METHODS:
         raise InvalidInput(f"unknown method {method!r}", hint=f"use one of: {', '.join(sorted(SERVICE_METHODS))}")
     sig = inspect.signature(getattr(Service, method))
-    return sig.replace(parameters=list(sig.parameters.values())[1:])
+    return sig.replace(parameters=expand(list(sig.parameters.values())[1:]))
+
+
+def expand(params: list[inspect.Parameter]) -> list[inspect.Parameter]:
+    """`**options: Unpack[Declared]` as the keyword parameters it stands for, with their declared defaults."""
+    out = []
+    for p in params:
+        if p.kind is p.VAR_KEYWORD and get_origin(p.annotation) is Unpack:
+            out += [inspect.Parameter(f.name, p.KEYWORD_ONLY, default=f.param.default, annotation=f.type)
+                    for f in requests.fields(get_args(p.annotation)[0])]
+        else:
+            out.append(p)
+    return out
 
 
 def parameters(method: str) -> tuple[str, ...]:
@@ -307,7 +319,7 @@ __all__ = [
     "BranchMergeReport", "CodeSymbol", "CompactReport", "Ctx", "DecayReport", "DoctorResult", "Forgotten", "Health",
     "Hydrated", "IndexDocsResult", "MarkdownExport", "MarkdownImport", "Memory", "MemoryChange", "MemoryHistory",
     "MemoryList", "MergedBranches", "Progress", "PublishReport", "RecallResult", "RecentContext", "RememberBatchResult",
-    "RememberResult", "ReviewList", "ReviewResolution", "Service", "SkillList", "SkillsCheck", "SnapshotExport",
-    "SnapshotMergeReport", "Stats", "TeamStatus", "UpdateResult", "accepted", "call_arguments", "parameters",
-    "records", "results", "signature",
+    "RememberOptions", "RememberResult", "ReviewList", "ReviewResolution", "Service", "SkillList", "SkillsCheck", "SnapshotExport",
+    "SnapshotMergeReport", "Stats", "TeamStatus", "UpdateResult", "accepted", "call_arguments", "expand", "parameters",
+    "records", "requests", "results", "signature",
 ]

@@ -98,6 +98,7 @@ def code_anchor(root: str | None, file: str, symbol: str | None = None, line: in
             raise InvalidInput(f"cannot read symbols of {file}",
                                hint="the file must exist and be source code Mnemo parses (Python, TypeScript, Go, "
                                     "Rust, Java, C/C++, Ruby, PHP, Kotlin); or anchor with --line")
+        assert line is not None  # no symbol: a line was given
         return {**anchor, "start_line": line - 1, "end_line": line - 1}
     if symbol is not None:
         found = [s for s in syms if s.qualname == symbol] or [s for s in syms if s.name == symbol]
@@ -107,6 +108,7 @@ def code_anchor(root: str | None, file: str, symbol: str | None = None, line: in
             raise InvalidInput(f"{what} {symbol!r} in {file}",
                                hint=f"use a qualified name (Class.method); symbols there: {names}")
         return found[0].anchor(str(path))
+    assert line is not None  # no symbol: a line was given
     around = [s for s in syms if s.contains(line - 1)]
     if around:
         return min(around, key=lambda s: s.end_line - s.start_line).anchor(str(path))

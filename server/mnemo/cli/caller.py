@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from mnemo import api
@@ -15,8 +15,8 @@ from mnemo.core import environment
 
 def make_service(args: argparse.Namespace) -> api.Service:
     """The daemon client by default; an in-process service with --no-daemon (or MNEMO_NO_DAEMON=1). Either is the
-    one `api.Service` (the type checker checks LocalService against it; DaemonService forwards every method of it
-    to the owner, so it is cast: go-to-definition lands on the declaration in `mnemo.api`)."""
+    one `api.Service` (the type checker checks LocalService against it; DaemonService is declared one and forwards
+    every method of it to the owner: go-to-definition lands on the declaration in `mnemo.api`)."""
     from mnemo.daemon.paths import default_home  # lazy (as below): `mnemo lsp` never opens a service
 
     home = Path(args.home) if getattr(args, "home", None) else default_home()
@@ -32,7 +32,7 @@ def make_service(args: argparse.Namespace) -> api.Service:
         return LocalService(engine)
     from mnemo.daemon.client import DaemonService
 
-    return cast("api.Service", DaemonService(home, client_name="cli", on_warning=warn))
+    return DaemonService.open(home, client_name="cli", on_warning=warn)
 
 
 def warn(message: str) -> None:
@@ -40,7 +40,7 @@ def warn(message: str) -> None:
     sys.stderr.write(f"warning: {message}\n")
 
 
-def make_context(args: argparse.Namespace) -> dict[str, Any]:
+def make_context(args: argparse.Namespace) -> api.Ctx:
     from mnemo.core.identity import detect_context  # lazy: `mnemo lsp` never parses a command that needs it
 
     root = getattr(args, "project_root", None)

@@ -9,7 +9,8 @@ from typing import Any
 
 from mnemo.cli import quickstart
 from mnemo.cli.caller import make_context
-from mnemo.cli.edit_cmd import add_filter_args, add_tag_args, filter_kwargs, text_or_stdin
+from mnemo.cli.edit_cmd import add_filter_args, filter_kwargs, text_or_stdin
+from mnemo.cli.options import add_options, option_values
 from mnemo.cli.output import (
     console,
     emit_json,
@@ -21,7 +22,8 @@ from mnemo.cli.output import (
     print_memories,
     say,
 )
-from mnemo.core.models import DEFAULT_KINDS, MEMORY_TYPES, READ_SCOPES, STATUSES
+from mnemo.core.api_types import requests
+from mnemo.core.models import MEMORY_TYPES, READ_SCOPES, STATUSES
 
 
 def register(sub: argparse._SubParsersAction, common) -> None:
@@ -34,12 +36,7 @@ def register(sub: argparse._SubParsersAction, common) -> None:
 def _register_read_write(sub: argparse._SubParsersAction, common) -> None:
     p = sub.add_parser("remember", help="store a memory in this project")
     p.add_argument("text", help="the note (- reads it from standard input)")
-    p.add_argument("--type", default="project", help=f"one of {', '.join(MEMORY_TYPES)} (default project)")
-    p.add_argument("--kind", default="fact", help=f"free-form; usually one of {', '.join(DEFAULT_KINDS)}")
-    add_tag_args(p, "its tags", default=[])
-    p.add_argument("--importance", type=float, default=0.5, help="0..1 (default 0.5)")
-    p.add_argument("--scope", default="project", help="always project; global/team are reached by promote")
-    p.add_argument("--source", default="user", choices=["user", "agent"], help="who writes it (default user)")
+    add_options(p, requests.RememberOptions)  # declared once, with the service's and the MCP tool's
     common(p)
     p.set_defaults(func=cmd_remember)
 
@@ -137,8 +134,7 @@ def _ctx(args):
 
 
 def cmd_remember(args, service) -> int:
-    res = service.remember(_ctx(args), text_or_stdin(args.text), type=args.type, kind=args.kind, tags=args.tags,
-                           importance=args.importance, scope=args.scope, source=args.source)
+    res = service.remember(_ctx(args), text_or_stdin(args.text), **option_values(args, requests.RememberOptions))
     if args.json:
         emit_json(res)
         return 0
@@ -334,14 +330,14 @@ def cmd_daemon(args, _service) -> int:
 
         return run_owner(home, idle_timeout=args.idle_timeout, warm=args.warm)
     if args.action == "start":
-        svc = DaemonService(home, client_name="cli")
+        svc = DaemonService.open(home, client_name="cli")
         try:
             svc.connect()
             res = {"running": True, **svc.owner}
         finally:
             svc.close()
     elif args.action == "stop":
-        svc = DaemonService(home, autostart=False)
+        svc = DaemonService.open(home, autostart=False)
         stopped = svc.shutdown()
         res = {"stopped": bool(stopped), **(stopped or {})}
         if stopped:

@@ -44,7 +44,7 @@ def running_owner(home: Path) -> dict[str, Any] | None:
     from mnemo.core.errors import MnemoError
     from mnemo.daemon.client import DaemonService
 
-    svc = DaemonService(home, autostart=False, client_name="config", on_warning=lambda _m: None)
+    svc = DaemonService.open(home, autostart=False, client_name="config", on_warning=lambda _m: None)
     try:
         svc.connect()
         return dict(svc.owner)

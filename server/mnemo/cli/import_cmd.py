@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mnemo.core.errors import InvalidInput, MnemoError
+
+if TYPE_CHECKING:
+    from mnemo import api
 
 JSONL_FIELDS = ("text", "type", "kind", "tags", "importance", "scope")
 BATCH = 500  # notes per `remember_batch` call (the owner takes at most MNEMO_MAX_BATCH_ITEMS, 1000 by default)
@@ -85,7 +88,7 @@ def count_lines(path: Path) -> int:
 
 
 # -- the import ---------------------------------------------------------------------------------------------------
-def run_jsonl_import(service, ctx: dict, path: Path | str, *, on_conflict: str | None = None, batch: int = BATCH,
+def run_jsonl_import(service, ctx: api.Ctx, path: Path | str, *, on_conflict: str | None = None, batch: int = BATCH,
                      progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Import the notes of a JSON Lines file through `service.remember_batch` (source `import`: an instruction-like
     note waits in Review). Returns `{"file", "lines", "counts", "errors": [{"line", "message", "hint"}], "items":
@@ -122,7 +125,7 @@ def _count(report: dict[str, Any], status: str) -> None:
     report["counts"][status] = report["counts"].get(status, 0) + 1
 
 
-def _send(service, ctx: dict, pending: list[tuple[int, dict[str, Any]]], path: Path, on_conflict: str | None,
+def _send(service, ctx: api.Ctx, pending: list[tuple[int, dict[str, Any]]], path: Path, on_conflict: str | None,
           report: dict[str, Any], done: int, total: int, progress) -> int:
     """One `remember_batch` call; its items mapped back to line numbers. Returns the lines done so far."""
     items = [{**note, "provenance": {"imported_from": {"source": path.name, "line": n}}} for n, note in pending]

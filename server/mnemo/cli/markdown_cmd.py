@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mnemo.cli.caller import make_context
 from mnemo.cli.output import emit_json, say
 
 FORMATS = ("md",)
+
+if TYPE_CHECKING:
+    from mnemo import api
 
 
 def register(sub: argparse._SubParsersAction, common) -> None:
@@ -70,7 +73,7 @@ def _print_import(res: dict[str, Any]) -> None:
         say((f"  {verb} not delete them: `mnemo forget ID` if they should go", "dim"))
 
 
-def run_markdown_import(service, ctx: dict[str, Any], path: str, *, dry_run: bool = False,
+def run_markdown_import(service, ctx: api.Ctx, path: str, *, dry_run: bool = False,
                         as_json: bool = False) -> int:
     """Import a directory of exported Markdown files (or one file) and print what it did; returns the exit code."""
     res = service.markdown_import(ctx, _abs(path), dry_run)

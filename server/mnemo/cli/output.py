@@ -16,6 +16,7 @@ import datetime as _dt
 import json
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mnemo.core.text import visible
@@ -110,7 +111,7 @@ def flag_warning(flags: list[str] | None) -> str | None:
     return warning(flags)
 
 
-def _card_meta(card: dict[str, Any]) -> list[str]:
+def _card_meta(card: Mapping[str, Any]) -> list[str]:
     meta = [f"{card['scope']}", card["source_kind"]]
     if card["source_kind"] == "note":
         meta += [card.get("type") or "", card.get("note_kind") or ""]
@@ -131,7 +132,7 @@ def _card_meta(card: dict[str, Any]) -> list[str]:
     return [str(m) for m in meta if m]
 
 
-def card_panel(i: int, card: dict[str, Any], expand: bool = True):
+def card_panel(i: int, card: Mapping[str, Any], expand: bool = True):
     from rich.panel import Panel
 
     title = card["title"] if card["source_kind"] != "markdown" else " › ".join(card["heading_path"])
@@ -147,7 +148,7 @@ def card_panel(i: int, card: dict[str, Any], expand: bool = True):
     return Panel(line(*parts), title=head, title_align="left", expand=expand)
 
 
-def print_cards(cards: list[dict[str, Any]], warnings: list[str] | None = None, took_ms: float | None = None) -> None:
+def print_cards(cards: Sequence[Mapping[str, Any]], warnings: list[str] | None = None, took_ms: float | None = None) -> None:
     c = console()
     if not cards:
         c.print("[dim]nothing relevant found[/dim]")

@@ -12,7 +12,6 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from mnemo.cli.output import console, print_cards, rule, say
 
@@ -73,7 +72,7 @@ def run_demo(base: Path) -> None:
     engine = Engine(base / "store")
     try:
         service = LocalService(engine)
-        ctx: dict[str, Any] = detect_context(root).to_dict()
+        ctx = detect_context(root).to_dict()
         c = console()
         res = service.index_docs(ctx, str(root))
         say(("indexed", "green"), f" {res['files']} Markdown files of the demo project into "

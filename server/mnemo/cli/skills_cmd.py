@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mnemo.cli.caller import make_context
+
+if TYPE_CHECKING:
+    from mnemo import api
 from mnemo.cli.output import console, emit_json, line, say
 
 
@@ -40,7 +43,7 @@ def register(sub: argparse._SubParsersAction, common) -> None:
     q.set_defaults(func=run_activate)
 
 
-def _ctx(args) -> dict[str, Any]:
+def _ctx(args) -> api.Ctx:
     return make_context(args)
 
 

@@ -103,10 +103,10 @@ def cmd_serve(args, _service) -> int:
     if died is not None:
         from mnemo.core.team.server import ServeFailed, log_tail
 
-        exc = ServeFailed(f"{died} stopped unexpectedly, so the team server stopped", hint=f"see {server.logs[died]}",
-                          log_tail=log_tail(server.logs[died]))
-        _print_log_tail(exc)
-        raise exc
+        failed = ServeFailed(f"{died} stopped unexpectedly, so the team server stopped",
+                             hint=f"see {server.logs[died]}", log_tail=log_tail(server.logs[died]))
+        _print_log_tail(failed)
+        raise failed
     say("team server stopped", stderr=True)
     return 0
 

@@ -7,6 +7,7 @@ import json
 import re
 from typing import Any
 
+from mnemo.core.api_types.records import Card
 from mnemo.core.models import Memory
 
 CONF_HIGH = 0.5
@@ -38,7 +39,7 @@ def key_points(text: str, limit: int = 3) -> list[str]:
     return [summarize(s, 120) for s in sentences[1: 1 + limit]] if len(sentences) > 1 else []
 
 
-def memory_card(m: Memory, score: float, conf: float) -> dict[str, Any]:
+def memory_card(m: Memory, score: float, conf: float) -> Card:
     return {
         "scope": m.scope,
         "project_id": m.project_id,
@@ -73,7 +74,7 @@ def memory_card(m: Memory, score: float, conf: float) -> dict[str, Any]:
     }
 
 
-def block_card(b: Any, project_name: str, score: float, conf: float) -> dict[str, Any]:
+def block_card(b: Any, project_name: str, score: float, conf: float) -> Card:
     heading_path = json.loads(b["heading_path"])
     return {
         "scope": "project",

@@ -12,6 +12,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
+from mnemo.core.api_types import records
 from mnemo.core.errors import InvalidInput
 from mnemo.core.lifecycle.anchors import reanchor, refresh_stale_flag, rel_path
 from mnemo.core.memory.history import update
@@ -67,7 +68,7 @@ def edit_memory(engine: Engine, ctx: Context, memory_id: str, *, text: str | Non
     fields = _checked(ctx, m, text, kind, tags, anchors, importance, type)
     if not fields:
         return {"status": "unchanged", "memory": m.to_dict(), "changed": []}
-    edited = {k: fields[k] for k in ("type", "kind", "importance", "tags") if k in fields}
+    edited: dict[str, Any] = {k: fields[k] for k in ("type", "kind", "importance", "tags") if k in fields}
     if "text" in fields:
         edited["text"] = text
     if edited:
@@ -84,10 +85,10 @@ def edit_memory(engine: Engine, ctx: Context, memory_id: str, *, text: str | Non
         refresh_stale_flag(c, store, m.id)
     engine.changed()
     changed = sorted(k for k in fields if k not in ("content_hash", "flags"))
-    return {"status": "edited", "memory": store.get_memory(m.id).to_dict(), "changed": changed}
+    return {"status": "edited", "memory": store.record(m.id), "changed": changed}
 
 
-def settle_rewritten(engine: Engine, mem_id: str) -> dict[str, Any]:
+def settle_rewritten(engine: Engine, mem_id: str) -> records.Memory:
     """After the note of `mem_id` was rewritten (`update` with a new text): a stale anchor moves to the current code
     and its Review items close as `edited` (Review's "edit the note"). Returns the memory as it is now."""
     store, now = engine.store, time.time()
@@ -95,7 +96,7 @@ def settle_rewritten(engine: Engine, mem_id: str) -> dict[str, Any]:
         _settle_stale(c, store, mem_id, now)
         refresh_stale_flag(c, store, mem_id)
     engine.changed()
-    return store.get_memory(mem_id).to_dict()
+    return store.record(mem_id)
 
 
 def _settle_stale(c, store, mem_id: str, now: float) -> None:

@@ -376,7 +376,8 @@ class Engine:
 
     def _index_failed(self, exc: Exception, *, grow: bool) -> None:
         backoff = self._retry[0]
-        self.index.mark_broken(exc)
+        if self.index is not None:
+            self.index.mark_broken(exc)
         self._repair.set()
         self._retry = (min(backoff * 2, 300.0) if grow else backoff, time.monotonic() + backoff)
 

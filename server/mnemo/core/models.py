@@ -4,26 +4,29 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, cast
 
+from mnemo.core.api_types import records
+from mnemo.core.api_types.requests import (  # noqa: F401 - each closed set, declared once there, as a type and its values
+    DEFAULT_KINDS,
+    MEMORY_TYPES,
+    SOURCES,
+    STATUSES,
+    MemoryType,
+    SourceName,
+    StatusName,
+)
 from mnemo.core.errors import InvalidInput, ScopeError
 
-# Each closed set is declared once, as a type (the MCP tools' schemas, the type checker) and its values.
-MemoryType = Literal["user", "feedback", "project", "reference"]
-MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
 # `user` and `feedback` are about the person: they hold on every branch. The others are about the code.
 BRANCH_INDEPENDENT_TYPES = frozenset({"user", "feedback"})
-DEFAULT_KINDS = ("decision", "lesson", "pattern", "handoff", "fact")
 STORED_SCOPES = ("project", "global", "team")
 READ_SCOPES = ("project", "global", "team", "hybrid")
 SCOPE_PRIORITY = {"project": 0, "global": 1, "team": 2}
-SourceName = Literal["agent", "user", "import", "docs"]
-SOURCES: tuple[str, ...] = get_args(SourceName)
 TIERS = ("hot", "warm", "cold")
 TRUST = ("trusted", "untrusted")
-StatusName = Literal["active", "pending", "rejected"]
-STATUSES: tuple[str, ...] = get_args(StatusName)
 
 
 MAX_EVENTS = 50  # the events a memory's provenance keeps (the newest)
@@ -93,11 +96,11 @@ class Context:
     on_conflict: str | None = None
     secrets: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def to_dict(self) -> records.Ctx:
+        return cast("records.Ctx", dataclasses.asdict(self))  # the API's record of it (core/api_types/records.py)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Context:
+    def from_dict(cls, data: Mapping[str, Any]) -> Context:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 
@@ -130,7 +133,7 @@ class Memory:
     content_hash: str
     source: str
     provenance: dict[str, Any] = field(default_factory=dict)
-    anchors: list[dict[str, Any]] = field(default_factory=list)
+    anchors: list[records.Anchor] = field(default_factory=list)
     superseded_by: str | None = None
     deprecated: bool = False
     deprecated_reason: str | None = None
@@ -141,8 +144,8 @@ class Memory:
     author: str = "local"
     flags: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def to_dict(self) -> records.Memory:
+        return cast("records.Memory", dataclasses.asdict(self))  # the API's record of it (core/api_types/records.py)
 
     @classmethod
     def from_row(cls, row: Any) -> Memory:

@@ -12,6 +12,8 @@ import sqlite3
 import time
 from typing import TYPE_CHECKING, Any
 
+from mnemo.core.api_types.records import Anchor, ReviewItem
+from mnemo.core.api_types.results import ReviewList, ReviewResolution
 from mnemo.core.cards import summarize
 from mnemo.core.errors import InvalidInput, NotFound
 from mnemo.core.lifecycle.anchors import anchor_key, reanchor, refresh_stale_flag
@@ -53,7 +55,7 @@ REVIEW_HELP = {
 }
 
 
-def _review_dict(row: sqlite3.Row, store) -> dict[str, Any]:
+def _review_dict(row: sqlite3.Row, store) -> ReviewItem:
     payload = json.loads(row["payload"] or "{}")
     item = store.get_memory(row["item_id"]) if row["item_id"] else None
     other = store.get_memory(row["other_id"]) if row["other_id"] else None
@@ -121,11 +123,11 @@ def _review_summary(kind: str, item: Memory | None, other: Memory | None, payloa
 
 
 def review_list(engine: Engine, ctx: Context, kind: str | None = None, include_resolved: bool = False,
-                limit: int = 500) -> dict[str, Any]:
+                limit: int = 500) -> ReviewList:
     if kind is not None and kind not in REVIEW_KINDS:
         raise InvalidInput(f"unknown review kind {kind!r}", hint=f"use one of: {', '.join(REVIEW_KINDS)}")
     rows = engine.store.review_items(ctx.project_id, kind, include_resolved, limit)
-    items = []
+    items: list[ReviewItem] = []
     for r in rows:
         d = _review_dict(r, engine.store)
         # Items about memories on another branch belong to that branch's view.
@@ -140,7 +142,7 @@ def review_list(engine: Engine, ctx: Context, kind: str | None = None, include_r
     return {"total": len(items), "by_kind": by_kind, "items": items}
 
 
-def review_resolve(engine: Engine, ctx: Context, review_id: int | str, resolution: str) -> dict[str, Any]:
+def review_resolve(engine: Engine, ctx: Context, review_id: int | str, resolution: str) -> ReviewResolution:
     """Answer one review item; the answer applies in one transaction. Returns what changed."""
     try:
         rid = int(review_id)
@@ -158,30 +160,30 @@ def review_resolve(engine: Engine, ctx: Context, review_id: int | str, resolutio
     if resolution not in allowed:
         raise InvalidInput(f"{resolution!r} is not a resolution for a {kind} item",
                            hint=f"use one of: {', '.join(allowed)} ({REVIEW_HELP.get(kind, '')})")
+    out: ReviewResolution = {"id": rid, "kind": kind, "resolution": resolution}
     if kind == "branch_merge":
-        extra: dict[str, Any] = {}
         if resolution == "merge":
             payload = json.loads(row["payload"] or "{}")
             tctx = dataclasses.replace(ctx, branch=payload.get("target") or ctx.default_branch)
-            extra["merge"] = branch_merge(engine, tctx, payload["source"], _review_id=rid)
+            out["merge"] = branch_merge(engine, tctx, payload["source"], _review_id=rid)
         else:
             with store.write() as c:
                 store.resolve_reviews(c, [rid], resolution, time.time())
         engine.changed()
-        return {"id": rid, "kind": kind, "resolution": resolution, **extra}
+        return out
     now = time.time()
     changed: list[str] = []
-    extra = {}
     resolver = _RESOLVERS[kind]
     if kind == "stale_anchor":  # what it drops is recorded with who answered
         resolver = functools.partial(_stale_anchor, by=ctx.user)
     with store.write() as c:
-        resolver(c, store, row, resolution, now, changed, extra)
+        resolver(c, store, row, resolution, now, changed, out)
     engine.changed()
-    return {"id": rid, "kind": kind, "resolution": resolution, "changed": [i for i in changed if i], **extra}
+    out["changed"] = [i for i in changed if i]
+    return out
 
 
-def _conflict(c, store: Store, row, resolution: str, now: float, changed: list, extra: dict) -> None:
+def _conflict(c, store: Store, row, resolution: str, now: float, changed: list, extra: ReviewResolution) -> None:
     """One answer settles every open conflict of the new memory."""
     new_id = row["item_id"]
     group = store.open_items_about("conflict", new_id)
@@ -199,7 +201,7 @@ def _conflict(c, store: Store, row, resolution: str, now: float, changed: list, 
     store.resolve_reviews(c, [g["id"] for g in group], resolution, now)
 
 
-def _override(c, store: Store, row, resolution: str, now: float, changed: list, extra: dict) -> None:
+def _override(c, store: Store, row, resolution: str, now: float, changed: list, extra: ReviewResolution) -> None:
     if resolution == "keep_existing":
         store.update_memory(c, row["item_id"], reindex=True, deprecated=True,
                             deprecated_reason="override declined in review", updated_at=now)
@@ -209,7 +211,7 @@ def _override(c, store: Store, row, resolution: str, now: float, changed: list, 
     store.resolve_reviews(c, [row["id"]], resolution, now)
 
 
-def _pending(c, store: Store, row, resolution: str, now: float, changed: list, extra: dict) -> None:
+def _pending(c, store: Store, row, resolution: str, now: float, changed: list, extra: ReviewResolution) -> None:
     status = "active" if resolution == "accept" else "rejected"
     # accepted by a person: trusted from now on (flags stay, for the record)
     extra_fields = {"trust": "trusted"} if resolution == "accept" else {}
@@ -218,7 +220,7 @@ def _pending(c, store: Store, row, resolution: str, now: float, changed: list, e
     store.resolve_reviews(c, [row["id"]], resolution, now)
 
 
-def _stale_anchor(c, store: Store, row, resolution: str, now: float, changed: list, extra: dict,
+def _stale_anchor(c, store: Store, row, resolution: str, now: float, changed: list, extra: ReviewResolution,
                   by: str | None = None) -> None:
     mid = row["item_id"]
     m = store.get_memory(mid)
@@ -230,8 +232,10 @@ def _stale_anchor(c, store: Store, row, resolution: str, now: float, changed: li
             for a in dropped:  # the symbol vanished: the anchor goes; said in the answer and kept in `history`
                 prov = with_event(prov, "anchor dropped", by, f"{a['where']}: the symbol is no longer in the file "
                                                               f"(review #{row['id']})", now)
-            store.update_memory(c, mid, anchors=anchors, updated_at=now,
-                                **({"provenance": prov} if dropped else {}))
+            if dropped:
+                store.update_memory(c, mid, anchors=anchors, updated_at=now, provenance=prov)
+            else:
+                store.update_memory(c, mid, anchors=anchors, updated_at=now)
             if dropped:
                 extra["dropped_anchors"] = [a["where"] for a in dropped]
                 extra["message"] = (f"dropped the anchor {', '.join(a['where'] for a in dropped)} of {mid}: the "
@@ -246,13 +250,13 @@ def _stale_anchor(c, store: Store, row, resolution: str, now: float, changed: li
         refresh_stale_flag(c, store, mid)
 
 
-def dropped_anchors(before: list[dict], after: list[dict]) -> list[dict[str, str]]:
+def dropped_anchors(before: list[Anchor], after: list[Anchor]) -> list[dict[str, str]]:
     """The anchors `update` removed (their symbol vanished), each with where it pointed ("path › symbol")."""
     kept = {anchor_key(a) for a in after}
     return [{"where": " › ".join(str(x) for x in anchor_key(a) if x)} for a in before if anchor_key(a) not in kept]
 
 
-def _snapshot_merge(c, store: Store, row, resolution: str, now: float, changed: list, extra: dict) -> None:
+def _snapshot_merge(c, store: Store, row, resolution: str, now: float, changed: list, extra: ReviewResolution) -> None:
     """Accepting the import makes its (unflagged) memories trusted."""
     sha = json.loads(row["payload"] or "{}").get("sha256")
     if sha:
@@ -260,12 +264,12 @@ def _snapshot_merge(c, store: Store, row, resolution: str, now: float, changed: 
     store.resolve_reviews(c, [row["id"]], resolution, now)
 
 
-def _skill_held(c, store: Store, row, resolution: str, now: float, changed: list, extra: dict) -> None:
+def _skill_held(c, store: Store, row, resolution: str, now: float, changed: list, extra: ReviewResolution) -> None:
     """The answer is the record: `skill_holds` reads it on the next activation."""
     store.resolve_reviews(c, [row["id"]], resolution, now)
 
 
-def _publish_removed(c, store: Store, row, resolution: str, now: float, changed: list, extra: dict) -> None:
+def _publish_removed(c, store: Store, row, resolution: str, now: float, changed: list, extra: ReviewResolution) -> None:
     """A line deleted from a published file: deprecate the memory, or keep it (published again)."""
     mid = row["item_id"]
     if resolution == "deprecate" and store.get_memory(mid) is not None:

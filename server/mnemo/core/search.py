@@ -85,6 +85,17 @@ class Light:
     """The visibility columns of a memory row, with attribute access like `Memory` (see Store.visibility_rows)."""
 
     __slots__ = VISIBILITY_COLUMNS
+    id: str  # the columns, for the type checker (`__slots__` holds the same names)
+    type: str
+    scope: str
+    project_id: str
+    branch: str | None
+    status: str
+    deprecated: bool
+    superseded_by: str | None
+    tier: str
+    content_hash: str
+    updated_at: float
 
     def __init__(self, row):
         for k in self.__slots__:

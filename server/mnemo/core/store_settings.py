@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo.core import environment
+from mnemo.core.api_types.results import DoctorCheck
 from mnemo.core.errors import InvalidInput
 from mnemo.core.files.agent_rules import TARGETS as PUBLISH_TARGETS
 from mnemo.core.files.agent_rules import check_targets_text
@@ -298,21 +299,21 @@ def _write(home: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, p)
 
 
-def _update(home: Path, change) -> dict[str, Any]:
+def _update(home: Path | None, change) -> dict[str, Any]:
     from filelock import FileLock
 
-    home = _home(home)
-    home.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(home / f".{FILE}.lock"), timeout=10):
+    where = _home(home)
+    where.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(where / f".{FILE}.lock"), timeout=10):
         try:
-            data = json.loads((home / FILE).read_text(encoding="utf-8"))
+            data = json.loads((where / FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             data = {}
         if not isinstance(data, dict):
             data = {}
         data = {n: v for n, v in data.items() if n in KEYS}  # unknown keys were reported; a write drops them
         change(data)
-        _write(home, data)
+        _write(where, data)
     return data
 
 
@@ -404,7 +405,7 @@ def report(home: Path | None = None, owner: dict[str, Any] | None = None) -> dic
     return out
 
 
-def settings_check(home: Path | None = None, owner: dict[str, Any] | None = None) -> dict[str, Any]:
+def settings_check(home: Path | None = None, owner: dict[str, Any] | None = None) -> DoctorCheck:
     """A `mnemo doctor` check: what is set (stored, environment), and every setting that is not applied."""
     rows = report(home, owner)
     stored = [f"{n}={show(r['stored'])}" for n, r in rows.items() if r["stored"] is not None]

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, BinaryIO, Self
 
 from mnemo import PROTOCOL_VERSION, __version__
 from mnemo.api import SERVICE_METHODS, call_arguments
@@ -78,8 +78,23 @@ def start_failure(home: Path, proc: subprocess.Popen) -> MnemoError:
                        hint=f"see {log_path(home)}; `mnemo doctor` checks the store")
 
 
-class DaemonService:
-    """A thin client: one connection, calls serialized by a lock (open several clients for parallelism)."""
+if TYPE_CHECKING:  # the type checker sees every method of the declaration (go-to-definition lands on it)
+    from mnemo import api
+
+    _Declared = api.Service
+else:  # at run time each one is forwarded by `__getattr__`
+    _Declared = object
+
+
+class DaemonService(_Declared):
+    """A thin client: one connection, calls serialized by a lock (open several clients for parallelism). Every
+    operation of `mnemo.api.Service`, with its declared parameters and result type; made by `DaemonService.open`
+    (for the type checker the forwarded operations are the protocol's, so it is built through a class method)."""
+
+    @classmethod
+    def open(cls, home: Path, *, autostart: bool = True, client_name: str = "cli",
+             on_warning: Callable[[str], None] | None = None) -> Self:
+        return cls(home, autostart=autostart, client_name=client_name, on_warning=on_warning)
 
     def __init__(self, home: Path, *, autostart: bool = True, client_name: str = "cli",
                  on_warning: Callable[[str], None] | None = None):
@@ -89,7 +104,7 @@ class DaemonService:
         self.on_warning = on_warning
         self.warnings: list[str] = []
         self._sock: socket.socket | None = None
-        self._rfile = None
+        self._rfile: BinaryIO | None = None
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self.owner: dict[str, Any] = {}
@@ -175,6 +190,8 @@ class DaemonService:
         if progress is not None:
             payload["_progress"] = True
         data = (json.dumps({"id": rid, "method": method, "params": payload}) + "\n").encode()
+        if self._sock is None or self._rfile is None:
+            raise ConnectionError("not connected to the owner")
         self._sock.sendall(data)
         while True:
             line = self._rfile.readline()
@@ -223,7 +240,7 @@ class DaemonService:
             finally:
                 self.close()
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         if name in SERVICE_METHODS:
             def method(*args: Any, **kw: Any) -> Any:
                 return self.call(name, *args, **kw)

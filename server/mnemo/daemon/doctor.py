@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mnemo.core.api_types.results import DoctorCheck
 from mnemo.core.embedding.embedder import model_status
 from mnemo.core.engine import OwnerLock
 from mnemo.core.errors import MnemoError, StoreLocked
@@ -61,7 +62,7 @@ def repair_store(home: Path) -> dict[str, Any]:
 def _stop_owner_and_lock(home: Path):
     """The owner lock, held, once the owner (if any) has stopped; or a failed check after 30 s."""
     try:
-        DaemonService(home, autostart=False).shutdown()
+        DaemonService.open(home, autostart=False).shutdown()
     except Exception:  # noqa: BLE001 - not running, or dying anyway
         pass
     lock = OwnerLock(home)
@@ -80,14 +81,14 @@ def _stop_owner_and_lock(home: Path):
     return lock
 
 
-def _model_check() -> dict[str, Any]:
+def _model_check() -> DoctorCheck:
     ms = model_status()
     ok = bool(ms.get("available", ms.get("ok", True)))
     return check("model", "ok" if ok else "fail", ", ".join(f"{k}={v}" for k, v in ms.items()),
                  None if ok else "run `python -m mnemo.core.embedding.embedder --prepare`")
 
 
-def _home_checks(home: Path) -> list[dict[str, Any]]:
+def _home_checks(home: Path) -> list[DoctorCheck]:
     if not home.exists():
         return [check("store", "warn", f"{home} does not exist yet", "it is created on first use")]
     if not os.access(home, os.W_OK):
@@ -96,7 +97,7 @@ def _home_checks(home: Path) -> list[dict[str, Any]]:
     return []
 
 
-def _owner_checks(home: Path, project_root: Path | None) -> list[dict[str, Any]]:
+def _owner_checks(home: Path, project_root: Path | None) -> list[DoctorCheck]:
     """One line for the owner, then the checks it runs on the open store. A damaged file is checked here without
     starting an owner; a damage the owner reports is a store failure, not an owner failure."""
     status = owner_status(home)
@@ -111,7 +112,7 @@ def _owner_checks(home: Path, project_root: Path | None) -> list[dict[str, Any]]
     ctx = detect_context(project_root).to_dict()
     svc = None
     try:
-        svc = DaemonService(home, client_name="doctor", on_warning=lambda _m: None)  # the settings check says it
+        svc = DaemonService.open(home, client_name="doctor", on_warning=lambda _m: None)  # the settings check says it
         try:
             checks = [owner, *svc.doctor(ctx)["checks"]]
         finally:

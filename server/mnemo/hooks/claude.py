@@ -221,7 +221,7 @@ def _hooks_obj(root: Node, path: Path) -> Node | None:
 def find_ours(root: Node) -> list[tuple[str, list[int]]]:
     """(event, path of indices) of every Mnemo handler: [group index, handler index] under hooks.<event>."""
     hooks = root.get("hooks")
-    out = []
+    out: list[tuple[str, list[int]]] = []
     if hooks is None or hooks.value.kind != "object":
         return out
     for m in hooks.value.members:
@@ -242,10 +242,13 @@ def _remove_one(text: str, root: Node, event: str, gi: int, hi: int, record: dic
     created, inner = set(record.get("created") or []), record.get("inner") or {}
     known = bool(record)
     hooks_m = root.get("hooks")
+    assert hooks_m is not None  # `find_ours` found the handler under it
     ev_i = next(i for i, m in enumerate(hooks_m.value.members) if m.key == event)
     ev_arr = hooks_m.value.members[ev_i].value
     group = ev_arr.items[gi]
-    hs = group.get("hooks").value
+    hs_m = group.get("hooks")
+    assert hs_m is not None
+    hs = hs_m.value
     if len(hs.items) > 1:                                 # a group shared with other handlers: only ours goes
         return remove_child(text, hs, hi)
     if len(ev_arr.items) > 1:
@@ -290,17 +293,18 @@ def install(path: Path, command: str, home: Path) -> dict[str, Any]:
         if text is not None:  # a file of whitespace only: not a JSON object, refuse
             raise InvalidInput(f"{path} is empty but not a JSON object; nothing was changed",
                                hint="delete it or write {} in it, then run this again")
-        created = ["file", "hooks", *(f"hooks/{e}" for e, *_ in SPECS)]
+        made = ["file", "hooks", *(f"hooks/{e}" for e, *_ in SPECS)]
         if not path.parent.exists():
-            created.append("dir")
+            made.append("dir")
         write_settings(path, _fresh_document(command))
-        save_record(home, path, {"created": created, "inner": {}, "command": command,
+        save_record(home, path, {"created": made, "inner": {}, "command": command,
                                  "installed_at": time.time()})
         return {"path": str(path), "status": "created", "events": [e for e, *_ in SPECS], "command": command}
     current = {h["command"] for h in _handlers(root) if is_ours(h)}
     wanted = {f"{command} hook {name}" for *_, name, _t in SPECS}
     if current == wanted and len(find_ours(root)) == len(SPECS):
         return {"path": str(path), "status": "unchanged", "events": [e for e, *_ in SPECS], "command": command}
+    assert text is not None  # a document was parsed from it
     original = text
     text, replaced = strip_ours(text, record)
     created = set(record.get("created") or []) if replaced else set()
@@ -341,6 +345,7 @@ def uninstall(path: Path, home: Path) -> dict[str, Any]:
     if root is None or not find_ours(root):
         save_record(home, path, None)
         return {"path": str(path), "status": "not installed", "removed": 0}
+    assert text is not None  # a document was parsed from it
     text, removed = strip_ours(text, record)
     created = set(record.get("created") or [])
     if "file" in created and not parse(text).members:
@@ -358,7 +363,7 @@ def uninstall(path: Path, home: Path) -> dict[str, Any]:
 
 def _handlers(root: Node) -> list[dict[str, Any]]:
     hooks = root.get("hooks")
-    out = []
+    out: list[dict[str, Any]] = []
     if hooks is None or hooks.value.kind != "object":
         return out
     for m in hooks.value.members:
@@ -374,7 +379,7 @@ def _handlers(root: Node) -> list[dict[str, Any]]:
 def status(paths: dict[str, Path]) -> dict[str, Any]:
     """Per settings file: Mnemo's entries (event, command, whether the command's program is found) and how many
     other hooks the file holds."""
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for scope, path in paths.items():
         try:
             _text, root = read_settings(path)

@@ -36,6 +36,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing `typing` costs a hook's start-up more than it is worth
     from typing import Any
 
+    from mnemo import api
+
 EVENTS = {"session-start": "SessionStart", "prompt": "UserPromptSubmit", "pre-tool": "PreToolUse",
           "session-end": "SessionEnd"}
 FILE_TOOLS = frozenset({"Read", "Edit", "Write", "MultiEdit", "NotebookEdit"})
@@ -99,7 +101,7 @@ def home() -> str:
     return environment.raw("MNEMO_HOME") or os.path.join(os.path.expanduser("~"), ".mnemo")
 
 
-def workspace(data: dict[str, Any]) -> dict[str, Any]:
+def workspace(data: dict[str, Any]) -> api.Ctx:
     """The request's context (`detect_context` of the session's directory, mirrored in `hooks/workspace.py`)."""
     from mnemo.hooks.workspace import context
 
@@ -116,12 +118,12 @@ def tool_file(data: dict[str, Any]) -> str | None:
     """The file a Read/Edit/Write/MultiEdit/NotebookEdit call is about (None for other tools)."""
     if data.get("tool_name") not in FILE_TOOLS:
         return None
-    inp = data.get("tool_input") if isinstance(data.get("tool_input"), dict) else {}
+    inp: dict[str, Any] = data["tool_input"] if isinstance(data.get("tool_input"), dict) else {}
     path = inp.get("file_path") or inp.get("notebook_path")
     return path if isinstance(path, str) and path.strip() else None
 
 
-def context_params(event: str, data: dict[str, Any], ctx: dict[str, Any], cfg: dict[str, Any]) -> dict | None:
+def context_params(event: str, data: dict[str, Any], ctx: api.Ctx, cfg: dict[str, Any]) -> dict | None:
     """The `context` request for this event, or None when the event has nothing to ask for."""
     params: dict[str, Any] = {"ctx": ctx, "event": event, "session": _session(data), "budget": cfg["budget"],
                               "client": CLIENT, "commit": False}
@@ -148,7 +150,7 @@ def context_params(event: str, data: dict[str, Any], ctx: dict[str, Any], cfg: d
 def edit_line(data: dict[str, Any], path: str) -> int | None:
     """The line (0-based) an Edit/MultiEdit changes: where its first `old_string` is in the file (None when not
     found, or for another tool)."""
-    inp = data.get("tool_input") if isinstance(data.get("tool_input"), dict) else {}
+    inp: dict[str, Any] = data["tool_input"] if isinstance(data.get("tool_input"), dict) else {}
     old = inp.get("old_string")
     if old is None and isinstance(inp.get("edits"), list) and inp["edits"] and isinstance(inp["edits"][0], dict):
         old = inp["edits"][0].get("old_string")
@@ -195,7 +197,7 @@ def start_owner(h: str, root: str | None = None) -> Any:
                 "directory this user can write (`mnemo doctor` checks it)")
 
 
-def ask(h: str, deadline: float, event: str, params: dict[str, Any], ctx: dict[str, Any],
+def ask(h: str, deadline: float, event: str, params: dict[str, Any], ctx: api.Ctx,
         warming_deadline: float | None = None) -> dict[str, Any]:
     """The block from the owner, printed for the agent, then counted as given (all before `deadline`, or before
     `warming_deadline` when the owner says it is still warming up: it has just started)."""
@@ -210,7 +212,7 @@ def ask(h: str, deadline: float, event: str, params: dict[str, Any], ctx: dict[s
     return res
 
 
-def ask_starting(h: str, deadline: float, event: str, params: dict[str, Any], ctx: dict[str, Any],
+def ask_starting(h: str, deadline: float, event: str, params: dict[str, Any], ctx: api.Ctx,
                  proc: Any) -> dict[str, Any]:
     """`ask` an owner that is starting: connect again every few milliseconds until `deadline`. An owner process
     that exited (it could not open the store) ends the wait at once: fail open, its log says why."""
@@ -290,7 +292,7 @@ def owner_down(h: str, what: str = "nothing injected this time") -> str:
     return f"no owner was running; starting one in the background, {what}"
 
 
-def session_end(data: dict[str, Any], ctx: dict[str, Any], h: str, deadline: float, deferred: bool) -> None:
+def session_end(data: dict[str, Any], ctx: api.Ctx, h: str, deadline: float, deferred: bool) -> None:
     from mnemo.hooks import transcript, wire
 
     summary: dict[str, Any] = {}
@@ -305,9 +307,9 @@ def session_end(data: dict[str, Any], ctx: dict[str, Any], h: str, deadline: flo
 
         from mnemo.daemon.client import DaemonService
 
-        svc = DaemonService(Path(h), client_name="hook")
+        svc = DaemonService.open(Path(h), client_name="hook")
         try:
-            svc.session_end(**params)
+            svc.session_end(ctx, session=_session(data), summary=summary, client=CLIENT)
         finally:
             svc.close()
         return

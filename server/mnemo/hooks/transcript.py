@@ -68,7 +68,7 @@ def summarize(path: str | Path, cwd: str | None = None) -> dict[str, Any]:
             continue
         if not isinstance(entry, dict):
             continue
-        msg = entry.get("message") if isinstance(entry.get("message"), dict) else {}
+        msg: dict[str, Any] = entry["message"] if isinstance(entry.get("message"), dict) else {}
         content = msg.get("content")
         if entry.get("type") == "user":
             text = content if isinstance(content, str) else _text_of(content)
@@ -85,7 +85,7 @@ def summarize(path: str | Path, cwd: str | None = None) -> dict[str, Any]:
                 if b.get("type") == "text" and b.get("text", "").strip():
                     last_reply = b["text"].strip()
                 elif b.get("type") == "tool_use":
-                    inp = b.get("input") if isinstance(b.get("input"), dict) else {}
+                    inp: dict[str, Any] = b["input"] if isinstance(b.get("input"), dict) else {}
                     if b.get("name") in EDIT_TOOLS and isinstance(inp.get("file_path"), str):
                         p = _relative(inp["file_path"], cwd)
                         if p in files:

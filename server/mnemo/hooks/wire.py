@@ -81,10 +81,12 @@ class Owner:
     def call(self, method: str, params: dict[str, Any]) -> Any:
         try:
             head = self._connect() if self._sock is None else b""
+            sock = self._sock
+            assert sock is not None  # `_connect` made it
             self._id += 1
             rid = self._id
-            self._sock.settimeout(self._left(method))
-            self._sock.sendall(head + (json.dumps({"id": rid, "method": method, "params": params}) + "\n").encode())
+            sock.settimeout(self._left(method))
+            sock.sendall(head + (json.dumps({"id": rid, "method": method, "params": params}) + "\n").encode())
             while True:
                 while b"\n" in self._buf:
                     line, self._buf = self._buf.split(b"\n", 1)
@@ -96,8 +98,8 @@ class Owner:
                         self.deadline = max(self.deadline, self.warming_deadline)
                     if msg.get("id") == rid and "result" in msg:
                         return msg["result"]
-                self._sock.settimeout(self._left(method))
-                chunk = self._sock.recv(65536)
+                sock.settimeout(self._left(method))
+                chunk = sock.recv(65536)
                 if not chunk:
                     raise OwnerUnavailable("the owner closed the connection")
                 self._buf += chunk

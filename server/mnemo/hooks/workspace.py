@@ -16,6 +16,10 @@ import re
 
 from mnemo.core import environment
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only (no `typing` import: a hook's start-up)
+    from mnemo import api
+
 _MAX_SUN_PATH = 100
 REQUEST_ENV = {"write_policy": "MNEMO_WRITE_POLICY", "on_conflict": "MNEMO_ON_CONFLICT", "secrets": "MNEMO_SECRETS"}
 
@@ -138,7 +142,7 @@ def user() -> str:
         return "local"
 
 
-def context(start: str | None) -> dict:
+def context(start: str | None) -> api.Ctx:
     """What `detect_context(start).to_dict()` returns."""
     env_root = environment.raw("MNEMO_PROJECT_ROOT")
     base = os.path.realpath(env_root or start or os.getcwd())
@@ -157,6 +161,9 @@ def context(start: str | None) -> dict:
     default = default_branch(root, br)
     if br is None:
         br = default = None
-    settings = {k: (environment.raw(v) or "").strip().lower() or None for k, v in REQUEST_ENV.items()}
+    def setting(field: str) -> str | None:
+        return (environment.raw(REQUEST_ENV[field]) or "").strip().lower() or None
+
     return {"project_id": pid, "project_name": name, "root": root, "branch": br, "default_branch": default,
-            "user": user(), "origin": origin, **settings}
+            "user": user(), "origin": origin, "write_policy": setting("write_policy"),
+            "on_conflict": setting("on_conflict"), "secrets": setting("secrets")}

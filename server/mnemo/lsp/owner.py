@@ -91,7 +91,7 @@ class OwnerLink:
     def _new_client(self, autostart: bool):
         from mnemo.daemon.client import DaemonService  # lazy for start-up speed: not needed before connecting
 
-        return DaemonService(self.home, autostart=autostart, client_name="lsp")
+        return DaemonService.open(self.home, autostart=autostart, client_name="lsp")
 
     def connect(self) -> bool:
         """One connection attempt (may start the owner when `autostart`). Blocking."""

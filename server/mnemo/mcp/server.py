@@ -23,7 +23,7 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from mnemo import __version__
+from mnemo import __version__, api
 from mnemo.core import environment
 from mnemo.core.errors import MnemoError
 from mnemo.mcp.stdio import run_stdio
@@ -98,7 +98,7 @@ class Workspace:
                     self._roots_known = True
         return self._roots_root or self.cwd
 
-    async def context(self, mcp_ctx: Context | None) -> dict[str, Any]:
+    async def context(self, mcp_ctx: Context | None) -> api.Ctx:
         from mnemo.core.identity import detect_context
 
         root = await self.root(mcp_ctx)
@@ -127,7 +127,7 @@ class Backend:
                 from mnemo.daemon.client import DaemonService
                 from mnemo.daemon.paths import default_home
 
-                self._service = DaemonService(self.home or default_home(), client_name="mcp")
+                self._service = DaemonService.open(self.home or default_home(), client_name="mcp")
             return self._service
 
     async def call(self, method: str, *args: Any, **kw: Any) -> Any:
@@ -156,7 +156,7 @@ def _expected(schema: dict[str, Any]) -> str:
         return "one of: " + ", ".join(str(v) for v in schema["enum"])
     typ = schema.get("type")
     if typ == "array":
-        return "a list of " + {"string": "texts"}.get((schema.get("items") or {}).get("type"), "values")
+        return "a list of " + ("texts" if (schema.get("items") or {}).get("type") == "string" else "values")
     if typ == "boolean":
         return "true or false"
     if typ not in ("integer", "number"):

@@ -5,7 +5,7 @@ import json
 import logging
 import os
 import threading
-from typing import Any
+from typing import IO, Any, cast
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -78,7 +78,7 @@ def protocol_error(line: str) -> dict[str, Any] | None:
     try:  # what the SDK runs on the line: anything it would drop is answered instead
         mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
     except Exception as exc:  # noqa: BLE001
-        first = (getattr(exc, "errors", lambda: [{}])() or [{}])[0]
+        first: dict[str, Any] = (getattr(exc, "errors", lambda: [{}])() or [{}])[0]
         return _error(rid, -32700, f"Parse error: {first.get('msg') or exc}")
     return None
 
@@ -138,8 +138,8 @@ async def run_stdio(server: MCPServer) -> None:
     os.dup2(null, 0)
     os.close(null)
     writer = _WireWriter(wire_out)
-    stdin = anyio.wrap_file(_GuardedStdin(wire_in, writer))
-    stdout = anyio.wrap_file(writer)
+    stdin = anyio.wrap_file(cast(IO[str], _GuardedStdin(wire_in, writer)))  # each reads/writes lines like a file
+    stdout = anyio.wrap_file(cast(IO[str], writer))
     lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async runs, over our guarded streams
     async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):
         await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())

@@ -2,15 +2,19 @@
 and format the answer for a model (`mnemo.mcp.format`). Their signatures are the tools' schemas (the SDK reads the
 annotations); the docstrings are what the agent reads."""
 
+import inspect
 import os
-from typing import Annotated, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from mnemo.core.api_types import requests
+from mnemo.core.api_types.requests import NoteFields, offered
 from mnemo.core.models import MemoryType, SourceName, StatusName
 from mnemo.mcp.edit_tools import add_edit_tools
 from mnemo.mcp.format import (
@@ -27,15 +31,33 @@ READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_h
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 
-class BatchNoteIn(BaseModel):
-    """One note of `remember_batch` (the arguments of `remember`)."""
+TEXT = Field(description="One short, self-contained fact, decision, lesson or hand-off, written so it makes sense "
+                         "months later without this chat.")
 
-    model_config = ConfigDict(extra="forbid")
-    text: Annotated[str, Field(description="one short, self-contained fact, decision, lesson or hand-off")]
-    kind: Annotated[str, Field(description="decision | lesson | pattern | handoff | fact (free-form)")] = "fact"
-    type: MemoryType = "project"
-    tags: list[str] | None = None
-    importance: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
+
+def declared(decl: type) -> list[inspect.Parameter]:
+    """The parameters of a tool for the fields of `decl` (core/api_types/requests.py) the MCP tools offer: the
+    declared type (narrowed to the declared choices), default, description and bounds."""
+    out = []
+    for f in offered(decl, "mcp"):
+        p = f.param
+        tp = Literal.__getitem__(p.choices) if p.choices else f.type
+        out.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=p.default,
+                                     annotation=Annotated[tp, Field(description=p.help, ge=p.ge, le=p.le)]))
+    return out
+
+
+def batch_note_model() -> type[BaseModel]:
+    """One note of `remember_batch`: its text and the note's fields the tools offer (an unknown field is refused)."""
+    fields: dict[str, Any] = {p.name: (p.annotation, p.default) for p in declared(NoteFields)}
+    return create_model("BatchNoteIn", __config__=ConfigDict(extra="forbid"),
+                        text=(Annotated[str, TEXT], ...), **fields)
+
+
+def with_parameters(fn: Callable[..., Any], params: list[inspect.Parameter]) -> Callable[..., Any]:
+    """`fn` with the signature the MCP SDK reads its input schema from (`fn` takes them as keywords)."""
+    fn.__signature__ = inspect.Signature(params, return_annotation=str)  # type: ignore[attr-defined]
+    return fn
 
 
 def add_tools(server: MCPServer, backend, workspace) -> None:
@@ -49,19 +71,7 @@ def add_tools(server: MCPServer, backend, workspace) -> None:
 
 
 def _memory_tools(server: MCPServer, backend, workspace) -> None:
-    @server.tool(annotations=WRITE)
-    async def remember(
-        text: Annotated[str, Field(description="One short, self-contained fact, decision, lesson or hand-off, "
-                                               "written so it makes sense months later without this chat.")],
-        mcp_ctx: Context,
-        kind: Annotated[str, Field(description="decision | lesson | pattern | handoff | fact (free-form)")] = "fact",
-        type: Annotated[MemoryType,
-                        Field(description="project/reference: about the code (branch-scoped); user/feedback: "
-                                          "about the person (hold on every branch)")] = "project",
-        tags: Annotated[list[str] | None, Field(description="a few topic words")] = None,
-        importance: Annotated[float, Field(ge=0.0, le=1.0, description="0..1, default 0.5")] = 0.5,
-        file: Annotated[str | None, Field(description="repository-relative path the note is about, if any")] = None,
-    ) -> str:
+    async def remember(text: str, mcp_ctx: Context, file: str | None = None, **options: Any) -> str:
         """Store a memory in this repository's project scope, for later sessions and other agents. Call it when
         you learn something durable: a decision and its reason, a gotcha, a convention, a fix that worked, the
         user's preference. Before ending a session, remember a hand-off (kind "handoff"): what was done, what is
@@ -69,17 +79,20 @@ def _memory_tools(server: MCPServer, backend, workspace) -> None:
         Never include secrets (refused)."""
         ctx = await workspace.context(mcp_ctx)
         anchors = [{"path": file}] if file else None
-        res = await backend.call("remember", ctx, text, kind=kind, type=type, tags=tags or [],
-                                 importance=importance, source="agent", anchors=anchors)
+        res = await backend.call("remember", ctx, text, **options, source="agent", anchors=anchors)
         return format_status(res, "remember")
 
-    @server.tool(annotations=WRITE)
-    async def remember_batch(
-        notes: Annotated[list[BatchNoteIn], Field(min_length=1, max_length=1000, description=(
-            "The notes to store (at most 1000), each one short, self-contained fact with optional kind, type, "
-            "tags and importance, as for `remember`."))],
-        mcp_ctx: Context,
-    ) -> str:
+    # its options are declared once (core/api_types/requests.py), with the CLI's and the service's
+    P = inspect.Parameter
+    server.tool(annotations=WRITE)(with_parameters(remember, [
+        P("text", P.POSITIONAL_OR_KEYWORD, annotation=Annotated[str, TEXT]),
+        P("mcp_ctx", P.POSITIONAL_OR_KEYWORD, annotation=Context),
+        *declared(requests.RememberOptions),
+        P("file", P.KEYWORD_ONLY, default=None, annotation=Annotated[str | None, Field(
+            description="repository-relative path the note is about, if any")]),
+    ]))
+
+    async def remember_batch(notes: list[Any], mcp_ctx: Context) -> str:
         """Store many memories in one call (an import, or what a long session learned): each note gets every check
         of `remember` (secrets refused, the same claim confirmed, contradictions held in Review), in order, much
         faster than one call per note. The answer lists what became of each note by its number."""
@@ -87,6 +100,14 @@ def _memory_tools(server: MCPServer, backend, workspace) -> None:
         items = [n.model_dump(exclude_none=True) for n in notes]
         res = await backend.call("remember_batch", ctx, items, source="agent")
         return format_batch(res)
+
+    server.tool(annotations=WRITE)(with_parameters(remember_batch, [
+        P("notes", P.POSITIONAL_OR_KEYWORD, annotation=Annotated[list[batch_note_model()], Field(  # type: ignore[misc]
+            min_length=1, max_length=1000, description=(
+                "The notes to store (at most 1000), each one short, self-contained fact with optional kind, type, "
+                "tags and importance, as for `remember`."))]),
+        P("mcp_ctx", P.POSITIONAL_OR_KEYWORD, annotation=Context),
+    ]))
 
     @server.tool(annotations=READ)
     async def recall(

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mnemo.core.api_types.results import RememberResult
 from mnemo.core.errors import InvalidInput
 from mnemo.core.memory.write import confirm, remember
 from mnemo.core.relation import compare as relation
@@ -386,15 +387,16 @@ def same_learned(engine: Engine, ctx: Context, text: str, type_: str) -> Any:
     return None
 
 
-def _confirm(engine: Engine, mem: Any, prov: dict[str, Any]) -> dict[str, Any]:
+def _confirm(engine: Engine, mem: Any, prov: dict[str, Any]) -> RememberResult:
     """One more confirmation of an earlier learned correction; the new prompt joins its provenance (last 5)."""
     again = [*((mem.provenance or {}).get("confirmed_by") or []), prov["learned_from"]][-5:]
     with engine.store.write() as c:
         confirm(c, engine.store, mem.id, 0.7, time.time())
         engine.store.update_memory(c, mem.id, provenance={**(mem.provenance or {}), "confirmed_by": again})
     engine.changed()
-    m = engine.store.get_memory(mem.id)
-    return {"status": "confirmed", "memory": m.to_dict(), "message": f"already known: confirmed {m.confirmations}x"}
+    m = engine.store.record(mem.id)
+    return {"status": "confirmed", "memory": m, "message": f"already known: confirmed {m['confirmations']}x",
+            "conflicts": []}
 
 
 def learn(engine: Engine, ctx: Context, prompt: str, mode: str, *, session: str | None = None) -> list[dict[str, Any]]:

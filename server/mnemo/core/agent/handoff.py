@@ -110,7 +110,7 @@ def write_handoff(engine: Engine, ctx: Context, summary: dict[str, Any], *, sess
     if same is not None:  # the very same hand-off again
         with store.write() as c:
             confirm(c, store, same.id, mem.importance, now)
-        return {"status": "confirmed", "memory": store.get_memory(same.id).to_dict(),
+        return {"status": "confirmed", "memory": store.record(same.id),
                 "message": "the same hand-off is already stored", "conflicts": []}
     older = earlier_handoffs(engine, ctx, session)
     vec = engine.embed([mem.text])[0]
@@ -123,7 +123,7 @@ def write_handoff(engine: Engine, ctx: Context, summary: dict[str, Any], *, sess
     if older:
         message += (f"; it replaces {', '.join(o.id for o in older)} (this session's earlier hand-off, kept in "
                     "history)")
-    return {"status": "created", "memory": store.get_memory(mem.id).to_dict(), "message": message,
+    return {"status": "created", "memory": store.record(mem.id), "message": message,
             "conflicts": [], "replaced": [o.id for o in older]}
 
 

@@ -8,8 +8,9 @@ promotions from the same project are included when a team server answers.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from mnemo.core.api_types.results import RecentContext, RecentItem
 from mnemo.core.cards import summarize
 from mnemo.core.errors import InvalidInput
 from mnemo.core.models import Context, Memory
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 MAX_HANDOFFS = 3
 
 
-def _item(m: Memory) -> dict[str, Any]:
+def _item(m: Memory) -> RecentItem:
     return {"id": m.id, "scope": m.scope, "type": m.type, "kind": m.kind, "branch": m.branch,
             "summary": summarize(m.text, 300), "updated_at": m.updated_at, "created_at": m.created_at,
             "author": m.author, "source": m.source, "confirmations": m.confirmations, "status": m.status,
@@ -30,7 +31,7 @@ def _item(m: Memory) -> dict[str, Any]:
             "source_path": m.anchors[0].get("path") if m.anchors else None}
 
 
-def recent_context(engine: Engine, ctx: Context, limit: int = 10, days: float = 14.0) -> dict[str, Any]:
+def recent_context(engine: Engine, ctx: Context, limit: int = 10, days: float = 14.0) -> RecentContext:
     try:
         limit, days = int(limit), float(days)
     except (TypeError, ValueError) as exc:

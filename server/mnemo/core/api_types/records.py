@@ -37,19 +37,6 @@ class Anchor(TypedDict, total=False):
     hash: str
 
 
-class BatchNote(TypedDict, total=False):
-    """One note of a `remember_batch` (the arguments of one `remember`; `text` is required)."""
-
-    text: str
-    type: str
-    kind: str
-    scope: str
-    tags: list[str]
-    importance: float
-    anchors: list[Anchor]
-    provenance: dict[str, Any]
-
-
 class CodeSymbol(TypedDict, total=False):
     """A symbol of a file as it is now (what `check_anchors` compares the anchors with)."""
 

@@ -518,14 +518,27 @@ class AnchoredCard(Card, total=False):
     anchor: Anchor  # (and `stale`, from Card: always present on a note)
 
 
-class HoverContext(TypedDict):
+class AnchoredContext(TypedDict):
+    """The memories anchored at a position of a file (core/memory/anchored_to_file.py), part of `HoverContext`."""
+
     path: str | None
+    anchored: list[AnchoredCard]
+    file_anchors: dict[str, list[str]]  # symbol ("" = the file) -> ids of the memories anchored there
+
+
+class SkillsFailed(TypedDict):
+    """A hover's skills when activating them failed (the memories are still shown)."""
+
+    activations: list[Activation]  # empty
+    total_tokens: int  # 0
+    error: str
+
+
+class HoverContext(AnchoredContext):
     symbol: str | None
     cards: list[Card]
     warnings: list[str]
-    anchored: list[AnchoredCard]
-    file_anchors: dict[str, list[str]]  # symbol ("" = the file) -> ids of the memories anchored there
-    skills: ActivationResult | None
+    skills: ActivationResult | SkillsFailed | None  # None: not asked for
 
 
 class MemoryCards(TypedDict):

@@ -22,7 +22,9 @@ the markers belongs to the person and is never changed.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 TARGETS = ("claude", "agents", "cursor", "copilot", "windsurf", "continue")  # where `mnemo publish` writes
 BEGIN_PREFIX = "<!-- mnemo:begin"
@@ -243,7 +245,7 @@ def state_file(home, project_id: str):
     return Path(home) / "publish" / (re.sub(r"[^A-Za-z0-9_.-]", "_", project_id) + ".json")
 
 
-def files_status(report: dict) -> list[dict[str, str]]:
+def files_status(report: Mapping[str, Any]) -> list[dict[str, str]]:
     """From a dry run of `mnemo publish` (its report): each published file's state for `mnemo hooks status` and
     `mnemo doctor`: up to date, out of date (the memories changed), missing, edited by hand, or skipped."""
     s = report.get("sync") or {}

@@ -184,7 +184,7 @@ class ParsedDocument:
 
 
 def split_identifier(name: str) -> str:
-    words = []
+    words: list[str] = []
     for chunk in re.split(r"[^A-Za-z0-9]+", name):
         words.extend(m.group(0).lower() for m in _IDENT_PARTS.finditer(chunk))
     return " ".join(words) or name

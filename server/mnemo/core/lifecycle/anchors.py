@@ -17,8 +17,11 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
 
+from mnemo.core.api_types.records import Anchor, CodeSymbol
+from mnemo.core.api_types.results import AnchorCheck, AnchorsCheck, MemoryChange
 from mnemo.core.cards import summarize
 from mnemo.core.errors import InvalidInput
 from mnemo.core.files import code_symbols as code_context
@@ -32,7 +35,7 @@ if TYPE_CHECKING:
     from mnemo.core.store import Store
 
 
-def rel_path(ctx: Context, path: str) -> str:
+def rel_path(ctx: Context, path: Any) -> str:
     if not isinstance(path, str) or not path.strip():
         raise InvalidInput("an anchor needs a file path", hint="pass the path of the anchored file")
     p = path.strip().replace("\\", "/")
@@ -47,7 +50,7 @@ def rel_path(ctx: Context, path: str) -> str:
     return p.lstrip("./") if p.startswith("./") else p
 
 
-def check_anchor(ctx: Context, anchor: dict[str, Any]) -> dict[str, Any]:
+def check_anchor(ctx: Context, anchor: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(anchor, dict):
         raise InvalidInput("an anchor is an object", hint='e.g. {"path": "src/pay.py", "symbol": "charge", '
                                                           '"hash": "..."}')
@@ -67,7 +70,7 @@ def check_anchor(ctx: Context, anchor: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def anchor_key(a: dict[str, Any]) -> tuple:
+def anchor_key(a: Mapping[str, Any]) -> tuple:
     return (a.get("path"), a.get("symbol"))
 
 
@@ -77,7 +80,7 @@ def _stale_items(store: Store, mem_id: str) -> dict[tuple, int]:
             for r in store.open_items_about("stale_anchor", mem_id)}
 
 
-def anchor(engine: Engine, ctx: Context, memory_id: str, anchor_: dict[str, Any]) -> dict[str, Any]:
+def anchor(engine: Engine, ctx: Context, memory_id: str, anchor_: Anchor) -> MemoryChange:
     """Anchor a memory to code (file, symbol, line range, hash of the code); replaces an anchor on the same spot."""
     m = get(engine, ctx, memory_id)
     a = safety.screen_field_tree(check_anchor(ctx, anchor_), "anchor", f"anchor {memory_id}", mode=ctx.secrets)
@@ -88,11 +91,11 @@ def anchor(engine: Engine, ctx: Context, memory_id: str, anchor_: dict[str, Any]
         store.resolve_reviews(c, [r["id"] for r in store.open_items_about("stale_anchor", m.id)
                                   if anchor_key(json.loads(r["payload"]).get("anchor", {})) == anchor_key(a)], "update")
         refresh_stale_flag(c, store, m.id)
-    return {"status": "anchored", "memory": store.get_memory(m.id).to_dict()}
+    return {"status": "anchored", "memory": store.record(m.id)}
 
 
 def unanchor(engine: Engine, ctx: Context, memory_id: str, path: str | None = None,
-             symbol: str | None = None) -> dict[str, Any]:
+             symbol: str | None = None) -> MemoryChange:
     """Detach a memory from code: every anchor when `path` is None, else the anchors into `path` (only the one on
     `symbol` when given). Their open `stale_anchor` items close as `unanchored`. Refused when nothing matches."""
     m = get(engine, ctx, memory_id)
@@ -100,7 +103,7 @@ def unanchor(engine: Engine, ctx: Context, memory_id: str, path: str | None = No
         raise InvalidInput("unanchor: a symbol needs its file", hint="pass the file too: --file F --symbol S")
     rel = rel_path(ctx, path) if path is not None else None
 
-    def matches(a: dict[str, Any]) -> bool:
+    def matches(a: Anchor) -> bool:
         return rel is None or (a.get("path") == rel and (symbol is None or a.get("symbol") == symbol))
 
     gone = [a for a in m.anchors if matches(a)]
@@ -117,26 +120,23 @@ def unanchor(engine: Engine, ctx: Context, memory_id: str, path: str | None = No
                               "unanchored")
         refresh_stale_flag(c, store, m.id)
     engine.changed()
-    return {"status": "unanchored", "memory": store.get_memory(m.id).to_dict(),
+    return {"status": "unanchored", "memory": store.record(m.id),
             "message": f"removed {len(gone)} anchor{'s' if len(gone) != 1 else ''}"}
 
 
-def reanchor(anchors: list[dict], payload: dict) -> list[dict]:
+def reanchor(anchors: list[Anchor], payload: dict) -> list[Anchor]:
     """The anchors after a `stale_anchor` item is answered `update`: moved to the current code, or dropped when
     it vanished."""
     old = payload.get("anchor") or {}
-    out = []
+    out: list[Anchor] = []
     for a in anchors:
         if anchor_key(a) == anchor_key(old):
             if payload.get("reason") == "vanished":
                 continue
-            a = dict(a)
             cur = payload.get("current") or {}
-            if cur.get("hash"):
-                a["hash"] = cur["hash"]
-            for k in ("start_line", "end_line"):
-                if cur.get(k) is not None:
-                    a[k] = cur[k]
+            moved: dict[str, Any] = {**a, **{k: cur[k] for k in ("hash", "start_line", "end_line")
+                                              if cur.get(k) is not None and (k != "hash" or cur[k])}}
+            a = cast(Anchor, moved)
         out.append(a)
     return out
 
@@ -152,7 +152,7 @@ def refresh_stale_flag(conn, store: Store, mem_id: str) -> None:
         store.update_memory(conn, mem_id, flags=flags)
 
 
-def check_anchors(engine: Engine, ctx: Context, path: str, symbols: list[dict[str, Any]] | None) -> dict[str, Any]:
+def check_anchors(engine: Engine, ctx: Context, path: str, symbols: list[CodeSymbol] | None) -> AnchorCheck:
     """Flag memories anchored into `path` whose symbol changed (other hash) or vanished; `symbols` is what the
     file holds now (`[{"name", "hash", "start_line", "end_line"}]`; None = the file is gone). A symbol that is
     back to its anchored hash clears its flag."""
@@ -162,14 +162,15 @@ def check_anchors(engine: Engine, ctx: Context, path: str, symbols: list[dict[st
     current: dict[str | None, dict] = {}
     for sdef in symbols or []:
         if isinstance(sdef, dict):
-            name = sdef.get("name") or sdef.get("symbol")
-            current[name if name else None] = sdef
+            given: dict[str, Any] = dict(sdef)
+            name = given.get("name") or given.get("symbol")
+            current[name if name else None] = given
     store = engine.store
     rows = store.anchored_memories(ctx.project_id, rel, ctx.visible_branches())  # the hover's query too
     ids = [r["id"] for r in rows if memory_visible(Light(r), ctx, include_cold=True, include_pending=True)]
     full = store.get_memories(ids)
     mems = [full[i] for i in ids if i in full]
-    out = {"path": rel, "checked": len(mems), "ok": 0, "flagged": [], "cleared": [], "stale": []}
+    out: AnchorCheck = {"path": rel, "checked": len(mems), "ok": 0, "flagged": [], "cleared": [], "stale": []}
     now = time.time()
     with store.write() as c:
         for m in mems:
@@ -179,7 +180,7 @@ def check_anchors(engine: Engine, ctx: Context, path: str, symbols: list[dict[st
 
 
 def _check_memory(c, store: Store, ctx: Context, m: Memory, rel: str, gone: bool, current: dict[str | None, dict],
-                  now: float, out: dict[str, Any]) -> None:
+                  now: float, out: AnchorCheck) -> None:
     """Open an item for each anchor of `m` into `rel` that changed or vanished; close those that are fine now."""
     open_by_key = _stale_items(store, m.id)
     for a in m.anchors:
@@ -204,7 +205,7 @@ def _check_memory(c, store: Store, ctx: Context, m: Memory, rel: str, gone: bool
         out["stale"].append({"memory_id": m.id, "anchor": a, "reason": reason, "title": summarize(m.text, 60)})
 
 
-def anchor_reason(a: dict[str, Any], gone: bool, current: dict[str | None, dict]) -> str | None:
+def anchor_reason(a: Mapping[str, Any], gone: bool, current: dict[str | None, dict]) -> str | None:
     """Why anchor `a` is stale against the file's `current` symbols (`gone`: the file is): `vanished`, `changed`
     (another hash), or None (fine; an anchor without a hash is fine while its file exists)."""
     sym = a.get("symbol")
@@ -272,7 +273,8 @@ def freshen(engine: Engine, ctx: Context, ids: list[str]) -> dict[str, dict[str,
     store = engine.store
     mems = {k: m for k, m in store.get_memories(ids).items() if m.anchors and m.scope == "project"
             and m.project_id == ctx.project_id}
-    out = {mid: {"stale": "stale_anchor" in m.flags, "anchors": []} for mid, m in mems.items()}
+    out: dict[str, dict[str, Any]] = {mid: {"stale": "stale_anchor" in m.flags, "anchors": []}
+                                      for mid, m in mems.items()}
     if not mems or not ctx.root:
         return out
     paths: dict[str, list[Memory]] = {}
@@ -309,7 +311,7 @@ def freshen(engine: Engine, ctx: Context, ids: list[str]) -> dict[str, dict[str,
     return out
 
 
-def check_files(engine: Engine, ctx: Context, paths: list[str] | None = None) -> dict[str, Any]:
+def check_files(engine: Engine, ctx: Context, paths: list[str] | None = None) -> AnchorsCheck:
     """`check_anchors` against the working tree for `paths` (relative to the project root or absolute; None: every
     file a memory of this project is anchored into). Returns `{checked_files, checked, ok, flagged, cleared, stale,
     skipped}`: `stale` lists every stale anchor found (new or already in Review), `skipped` the files that could not
@@ -329,8 +331,8 @@ def check_files(engine: Engine, ctx: Context, paths: list[str] | None = None) ->
                 continue
             if rel in anchored and rel not in rels:
                 rels.append(rel)
-    out: dict[str, Any] = {"checked_files": 0, "checked": 0, "ok": 0, "flagged": [], "cleared": [], "stale": [],
-                           "skipped": []}
+    out: AnchorsCheck = {"checked_files": 0, "checked": 0, "ok": 0, "flagged": [], "cleared": [], "stale": [],
+                         "skipped": []}
     for rel in rels:
         cur = file_symbols(os.path.join(ctx.root, rel))
         if cur is UNREADABLE:
@@ -338,8 +340,9 @@ def check_files(engine: Engine, ctx: Context, paths: list[str] | None = None) ->
             continue
         res = check_anchors(engine, ctx, rel, cur)  # type: ignore[arg-type]
         out["checked_files"] += 1
-        for k in ("checked", "ok"):
-            out[k] += res[k]
-        for k in ("flagged", "cleared", "stale"):
-            out[k] += [{**x, "path": rel} for x in res[k]]
+        out["checked"] += res["checked"]
+        out["ok"] += res["ok"]
+        out["flagged"] += [{**x, "path": rel} for x in res["flagged"]]
+        out["cleared"] += [{**x, "path": rel} for x in res["cleared"]]
+        out["stale"] += [{**x, "path": rel} for x in res["stale"]]
     return out

@@ -11,6 +11,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from mnemo.core.api_types.results import CompactReport
 from mnemo.core.cards import key_points, summarize
 from mnemo.core.lifecycle.decay import retier, tier_counts
 from mnemo.core.models import Context, Memory
@@ -40,7 +41,7 @@ def summarize_verbose(text: str, limit: int) -> str:
     return out
 
 
-def compact(engine: Engine, ctx: Context) -> dict[str, Any]:
+def compact(engine: Engine, ctx: Context) -> CompactReport:
     """Merge near-duplicates (adding their confirmations), summarize verbose notes, re-tier; report what moved."""
     s = settings()
     store = engine.store
@@ -55,14 +56,12 @@ def compact(engine: Engine, ctx: Context) -> dict[str, Any]:
                 summaries.append((m, short))
     vecs = engine.embed([t for _, t in summaries]) if summaries else []
     now = time.time()
-    report: dict[str, Any] = {"merged": [], "summarized": [], "tier_moves": []}
     with store.write() as c:
-        report["merged"] = _merge(c, store, merges, now)
-        report["summarized"] = _summarize(c, engine, list(zip(summaries, vecs, strict=True)), s, now)
-        report["tier_moves"] = retier(c, store, ctx)
+        merged = _merge(c, store, merges, now)
+        summarized = _summarize(c, engine, list(zip(summaries, vecs, strict=True)), s, now)
+        tier_moves = retier(c, store, ctx)
     engine.changed()
-    report["tiers"] = tier_counts(engine, ctx)
-    return report
+    return {"merged": merged, "summarized": summarized, "tier_moves": tier_moves, "tiers": tier_counts(engine, ctx)}
 
 
 def near_duplicates(engine: Engine, mems: list[Memory], s: Settings) -> list[Merge]:

@@ -15,6 +15,8 @@ import sqlite3
 import time
 from typing import TYPE_CHECKING, Any
 
+from mnemo.core.api_types import records
+from mnemo.core.api_types.results import DecayReport, MemoryChange
 from mnemo.core.cards import summarize
 from mnemo.core.memory.manage import get
 from mnemo.core.models import Context, Memory, with_event
@@ -28,14 +30,14 @@ if TYPE_CHECKING:
 TIER_MEANING = {"hot": "always offered (small)", "warm": "recalled on match", "cold": "archive: search with --cold"}
 
 
-def decay(engine: Engine, ctx: Context, now: Any = None, dry_run: bool = False) -> dict[str, Any]:
+def decay(engine: Engine, ctx: Context, now: Any = None, dry_run: bool = False) -> DecayReport:
     """Exponential decay of this project's (and global) memories; cold below the threshold. Idempotent.
     `dry_run`: the same report, computed inside a savepoint that is rolled back (nothing is written)."""
     now = parse_now(now)
     s = settings()
-    report = {"now": now, "half_life_hours": s.half_life_hours, "tombstone_threshold": s.tombstone_threshold,
+    report: DecayReport = {"now": now, "half_life_hours": s.half_life_hours, "tombstone_threshold": s.tombstone_threshold,
               "scanned": 0, "decayed": 0, "untouched": 0, "moved_to_cold": [], "tier_moves": [],
-              "dry_run": bool(dry_run)}
+              "dry_run": bool(dry_run), "tiers": {}}
     store = engine.store
     with store.write() as c:
         if dry_run:
@@ -48,13 +50,13 @@ def decay(engine: Engine, ctx: Context, now: Any = None, dry_run: bool = False) 
     return report
 
 
-def _run(c: sqlite3.Connection, store: Store, ctx: Context, now: float, report: dict[str, Any]) -> None:
+def _run(c: sqlite3.Connection, store: Store, ctx: Context, now: float, report: DecayReport) -> None:
     _decay_rows(c, store, ctx, now, report)
     report["tier_moves"] = retier(c, store, ctx)
     report["tiers"] = _tier_counts(store, ctx.project_id)  # this thread's connection: sees the run's changes
 
 
-def _decay_rows(c: sqlite3.Connection, store: Store, ctx: Context, now: float, report: dict[str, Any]) -> None:
+def _decay_rows(c: sqlite3.Connection, store: Store, ctx: Context, now: float, report: DecayReport) -> None:
     s = settings()
     hl = s.half_life_hours * 3600.0
     mems = store.decaying(ctx.project_id)
@@ -130,11 +132,11 @@ def tier_index(engine: Engine, ctx: Context, top: int = 5) -> dict[str, Any]:
     return out
 
 
-def hot_memories(engine: Engine, ctx: Context) -> list[dict[str, Any]]:
+def hot_memories(engine: Engine, ctx: Context) -> list[records.Memory]:
     return [m.to_dict() for m in engine.store.hot(ctx.project_id) if memory_visible(m, ctx)]
 
 
-def restore(engine: Engine, ctx: Context, memory_id: str) -> dict[str, Any]:
+def restore(engine: Engine, ctx: Context, memory_id: str) -> MemoryChange:
     """Bring a cold (archived) memory back to warm, with its decay clock reset and the importance it had before it
     decayed (memories archived before that was recorded get at least `restore_importance`)."""
     m = get(engine, ctx, memory_id)
@@ -150,4 +152,4 @@ def restore(engine: Engine, ctx: Context, memory_id: str) -> dict[str, Any]:
                             provenance=with_event(m.provenance, "restored", ctx.user, "from the archive", now))
         store.clear_decay(c, m.id)
     engine.changed()
-    return {"status": "restored", "memory": store.get_memory(m.id).to_dict(), "message": "back in recall"}
+    return {"status": "restored", "memory": store.record(m.id), "message": "back in recall"}

@@ -14,6 +14,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from mnemo.core.api_types import records
+from mnemo.core.api_types.records import Card
+from mnemo.core.api_types.results import AnchoredCard, AnchoredContext, MemoryCards
 from mnemo.core.cards import memory_card
 from mnemo.core.errors import InvalidInput, NotFound
 from mnemo.core.memory.manage import get
@@ -24,10 +27,10 @@ if TYPE_CHECKING:
     from mnemo.core.engine import Engine
 
 
-def unscored_card(m: Memory) -> dict[str, Any]:
+def unscored_card(m: Memory) -> Card:
     """A memory's card when it was not found by a query (anchored here, opened by id): no score or confidence."""
     card = memory_card(m, 0.0, 0.0)
-    card.update(score=None, confidence=None, confidence_state=None)
+    card["score"] = card["confidence"] = card["confidence_state"] = None
     return card
 
 
@@ -57,14 +60,14 @@ def _at(anchor: dict[str, Any], symbol: str | None, line: int | None) -> bool:
 
 
 def anchored_context(engine: Engine, ctx: Context, path: str, symbol: str | None = None,
-                     line: int | None = None) -> dict[str, Any]:
+                     line: int | None = None) -> AnchoredContext:
     """`{path, anchored: [card + {anchor, stale}], file_anchors: {symbol or "": [ids]}}` for `path` (a path outside
     the project has no anchors). Only the memories anchored at the cursor are read whole."""
     rel = project_path(ctx, path)
     if rel is None:
         return {"path": path, "anchored": [], "file_anchors": {}}
     file_anchors: dict[str, list[str]] = {}
-    at: dict[str, dict[str, Any]] = {}  # memory id -> its anchor at the cursor
+    at: dict[str, Any] = {}  # memory id -> its anchor at the cursor (a stored Anchor)
     for row in engine.store.anchored_memories(ctx.project_id, rel, ctx.visible_branches()):
         if not memory_visible(Light(row), ctx):  # the visibility columns are all the rule reads
             continue
@@ -77,22 +80,24 @@ def anchored_context(engine: Engine, ctx: Context, path: str, symbol: str | None
         if match is not None:
             at[row["id"]] = match
     full = engine.store.get_memories(list(at))
-    anchored = [{**unscored_card(full[mid]), "anchor": a, "stale": "stale_anchor" in full[mid].flags}
-                for mid, a in at.items() if mid in full]  # (one forgotten between the two reads is left out)
+    anchored: list[AnchoredCard] = [{**unscored_card(full[mid]), "anchor": a, "stale": "stale_anchor" in full[mid].flags}
+                                    for mid, a in at.items() if mid in full]  # (one forgotten between the two reads is left out)
     return {"path": rel, "anchored": anchored, "file_anchors": file_anchors}
 
 
 MAX_CARD_IDS = 200
 
 
-def memory_cards(engine: Engine, ctx: Context, ids: list[str]) -> dict[str, Any]:
+def memory_cards(engine: Engine, ctx: Context, ids: list[str]) -> MemoryCards:
     """`{cards, memories, missing}`: the unscored card and the record of each memory opened by id (visible as
     `memories.get` decides: this project's or a shared one); the others are `missing`."""
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
         raise InvalidInput("ids must be a list of memory ids", hint='e.g. ["mem-0f3c..."]')
     if len(ids) > MAX_CARD_IDS:
         raise InvalidInput(f"{len(ids)} ids; the limit is {MAX_CARD_IDS}", hint="ask in smaller batches")
-    cards, memories, missing = [], [], []
+    cards: list[Card] = []
+    memories: list[records.Memory] = []
+    missing: list[str] = []
     for mid in dict.fromkeys(ids):
         try:
             m = get(engine, ctx, mid)

@@ -6,9 +6,17 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mnemo.core import store_settings as config
+from mnemo.core.api_types.results import (
+    Forgotten,
+    MemoryChange,
+    MemoryEvent,
+    MemoryHistory,
+    MemoryVersion,
+    UpdateResult,
+)
 from mnemo.core.errors import InvalidInput, NotFound
 from mnemo.core.memory import manage as memories
 from mnemo.core.memory.manage import get
@@ -28,7 +36,7 @@ EDITED_FIELDS = ("text", "type", "kind", "importance", "tags")
 # -- update ----------------------------------------------------------------------------------------------------
 def update(engine: Engine, ctx: Context, mem_id: str, *, text: str | None = None, type: str | None = None,
            kind: str | None = None, importance: float | None = None, tags: list[str] | None = None,
-           reason: str | None = None, source: str = "user", on_conflict: str | None = None) -> dict[str, Any]:
+           reason: str | None = None, source: str = "user", on_conflict: str | None = None) -> UpdateResult:
     """Edit a memory in place (same id): the new version is checked like a new memory (text, secrets, poisoning,
     the same text elsewhere, conflicts with its neighbours), the previous version is kept in its history.
     Returns `{"status": updated | unchanged | conflict | pending | kept_existing, "memory", "message",
@@ -141,18 +149,18 @@ def _review_rows(c, store, ctx: Context, new: Memory, found, on_conflict: str, n
                               "overridden_text": f.memory.text}, now=now)
 
 
-def _result(engine: Engine, mem_id: str, new: Memory, found, on_conflict: str, version: int) -> dict[str, Any]:
-    m = engine.store.get_memory(mem_id)
+def _result(engine: Engine, mem_id: str, new: Memory, found, on_conflict: str, version: int) -> UpdateResult:
+    m = engine.store.record(mem_id)
     conflicts = [f for f in found if f.relation in ("conflict", "override")]
     same = [f for f in found if f.relation == "duplicate"]
     ids = ", ".join(f.memory.id for f in conflicts if f.relation == "conflict")
     if ids and on_conflict == "review":
         status, message = "conflict", f"edited; it now conflicts with {ids}: waiting in Review"
-    elif m.status == "pending":
+    elif m["status"] == "pending":
         status, message = "pending", "edited; waiting in Review (it reads like instructions to the agent)"
     else:
         status, message = "updated", f"edited (version {version})" + (f"; {on_conflict} for {ids}" if ids else "")
-    out: dict[str, Any] = {"status": status, "memory": m.to_dict(), "message": message, "version": version,
+    out: UpdateResult = {"status": status, "memory": m, "message": message, "version": version,
                            "conflicts": [f.to_dict(on_conflict if f.relation == "conflict" else "override")
                                          for f in conflicts]}
     if same:
@@ -164,17 +172,17 @@ def _result(engine: Engine, mem_id: str, new: Memory, found, on_conflict: str, v
 
 
 # -- history ---------------------------------------------------------------------------------------------------
-def history(engine: Engine, ctx: Context, mem_id: str) -> dict[str, Any]:
+def history(engine: Engine, ctx: Context, mem_id: str) -> MemoryHistory:
     """Every version of a memory, oldest first, the current one last: its text and fields, who wrote it, when and
     why (`created` for the first)."""
     forgotten = False
     try:
         m = get(engine, ctx, mem_id)
     except NotFound:
-        m = _from_tombstone(engine, ctx, mem_id)  # forgotten: its history is kept until the retention passes
-        if m is None:
+        gone = _from_tombstone(engine, ctx, mem_id)  # forgotten: its history is kept until the retention passes
+        if gone is None:
             raise
-        forgotten = True
+        m, forgotten = gone, True
     earlier = engine.store.versions(m.id)
     current = _version_row(m, len(earlier) + 1, 0.0)
     current.pop("replaced_at")
@@ -184,7 +192,9 @@ def history(engine: Engine, ctx: Context, mem_id: str) -> dict[str, Any]:
         if isinstance(v.get("why"), str):
             v["why"] = safety.redact_secrets(v["why"])[0]
     events = [e for e in (m.provenance or {}).get("events") or [] if isinstance(e, dict)]
-    return {"id": m.id, "versions": versions, "events": events, "forgotten": forgotten}
+    # the store's rows and the provenance's events, of the declared shapes
+    return {"id": m.id, "versions": cast("list[MemoryVersion]", versions),
+            "events": cast("list[MemoryEvent]", events), "forgotten": forgotten}
 
 
 def _from_tombstone(engine: Engine, ctx: Context, mem_id: str) -> Memory | None:
@@ -211,7 +221,7 @@ def purge_forgotten(engine: Engine, now: float | None = None) -> int:
     return n
 
 
-def forget(engine: Engine, ctx: Context, mem_id: str, reason: str | None = None) -> dict[str, Any]:
+def forget(engine: Engine, ctx: Context, mem_id: str, reason: str | None = None) -> Forgotten:
     """`memories.forget`, then the retention applied: `restorable` says whether `restore` can bring it back (not
     with a retention of 0 days)."""
     res = memories.forget(engine, ctx, mem_id, reason)
@@ -225,7 +235,7 @@ def is_forgotten(engine: Engine, mem_id: str) -> bool:
     return engine.store.get_memory(mem_id) is None and engine.store.forgotten(mem_id) is not None
 
 
-def unforget(engine: Engine, ctx: Context, mem_id: str) -> dict[str, Any]:
+def unforget(engine: Engine, ctx: Context, mem_id: str) -> MemoryChange:
     """A forgotten memory back, as it was (re-embedded), while the retention keeps its text."""
     purge_forgotten(engine)
     tomb = engine.store.forgotten(mem_id)
@@ -244,5 +254,5 @@ def unforget(engine: Engine, ctx: Context, mem_id: str) -> dict[str, Any]:
         engine.store.insert_memory(c, m, vec, engine.model_id)
         engine.store.drop_tombstone(c, m.id)
     engine.changed()
-    return {"status": "restored", "memory": engine.store.get_memory(m.id).to_dict(),
+    return {"status": "restored", "memory": engine.store.record(m.id),
             "message": "brought back from its tombstone"}

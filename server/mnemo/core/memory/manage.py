@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from mnemo.core.api_types.results import Forgotten, MemoryChange, MemoryList, Stats
 from mnemo.core.errors import InvalidInput, NotFound
 from mnemo.core.memory.filters import Filter, matches
 from mnemo.core.models import Context, Memory, check_read_scope, check_status, check_type, with_event
@@ -27,7 +28,7 @@ def get(engine: Engine, ctx: Context, mem_id: str) -> Memory:
     return m
 
 
-def promote(engine: Engine, ctx: Context, mem_id: str, to: str = "global") -> dict[str, Any]:
+def promote(engine: Engine, ctx: Context, mem_id: str, to: str = "global") -> MemoryChange:
     """A project memory moves to the global scope (every project sees it) or is shared with the team."""
     if to not in ("global", "team"):
         raise InvalidInput(f"cannot promote to {to!r}", hint="promote to 'global' (or 'team')")
@@ -53,10 +54,10 @@ def promote(engine: Engine, ctx: Context, mem_id: str, to: str = "global") -> di
     with engine.store.write() as c:
         engine.store.move_to_scope(c, m, to, prov, time.time())
     engine.changed()
-    return {"status": "promoted", "scope": to, "memory": engine.store.get_memory(m.id).to_dict()}
+    return {"status": "promoted", "scope": to, "memory": engine.store.record(m.id)}
 
 
-def deprecate(engine: Engine, ctx: Context, mem_id: str, reason: str | None = None) -> dict[str, Any]:
+def deprecate(engine: Engine, ctx: Context, mem_id: str, reason: str | None = None) -> MemoryChange:
     """Out of recall, kept in history (a team record: deprecated on the server, for everyone). The reason goes
     through the secrets policy of a note (refused, or redacted under MNEMO_SECRETS=redact)."""
     reason = safety.screen_field(reason, "reason", f"deprecate {mem_id}", mode=ctx.secrets)
@@ -67,7 +68,7 @@ def deprecate(engine: Engine, ctx: Context, mem_id: str, reason: str | None = No
         engine.store.update_memory(c, m.id, deprecated=True, deprecated_reason=reason or "deprecated",
                                    updated_at=time.time())
     engine.changed()
-    return {"status": "deprecated", "scope": m.scope, "memory": engine.store.get_memory(m.id).to_dict(),
+    return {"status": "deprecated", "scope": m.scope, "memory": engine.store.record(m.id),
             "message": deprecated_message(m)}
 
 
@@ -95,7 +96,7 @@ def deprecated_message(m: Memory) -> str:
     return text
 
 
-def forget(engine: Engine, ctx: Context, mem_id: str, reason: str | None = None) -> dict[str, Any]:
+def forget(engine: Engine, ctx: Context, mem_id: str, reason: str | None = None) -> Forgotten:
     """Deleted, with a tombstone (a snapshot merge never brings it back) that keeps the memory for `restore` until
     the forget retention (`forget_retention_days`) has passed. The reason goes through the secrets policy."""
     reason = safety.screen_field(reason, "reason", f"forget {mem_id}", mode=ctx.secrets)
@@ -113,7 +114,7 @@ def forget(engine: Engine, ctx: Context, mem_id: str, reason: str | None = None)
 def list_memories(engine: Engine, ctx: Context, *, scope: str = "hybrid", branch: str | None = None,
                   type: str | None = None, kind: str | None = None, include_deprecated: bool = False,
                   include_cold: bool = False, status: str | None = "active", all_branches: bool = False,
-                  limit: int = 200, offset: int = 0, filters: Filter | None = None) -> dict[str, Any]:
+                  limit: int = 200, offset: int = 0, filters: Filter | None = None) -> MemoryList:
     """The memories of the scope, newest first; `branch`: written there or branch-independent; `status` None:
     any; `filters` (core/memory/filters.py): tags, times, author, source, words."""
     check_read_scope(scope)
@@ -134,8 +135,9 @@ def list_memories(engine: Engine, ctx: Context, *, scope: str = "hybrid", branch
     return {"total": len(out), "memories": out[offset: offset + limit]}
 
 
-def stats(engine: Engine, ctx: Context) -> dict[str, Any]:
-    """Counts of this project's store, the index's state, the model and the store file."""
+def stats(engine: Engine, ctx: Context, tiers: dict[str, dict[str, Any]]) -> Stats:
+    """Counts of this project's store, the index's state, the model and the store file; with `tiers`, the tier
+    index (`lifecycle.tier_index`, a floor above)."""
     index = engine.index
     index_info = {"ready": bool(index and index.ready), "indexed_seq": index.indexed_seq if index else 0,
                   "ann": bool(index and index.ready and not index.dormant),  # False: the exact scan serves all
@@ -144,7 +146,7 @@ def stats(engine: Engine, ctx: Context) -> dict[str, Any]:
                   "reembed": engine.reembed}  # a re-embedding after a model change: how far it got
     db = engine.home / "mnemo.db"
     loaded = engine.loaded_embedder
-    return {
+    return cast(Stats, {  # the store's counts (`memory_counts`: memories, by_type, ..., of the declared shapes)
         "project": {"id": ctx.project_id, "name": ctx.project_name, "branch": ctx.branch,
                     "default_branch": ctx.default_branch, "root": ctx.root},
         **engine.store.memory_counts(ctx.project_id),
@@ -152,4 +154,5 @@ def stats(engine: Engine, ctx: Context) -> dict[str, Any]:
         "index": index_info,
         "model_id": loaded.model_id if loaded is not None else None,
         "store": store_bytes(engine.home, db),
-    }
+        "tiers": tiers,
+    })

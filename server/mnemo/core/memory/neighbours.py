@@ -5,8 +5,9 @@ or of a more general one (an override), or another fact. The decision per pair i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from mnemo.core.api_types.records import Conflict
 from mnemo.core.models import Context, Memory
 from mnemo.core.policy import settings
 from mnemo.core.relation import compare as relation
@@ -26,7 +27,7 @@ class Found:
     refines: bool = False  # a duplicate whose new text adds detail
     reasons: list[str] = field(default_factory=list)  # what core/relation/compare.py saw (e.g. "number 30 -> 60")
 
-    def to_dict(self, resolution: str | None = None) -> dict[str, Any]:
+    def to_dict(self, resolution: str | None = None) -> Conflict:
         m = self.memory
         return {"id": m.id, "text": m.text, "scope": m.scope, "branch": m.branch, "type": m.type,
                 "similarity": round(self.similarity, 4), "relation": self.relation, "level": self.level,

@@ -8,10 +8,12 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
+from mnemo.core.api_types.records import Card
+from mnemo.core.api_types.results import HydrateBlock, Hydrated, RecallResult
 from mnemo.core.cards import block_card, memory_card
 from mnemo.core.errors import InvalidInput, NotFound
 from mnemo.core.memory.filters import Filter, matches
-from mnemo.core.models import SCOPE_PRIORITY, Context, check_read_scope, check_type
+from mnemo.core.models import SCOPE_PRIORITY, Context, Memory, check_read_scope, check_type
 from mnemo.core.policy import MAX_TEXT_CHARS, check_min_confidence
 from mnemo.core.search import Candidate, Light, dense_search, hidden_by_overrides, memory_visible, scope_parts
 from mnemo.core.store import blob_to_vec, fts_query
@@ -35,7 +37,7 @@ HYDRATE_RELATED_NOTES = {"default": 3, "related": 8}
 
 def recall(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", limit: int = 5,
            types: list[str] | None = None, include_docs: bool = True, include_cold: bool = False,
-           min_confidence: float | None = None, qvec=None, filters: Filter | None = None) -> dict[str, Any]:
+           min_confidence: float | None = None, qvec=None, filters: Filter | None = None) -> RecallResult:
     """The cards that answer `query` in `ctx` (the most relevant first), with the warnings of this recall;
     `filters` (core/memory/filters.py, checked by `make_filter`) keep only the memories that match."""
     if not isinstance(query, str) or not query.strip():
@@ -55,7 +57,7 @@ def recall(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", l
 
 def ranked(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", limit: int = 5,
            types: list[str] | None = None, include_docs: bool = True, include_cold: bool = False,
-           min_confidence: float | None = None, qvec=None, filters: Filter | None = None) -> dict[str, Any]:
+           min_confidence: float | None = None, qvec=None, filters: Filter | None = None) -> RecallResult:
     """`recall` without the checks of its arguments (hydration asks with a stored note's text and vector)."""
     t0 = time.perf_counter()
     parts = scope_parts(ctx, scope)
@@ -81,8 +83,8 @@ def ranked(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", l
         drop_restated(engine, ctx, visible)  # a team note restating a local one: the local one stands
     _keep_most_specific(visible, ctx)
     # Overrides: a more specific memory that contradicts a general one hides it where it is visible (SPEC §4).
-    for hidden in hidden_by_overrides(engine.store, ctx, [i for i, c in visible.items() if c.memory is not None]):
-        visible.pop(hidden, None)
+    for overridden in hidden_by_overrides(engine.store, ctx, [i for i, c in visible.items() if c.memory is not None]):
+        visible.pop(overridden, None)
     _fuse(visible)
     chosen, hidden = _choose(visible, limit, min_confidence)
     cards = _cards(engine, ctx, chosen)
@@ -125,11 +127,12 @@ def _visible(engine: Engine, ctx: Context, cands: dict[str, Candidate], filters:
     """The candidates `ctx` may see that pass `filters`. Filtered on a few columns only (full `Memory` objects
     only when the filter reads more: kind, tags, author, source); full ones are built for the returned cards."""
     store = engine.store
-    memories = {i: Light(r) for i, r in store.visibility_rows([i for i in cands if not i.startswith("blk-")]).items()}
+    memories: dict[str, Light | Memory] = {
+        i: Light(r) for i, r in store.visibility_rows([i for i in cands if not i.startswith("blk-")]).items()}
     blocks = store.get_blocks([i for i in cands if i.startswith("blk-")] if include_docs else [])
     visible: dict[str, Candidate] = {}
     if filters.needs_full_rows():
-        memories = store.get_memories(list(memories))
+        memories = dict(store.get_memories(list(memories)))
     for item_id, c in cands.items():
         if item_id in memories:
             m = memories[item_id]
@@ -202,7 +205,7 @@ def _choose(visible: dict[str, Candidate], limit: int,
     return chosen, hidden
 
 
-def _cards(engine: Engine, ctx: Context, chosen: list[tuple[Candidate, float]]) -> list[dict[str, Any]]:
+def _cards(engine: Engine, ctx: Context, chosen: list[tuple[Candidate, float]]) -> list[Card]:
     full = engine.store.get_memories([c.item_id for c, _ in chosen if isinstance(c.memory, Light)])
     cards = []
     for c, conf in chosen:
@@ -217,7 +220,7 @@ def _cards(engine: Engine, ctx: Context, chosen: list[tuple[Candidate, float]]) 
 
 
 # -- hydration -------------------------------------------------------------------------------------------------
-def hydrate(engine: Engine, ctx: Context, item_id: str, mode: str = "default") -> dict[str, Any]:
+def hydrate(engine: Engine, ctx: Context, item_id: str, mode: str = "default") -> Hydrated:
     """Bounded surrounding context of one hit: a note with its related notes, or a block with its file neighbours."""
     if mode not in HYDRATE_BUDGET:
         raise InvalidInput(f"unknown hydrate mode {mode!r}", hint="use 'default' or 'related'")
@@ -234,7 +237,7 @@ def hydrate(engine: Engine, ctx: Context, item_id: str, mode: str = "default") -
     return {"item_id": item_id, "source_kind": "note", "mode": mode, "memory": m.to_dict(), "related": related}
 
 
-def _related(engine: Engine, ctx: Context, item_id: str, text: str, vec, mode: str) -> list[dict[str, Any]]:
+def _related(engine: Engine, ctx: Context, item_id: str, text: str, vec, mode: str) -> list[Card]:
     """The notes (and, in `related` mode, blocks) nearest to a note, within the mode's character budget."""
     res = ranked(engine, ctx, text, limit=HYDRATE_RELATED_NOTES[mode] + 1, include_docs=(mode == "related"), qvec=vec)
     used = len(text)
@@ -249,7 +252,7 @@ def _related(engine: Engine, ctx: Context, item_id: str, text: str, vec, mode: s
     return related
 
 
-def _hydrate_block(engine: Engine, ctx: Context, item_id: str, mode: str) -> dict[str, Any]:
+def _hydrate_block(engine: Engine, ctx: Context, item_id: str, mode: str) -> Hydrated:
     store, budget = engine.store, HYDRATE_BUDGET[mode]
     b = store.get_block(item_id)
     if b is None or b["project_id"] != ctx.project_id:
@@ -258,7 +261,7 @@ def _hydrate_block(engine: Engine, ctx: Context, item_id: str, mode: str) -> dic
     pos = next(i for i, s in enumerate(siblings) if s["id"] == item_id)
     n = HYDRATE_NEIGHBOURS[mode]
     used = len(b["text"])
-    parts = []
+    parts: list[HydrateBlock] = []
     for s in siblings[max(0, pos - n): pos + n + 1]:
         text = s["text"]
         if s["id"] != item_id:
@@ -271,7 +274,7 @@ def _hydrate_block(engine: Engine, ctx: Context, item_id: str, mode: str) -> dic
             "blocks": parts, "truncated": used >= budget}
 
 
-def _hydrate_team(engine: Engine, ctx: Context, item_id: str, mode: str) -> dict[str, Any]:
+def _hydrate_team(engine: Engine, ctx: Context, item_id: str, mode: str) -> Hydrated:
     team = engine.team()
     if team is None:
         raise NotFound(f"no team memory {item_id}: no team server is configured", hint="`mnemo team status`")

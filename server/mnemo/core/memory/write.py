@@ -11,8 +11,10 @@ import dataclasses
 import os
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
+from mnemo.core.api_types.requests import BatchNote, DraftOptions, RememberOptions, filled, names
+from mnemo.core.api_types.results import RememberBatchResult, RememberResult
 from mnemo.core.errors import InvalidInput, MnemoError
 from mnemo.core.memory.neighbours import ChunkSearch, Found, relate
 from mnemo.core.models import (
@@ -113,12 +115,14 @@ def _relative_anchor(ctx: Context, anchor: dict) -> dict:
 
 
 # -- remember --------------------------------------------------------------------------------------------------
-def draft(ctx: Context, text: str, *, type: str = "project", kind: str = "fact", scope: str = "project",
-          tags: list[str] | None = None, importance: float = 0.5, source: str = "user",
-          anchors: list[dict] | None = None, trust: str = "trusted", status: str = "active",
-          provenance: dict | None = None) -> tuple[Memory, list[str]]:
+def draft(ctx: Context, text: str, **options: Unpack[DraftOptions]) -> tuple[Memory, list[str]]:
     """The memory a `remember` would store, every check done once; returns it and the flags that make it
-    suspicious (instruction-like or hidden text: an agent's or an import's note then waits in Review)."""
+    suspicious (instruction-like or hidden text: an agent's or an import's note then waits in Review). The options
+    and their defaults: core/api_types/requests.py (a status of None: active)."""
+    o = filled(DraftOptions, options)
+    type, kind, scope, tags, importance = o["type"], o["kind"], o["scope"], o["tags"], o["importance"]
+    source, anchors, trust, provenance, status = o["source"], o["anchors"], o["trust"], o["provenance"], o["status"]
+    status = status or "active"
     text, flags = validate_text(text)
     importance = check_fields(type, scope, source, kind, importance)
     tags = [str(t)[:64] for t in (tags or [])][:32]
@@ -147,16 +151,15 @@ def draft(ctx: Context, text: str, *, type: str = "project", kind: str = "fact",
     return mem, suspicious
 
 
-def remember(engine: Engine, ctx: Context, text: str, *, type: str = "project", kind: str = "fact",
-             scope: str = "project", tags: list[str] | None = None, importance: float = 0.5, source: str = "user",
-             anchors: list[dict] | None = None, trust: str = "trusted", status: str = "active",
-             provenance: dict | None = None, vec=None, on_conflict: str | None = None) -> dict[str, Any]:
+def remember(engine: Engine, ctx: Context, text: str, *, vec=None,
+             **options: Unpack[RememberOptions]) -> RememberResult:
     """Store a memory; returns `{"status", "memory", "message", "conflicts", "same_as"?}` with status created |
-    confirmed | conflict | pending | kept_existing. `vec`: its embedding when the caller has it already."""
+    confirmed | conflict | pending | kept_existing. `vec`: its embedding when the caller has it already. The
+    options: core/api_types/requests.py."""
+    on_conflict = options.pop("on_conflict", None)
     # the caller's own resolution: an explicit argument, else its Context's (MNEMO_ON_CONFLICT of the client)
     on_conflict = check_on_conflict(on_conflict if on_conflict is not None else ctx.on_conflict)
-    mem, suspicious = draft(ctx, text, type=type, kind=kind, scope=scope, tags=tags, importance=importance,
-                            source=source, anchors=anchors, trust=trust, status=status, provenance=provenance)
+    mem, suspicious = draft(ctx, text, **options)
     res = land(engine, ctx, mem, suspicious, on_conflict, vec)
     engine.changed()
     return res
@@ -307,7 +310,7 @@ def write_new(engine: Engine, ctx: Context, mem: Memory, vec, found: list[Found]
 
 
 # -- many at once ------------------------------------------------------------------------------------------------
-BATCH_FIELDS = ("text", "type", "kind", "scope", "tags", "importance", "anchors", "provenance")
+BATCH_FIELDS = names(BatchNote)
 
 
 def _draft_item(ctx: Context, item: Any, source: str, status: str) -> tuple[Memory, list[str]]:
@@ -336,7 +339,7 @@ def _error_item(index: int, exc: MnemoError) -> dict[str, Any]:
 
 
 def remember_batch(engine: Engine, ctx: Context, items: list[Any], *, source: str = "user", status: str = "active",
-                   on_conflict: str | None = None, progress=None) -> dict[str, Any]:
+                   on_conflict: str | None = None, progress=None) -> RememberBatchResult:
     """`remember` for many notes, each with every check of a single one and the same decisions as the same notes
     remembered one after the other (an item sees the items before it): the drafts of a chunk are embedded in one
     call and land in one transaction (a savepoint per item, so a refused item leaves no trace). Acknowledged

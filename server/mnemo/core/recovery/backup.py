@@ -79,7 +79,7 @@ def _parse(name: str) -> tuple[float, str] | None:
 
 def list_backups(home: Path, kind: str | None = None) -> list[dict[str, Any]]:
     """Backups, newest first: name, path, time (epoch seconds), iso, bytes, kind (daily | writes)."""
-    out = []
+    out: list[dict[str, Any]] = []
     d = backup_dir(home)
     if not d.is_dir():
         return out

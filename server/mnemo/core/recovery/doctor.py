@@ -6,8 +6,10 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from mnemo.core.api_types.results import DoctorCheck, DoctorResult
+from mnemo.core.errors import MnemoError
 from mnemo.core.models import Context
 from mnemo.core.recovery import backup
 from mnemo.core.store import repair_hint
@@ -16,11 +18,11 @@ if TYPE_CHECKING:
     from mnemo.core.engine import Engine
 
 
-def check(name: str, status: str, detail: str, fix: str | None = None) -> dict[str, Any]:
+def check(name: str, status: str, detail: str, fix: str | None = None) -> DoctorCheck:
     return {"name": name, "status": status, "detail": detail, "fix": fix}
 
 
-def run_checks(engine: Engine, ctx: Context) -> dict[str, Any]:
+def run_checks(engine: Engine, ctx: Context) -> DoctorResult:
     """Checks that need the open store (run inside the owner process). A damaged store is reported at once with
     the repair command; nothing else that would read it runs."""
     checks = [_store_check(engine)]
@@ -39,7 +41,7 @@ def run_checks(engine: Engine, ctx: Context) -> dict[str, Any]:
     return {"checks": checks}
 
 
-def _published_check(engine: Engine, ctx: Context) -> dict[str, Any] | None:
+def _published_check(engine: Engine, ctx: Context) -> DoctorCheck | None:
     """The agent files `mnemo publish` wrote for this project: up to date, or which are not (None: never
     published here)."""
     from mnemo.core.sharing.publish import status
@@ -54,7 +56,7 @@ def _published_check(engine: Engine, ctx: Context) -> dict[str, Any] | None:
                  "run `mnemo publish --dry-run` to see the diff, then `mnemo publish`")
 
 
-def _store_check(engine: Engine) -> dict[str, Any]:
+def _store_check(engine: Engine) -> DoctorCheck:
     db = engine.home / "mnemo.db"
     result = engine.store.damage
     if result is None:
@@ -68,15 +70,15 @@ def _store_check(engine: Engine) -> dict[str, Any]:
     return check("store", "fail", f"the store file is damaged: {result} ({db})", repair_hint(db))
 
 
-def _failed_check(engine: Engine, name: str, exc: Exception) -> dict[str, Any]:
+def _failed_check(engine: Engine, name: str, exc: Exception) -> DoctorCheck:
     if isinstance(exc, sqlite3.DatabaseError):
         exc = engine.store.store_error(exc, f"run the {name} check")
-    if getattr(exc, "code", "") == "store_corrupt":
+    if isinstance(exc, MnemoError) and exc.code == "store_corrupt":
         return check("store", "fail", exc.message, exc.hint)
     return check(name, "fail", f"the check failed: {exc}", getattr(exc, "hint", None))
 
 
-def _index_check(engine: Engine) -> dict[str, Any]:
+def _index_check(engine: Engine) -> DoctorCheck:
     synced = engine.wait_indexed(timeout=60)
     idx = engine.index
     if idx is None or not idx.ready:
@@ -96,7 +98,7 @@ def _index_check(engine: Engine) -> dict[str, Any]:
                   + ("" if synced else " (still catching up)") + f"; {idx.rebuilds} rebuild(s) since start")
 
 
-def _vectors_check(engine: Engine) -> dict[str, Any]:
+def _vectors_check(engine: Engine) -> DoctorCheck:
     model_ids = engine.store.vector_models()
     foreign = [m for m in model_ids if m != engine.model_id]
     return check("vectors", "ok" if not foreign else "warn",
@@ -104,7 +106,7 @@ def _vectors_check(engine: Engine) -> dict[str, Any]:
                   "they are re-embedded automatically on the next owner start" if foreign else None)
 
 
-def backup_check(home: Path) -> dict[str, Any]:
+def backup_check(home: Path) -> DoctorCheck:
     backups = backup.list_backups(home)
     every = backup.interval()
     if every <= 0:

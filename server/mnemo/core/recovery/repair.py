@@ -68,7 +68,7 @@ def _from_salvage(s: sv.Salvage) -> dict[str, list[dict[str, Any]]]:
 
 
 def newest_good_backup(home: Path) -> tuple[dict[str, Any] | None, list[dict[str, str]]]:
-    skipped = []
+    skipped: list[dict[str, str]] = []
     for b in backup.list_backups(home):
         state = backup.check_db(Path(b["path"]))
         if state == "ok":
@@ -199,7 +199,7 @@ def embed_missing(texts: list[str], dim_bytes: int) -> tuple[str, list[bytes], s
         return "", [], None
     try:
         emb = get_embedder()
-        blobs = []
+        blobs: list[Any] = []
         for i in range(0, len(texts), 256):
             blobs.extend(vec_to_blob(v) for v in emb.embed(texts[i:i + 256]))
         return emb.model_id, blobs, None
@@ -345,7 +345,7 @@ def salvage_notes(db: Path, s: sv.Salvage, salv: dict, chosen: dict[str, tuple[s
     # only when it matches the content hash the file's index keeps for the id
     torn_ids = {i: meta[i]["content_hash"] for i in want if i not in fts and not carved.get(i) and
                 isinstance(meta.get(i, {}).get("content_hash"), str)}
-    kinds = tuple(sorted({*DEFAULT_KINDS, *(r.get("kind") for r in kept_rows if isinstance(r.get("kind"), str))}))
+    kinds = tuple(sorted({*DEFAULT_KINDS, *(str(r["kind"]) for r in kept_rows if isinstance(r.get("kind"), str))}))
     torn = sv.torn_texts(db, torn_ids, content_hash, MEMORY_TYPES, kinds) if torn_ids else {}
     # a full-text row cut after its text (the damage took its id): attributed by the content hash, exactly
     cut_ids = {h: i for i, h in torn_ids.items() if i not in torn}
@@ -357,7 +357,7 @@ def salvage_notes(db: Path, s: sv.Salvage, salv: dict, chosen: dict[str, tuple[s
     out: dict[str, dict[str, Any]] = {}
     reviews: list[dict[str, Any]] = []
     for item_id in sorted(want):
-        indexed = fts.get(item_id)
+        indexed: tuple[Any, ...] | None = fts.get(item_id)
         if indexed is None and item_id in torn:
             indexed = _torn_indexed(torn[item_id], meta[item_id])
         got = _salvage_one(item_id, carved.get(item_id, []), indexed, versions.get(item_id),
@@ -388,7 +388,7 @@ def _salvage_one(item_id: str, carved: list[tuple[str, dict[str, Any]]], indexed
     torn = indexed[3] if indexed and len(indexed) > 3 else None
     if best is not None and (c0 is None or memory_fts_text(Memory.from_row(best[1])) == c0):
         row = dict(best[1])  # the whole row, its text the indexed one: only its status is held for Review
-        where, guessed = best[0], []
+        where, guessed = best[0], list[str]()
     else:
         base = dict(best[1]) if best else {}
         same_part = [r for r in kept_rows if r.get("part") == (part or base.get("part") or meta.get("part"))]

@@ -13,6 +13,8 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from mnemo.core.api_types.records import BriefMemory
+from mnemo.core.api_types.results import BranchDelete, BranchMergeReport, MergedBranch, MergedBranches
 from mnemo.core.errors import InvalidInput
 from mnemo.core.identity import read_branch_start, read_ref
 from mnemo.core.models import Context, Memory
@@ -73,13 +75,13 @@ def _branch_plan(engine: Engine, ctx: Context, source: str, target: str) -> dict
             "dup_of": dup_of}
 
 
-def _brief(m: Memory) -> dict[str, Any]:
+def _brief(m: Memory) -> BriefMemory:
     return {"id": m.id, "text": m.text, "type": m.type, "kind": m.kind, "branch": m.branch,
             "updated_at": m.updated_at}
 
 
-def _plan_dict(plan: dict[str, Any], source: str, target: str) -> dict[str, Any]:
-    return {"source": source, "target": target,
+def _plan_dict(plan: dict[str, Any], source: str, target: str, dry_run: bool) -> BranchMergeReport:
+    return {"source": source, "target": target, "dry_run": dry_run,
             "imported": len(plan["copy"]), "skipped_duplicates": len(plan["duplicates"]),
             "skipped_pending": len(plan["pending"]), "supersedes": len(plan["supersede"]),
             "new": [_brief(m) for m in plan["copy"]], "duplicates": [_brief(m) for m in plan["duplicates"]],
@@ -97,16 +99,14 @@ def _target(ctx: Context, source: str) -> str:
     return ctx.branch
 
 
-def branch_diff(engine: Engine, ctx: Context, source: str) -> dict[str, Any]:
+def branch_diff(engine: Engine, ctx: Context, source: str) -> BranchMergeReport:
     """What merging `source`'s memories into the current branch would do; writes nothing."""
     source = _check_branch(source)
     target = _target(ctx, source)
-    out = _plan_dict(_branch_plan(engine, ctx, source, target), source, target)
-    out["dry_run"] = True
-    return out
+    return _plan_dict(_branch_plan(engine, ctx, source, target), source, target, dry_run=True)
 
 
-def branch_merge(engine: Engine, ctx: Context, source: str, *, _review_id: int | None = None) -> dict[str, Any]:
+def branch_merge(engine: Engine, ctx: Context, source: str, *, _review_id: int | None = None) -> BranchMergeReport:
     """Copy `source`'s active memories into the current branch (one transaction; duplicates skipped; provenance
     `merged_from`); what the branch overrode on the target is superseded by the copy."""
     source = _check_branch(source)
@@ -139,8 +139,7 @@ def branch_merge(engine: Engine, ctx: Context, source: str, *, _review_id: int |
                 and json.loads(r["payload"]).get("target", target) == target]
         store.resolve_reviews(c, done + ([_review_id] if _review_id is not None else []), "merge", now)
     engine.changed()
-    out = _plan_dict(plan, source, target)
-    out["dry_run"] = False
+    out = _plan_dict(plan, source, target, dry_run=False)
     out["copies"] = copy_of
     return out
 
@@ -175,7 +174,7 @@ def _carry_decisions(c, store: Store, ctx: Context, plan: dict[str, Any], copy_o
                           "carried_from": src_id}, now=now)
 
 
-def branch_delete(engine: Engine, ctx: Context, name: str, force: bool = False) -> dict[str, Any]:
+def branch_delete(engine: Engine, ctx: Context, name: str, force: bool = False) -> BranchDelete:
     """Delete one branch's memories (explicit; tombstones kept). Branch-independent and global memories are never
     touched. Refuses the default branch and the checked-out branch unless `force`."""
     name = _check_branch(name)
@@ -221,14 +220,14 @@ def _head(root: str, branch: str) -> str | None:
     return None
 
 
-def merged_branches(engine: Engine, ctx: Context, queue: bool = True) -> dict[str, Any]:
+def merged_branches(engine: Engine, ctx: Context, queue: bool = True) -> MergedBranches:
     """Branches with memories whose git head the default branch contains (`git merge-base --is-ancestor`); with
     `queue`, each one that still has memories to merge gets one `branch_merge` review item (once per head)."""
     if not ctx.root or not ctx.default_branch:
         return {"default_branch": ctx.default_branch, "branches": [], "note": "not a git workspace"}
     rows = engine.store.branch_counts(ctx.project_id, ctx.default_branch)
     default_head = _head(ctx.root, ctx.default_branch)
-    out = []
+    out: list[MergedBranch] = []
     if default_head is None:
         return {"default_branch": ctx.default_branch, "branches": [],
                 "note": f"cannot resolve {ctx.default_branch} in git"}
@@ -237,7 +236,7 @@ def merged_branches(engine: Engine, ctx: Context, queue: bool = True) -> dict[st
         if branch.startswith("detached@"):
             continue
         head = _head(ctx.root, branch)
-        entry: dict[str, Any] = {"branch": branch, "head": head, "memories": int(count)}
+        entry: MergedBranch = {"branch": branch, "head": head, "memories": int(count), "state": "unmerged"}
         if head is None:
             entry["state"] = "gone"
         elif not _has_own_commits(ctx.root, branch, head):
@@ -248,7 +247,7 @@ def merged_branches(engine: Engine, ctx: Context, queue: bool = True) -> dict[st
         if entry["state"] == "merged":
             plan = _branch_plan(engine, tctx, branch, ctx.default_branch)
             entry["unmerged_memories"] = len(plan["copy"])
-            if queue and plan["copy"]:
+            if queue and plan["copy"] and head is not None:
                 entry["review_id"] = _queue_branch_merge(engine, ctx, branch, head, len(plan["copy"]))
         out.append(entry)
     return {"default_branch": ctx.default_branch, "default_head": default_head, "branches": out}
@@ -312,12 +311,15 @@ def _look(engine: Engine, ctx: Context, key: tuple, head: str, wait: bool) -> li
 
 
 def _notice(engine: Engine, ctx: Context, default_head: str) -> list[int]:
+    root, default = ctx.root, ctx.default_branch
+    if root is None or default is None:  # (the caller looked: a git workspace)
+        return []
     store = engine.store
-    rows = [(b, n) for b, n in store.branch_counts(ctx.project_id, ctx.default_branch)
+    rows = [(b, n) for b, n in store.branch_counts(ctx.project_id, default)
             if not b.startswith("detached@")]
     if not rows:
         return []
-    r = _git(ctx.root, "for-each-ref", f"--merged={default_head}", "--format=%(objectname) %(refname)",
+    r = _git(root, "for-each-ref", f"--merged={default_head}", "--format=%(objectname) %(refname)",
              "refs/heads", "refs/remotes/origin")
     if r is None or r.returncode != 0:
         return []
@@ -326,20 +328,20 @@ def _notice(engine: Engine, ctx: Context, default_head: str) -> list[int]:
         sha, _, ref = line.strip().partition(" ")
         if ref.startswith("refs/heads/"):
             merged[ref[len("refs/heads/"):]] = sha
-        elif ref.startswith("refs/remotes/origin/") and read_ref(ctx.root, ref[len("refs/remotes/origin/"):]) is None:
+        elif ref.startswith("refs/remotes/origin/") and read_ref(root, ref[len("refs/remotes/origin/"):]) is None:
             merged.setdefault(ref[len("refs/remotes/origin/"):], sha)  # no local branch of that name
     queued = []
     offered = {(p.get("source"), p.get("head")) for p in
                (json.loads(x["payload"]) for x in store.branch_merge_items(ctx.project_id, open_only=False))}
     open_for = {json.loads(x["payload"]).get("source") for x in store.branch_merge_items(ctx.project_id)}
-    tctx = dataclasses.replace(ctx, branch=ctx.default_branch)
+    tctx = dataclasses.replace(ctx, branch=default)
     for branch, _count in rows:
         head = merged.get(branch)
         if head is None or (branch, head) in offered or branch in open_for:
             continue
-        if not _has_own_commits(ctx.root, branch, head):
+        if not _has_own_commits(root, branch, head):
             continue
-        plan = _branch_plan(engine, tctx, branch, ctx.default_branch)
+        plan = _branch_plan(engine, tctx, branch, default)
         if plan["copy"]:
             queued.append(_queue_branch_merge(engine, ctx, branch, head, len(plan["copy"])))
     if queued:

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mnemo.core.api_types.results import MarkdownExport, MarkdownImport
 from mnemo.core.edits import edit_memory
 from mnemo.core.errors import InvalidInput, MnemoError
 from mnemo.core.lifecycle.anchors import rel_path
@@ -65,7 +66,7 @@ def _write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def export_markdown(engine: Engine, ctx: Context, path: str, scopes: list[str] | None = None) -> dict[str, Any]:
+def export_markdown(engine: Engine, ctx: Context, path: str, scopes: list[str] | None = None) -> MarkdownExport:
     """Write `<scope>-<type>.md` files into directory `path` (created if missing; other files left alone)."""
     chosen = _check_scopes(scopes)
     out = Path(os.path.expanduser(str(path)))
@@ -245,7 +246,7 @@ def _restore(engine: Engine, ctx: Context, mems: list[Memory], report: dict[str,
                                   if m in fresh]
 
 
-def import_markdown(engine: Engine, ctx: Context, path: str, dry_run: bool = False) -> dict[str, Any]:
+def import_markdown(engine: Engine, ctx: Context, path: str, dry_run: bool = False) -> MarkdownImport:
     """Read exported (and perhaps edited) Markdown back; see the module's docstring. `dry_run`: plan only."""
     unreadable: list[dict[str, str]] = []
     read = read_files(path, unreadable)

@@ -70,9 +70,11 @@ def anchor_token(a: dict[str, Any]) -> str:
         if key in a:
             parts.append(f"{key}={_anchor_value(a[key])}")
     s, e = a.get("start_line"), a.get("end_line")
-    plain = all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in (s, e))
-    if plain:
+    plain = False
+    if isinstance(s, int) and isinstance(e, int) and not isinstance(s, bool) and not isinstance(e, bool) \
+            and s >= 0 and e >= 0:
         parts.append(f"lines={s + 1}-{e + 1}")
+        plain = True
     if "hash" in a:
         parts.append(f"hash={_anchor_value(a['hash'])}")
     skip = {"path", *ANCHOR_KEYS, *(("start_line", "end_line") if plain else ())}

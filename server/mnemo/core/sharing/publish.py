@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mnemo.core.api_types.results import PublishReport
 from mnemo.core.errors import InvalidInput, MnemoError
 from mnemo.core.files import agent_rules as fmt
 from mnemo.core.models import Context, Memory
@@ -498,12 +499,12 @@ def apply_sync(engine: Engine, ctx: Context, plan: dict[str, list]) -> None:
         engine.changed()
     for a in plan["added"]:
         try:
-            res = remember(engine, ctx, a["text"], type=ADDED_TYPE, kind=ADDED_KIND, source="user",
-                           provenance={"published_file": a["file"]})
-            a["status"] = res["status"]
-            a["id"] = res["memory"]["id"]
-            if res.get("message"):
-                a["message"] = res["message"]
+            added = remember(engine, ctx, a["text"], type=ADDED_TYPE, kind=ADDED_KIND, source="user",
+                             provenance={"published_file": a["file"]})
+            a["status"] = added["status"]
+            a["id"] = added["memory"]["id"]
+            if added.get("message"):
+                a["message"] = added["message"]
         except MnemoError as exc:
             a["status"], a["message"] = "refused", exc.message
             a["text"] = redact_secrets(a["text"])[0]
@@ -511,7 +512,7 @@ def apply_sync(engine: Engine, ctx: Context, plan: dict[str, list]) -> None:
 
 # -- the operation -------------------------------------------------------------------------------------------------
 def publish(engine: Engine, ctx: Context, targets: list[str] | str | None = None, *, dry_run: bool = False,
-            budget: int | None = None, sync: bool = False) -> dict[str, Any]:
+            budget: int | None = None, sync: bool = False) -> PublishReport:
     """Read hand edits back, then write each target's files. `dry_run`: the plan, the sync and the diff only.
     `sync`: read back and refresh only the files published before (no new target)."""
     if not ctx.root:

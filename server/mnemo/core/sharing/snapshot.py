@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mnemo import __version__
+from mnemo.core.api_types.records import SnapshotAction
+from mnemo.core.api_types.results import SnapshotExport, SnapshotMergeReport
 from mnemo.core.errors import InvalidInput, SnapshotError
 from mnemo.core.models import Context, Memory
 from mnemo.core.safety.screen import injection_flags, is_suspicious
@@ -55,7 +57,7 @@ def _check_selection(scopes: list[str] | None, branches: list[str] | None) -> li
 
 
 def export_snapshot(engine: Engine, ctx: Context, path: str, scopes: list[str] | None = None,
-                    branches: list[str] | None = None) -> dict[str, Any]:
+                    branches: list[str] | None = None) -> SnapshotExport:
     """Write the selected memories (not those holding what looks like a secret) to a snapshot file."""
     target = _abs_path(path, "snapshot export")
     store = engine.store
@@ -127,8 +129,8 @@ class Action:
     conflict: bool = False
     decayed_at: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {"op": self.op, "id": self.mem.id, "text": self.mem.text, "scope": self.mem.scope,
+    def to_dict(self) -> SnapshotAction:
+        out: SnapshotAction = {"op": self.op, "id": self.mem.id, "text": self.mem.text, "scope": self.mem.scope,
                "branch": self.mem.branch, "reason": self.reason}
         if self.local is not None:
             out["local"] = {"id": self.local.id, "text": self.local.text, "updated_at": self.local.updated_at}
@@ -182,9 +184,9 @@ def plan_merge(engine: Engine, ctx: Context, snap: Snapshot, strategy: str) -> l
     replaced: set[str] = set()
     secrets_of = {m.id: secret_kinds(m.text) for m, _ in remote}
     for m, _rec in remote:
-        lm = local.get(m.id)
-        if lm is not None and m.id not in tomb and not secrets_of[m.id] and lm.content_hash != m.content_hash and (
-                strategy == "remote_wins" or (strategy == "newer_wins" and m.updated_at > lm.updated_at)):
+        here = local.get(m.id)
+        if here is not None and m.id not in tomb and not secrets_of[m.id] and here.content_hash != m.content_hash and (
+                strategy == "remote_wins" or (strategy == "newer_wins" and m.updated_at > here.updated_at)):
             replaced.add(m.id)
 
     def held_here(key: tuple) -> bool:
@@ -226,13 +228,13 @@ def _same_id(m: Memory, lm: Memory, dec: float | None, strategy: str, copies: di
     return Action("skip_local", m, lm, f"kept local ({why})", conflict=True)
 
 
-def _summary(actions: list[Action], strategy: str, snap: Snapshot, detail: bool = True) -> dict[str, Any]:
+def _summary(actions: list[Action], strategy: str, snap: Snapshot, dry_run: bool) -> SnapshotMergeReport:
     count = {op: 0 for op in ("insert", "replace", "copy", "skip_duplicate", "skip_local", "skip_forgotten",
                               "skip_secret")}
     for a in actions:
         count[a.op] += 1
     conflicts = [a for a in actions if a.conflict]
-    out = {
+    return {
         "strategy": strategy, "snapshot": snap.info(),
         "imported": count["insert"] + count["copy"], "replaced": count["replace"],
         "skipped_duplicates": count["skip_duplicate"] - sum(1 for a in conflicts if a.op == "skip_duplicate"),
@@ -241,12 +243,11 @@ def _summary(actions: list[Action], strategy: str, snap: Snapshot, detail: bool 
         "resolutions": {"kept_local": count["skip_local"], "took_remote": count["replace"],
                         "kept_both": count["copy"] + sum(1 for a in conflicts if a.op == "skip_duplicate")},
         "changes": count["insert"] + count["copy"] + count["replace"],
+        "conflict_details": [a.to_dict() for a in conflicts],
+        "new": [a.to_dict() for a in actions if a.op in ("insert",)],
+        "secrets": [{"id": a.mem.id, "reason": a.reason} for a in actions if a.op == "skip_secret"],
+        "dry_run": dry_run,
     }
-    if detail:
-        out["conflict_details"] = [a.to_dict() for a in conflicts]
-        out["new"] = [a.to_dict() for a in actions if a.op in ("insert",)]
-        out["secrets"] = [{"id": a.mem.id, "reason": a.reason} for a in actions if a.op == "skip_secret"]
-    return out
 
 
 VECTOR_MATCH = 0.99  # a stored vector and the text's own embedding agree to ~1e-3 (onnx vs torch, same model id)
@@ -272,18 +273,16 @@ def _vectors_for(engine: Engine, snap: Snapshot, mems: list[Memory]) -> tuple[di
     return out, mismatched
 
 
-def diff_snapshot(engine: Engine, ctx: Context, path: str, strategy: str = "newer_wins") -> dict[str, Any]:
+def diff_snapshot(engine: Engine, ctx: Context, path: str, strategy: str = "newer_wins") -> SnapshotMergeReport:
     """What `merge_snapshot` would do; writes nothing."""
     strategy = check_strategy(strategy)
     snap = read_snapshot(path)
     actions = plan_merge(engine, ctx, snap, strategy)
-    out = _summary(actions, strategy, snap)
-    out["dry_run"] = True
-    return out
+    return _summary(actions, strategy, snap, dry_run=True)
 
 
 def merge_snapshot(engine: Engine, ctx: Context, path: str, strategy: str = "newer_wins",
-                   progress=None) -> dict[str, Any]:
+                   progress=None) -> SnapshotMergeReport:
     """Import a snapshot: validated first, then ONE transaction; duplicates skipped; provenance kept."""
     strategy = check_strategy(strategy)
     snap = read_snapshot(path)
@@ -291,7 +290,7 @@ def merge_snapshot(engine: Engine, ctx: Context, path: str, strategy: str = "new
     writes = [a for a in actions if a.op in ("insert", "replace", "copy")]
     vecs, mismatched = _vectors_for(engine, snap, [a.mem for a in writes])
     store = engine.store
-    summary = _summary(actions, strategy, snap)
+    summary = _summary(actions, strategy, snap, dry_run=False)
     summary["vectors_replaced"] = mismatched  # stored vectors that did not match their text (re-embedded)
     histories = {r["id"]: r.get("history") or [] for r in snap.records}
     with store.write() as c:
@@ -310,7 +309,6 @@ def merge_snapshot(engine: Engine, ctx: Context, path: str, strategy: str = "new
                  "sha256": snap.manifest.get("body_sha256"),
                  "conflicts": [a.to_dict() for a in actions if a.conflict][:50]})
     engine.changed()
-    summary["dry_run"] = False
     return summary
 
 

@@ -89,8 +89,7 @@ def memory_record(m: Memory, vec_row: Any | None, decayed_at: float | None,
                   history: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """One memory as a snapshot record, with its earlier versions (`history`: `store.versions` rows; a version
     that holds what looks like a secret is left out, like a memory)."""
-    rec = m.to_dict()
-    rec["record_type"] = "memory"
+    rec: dict[str, Any] = {**m.to_dict(), "record_type": "memory"}
     kept = [{k: v[k] for k in HISTORY_FIELDS} for v in history or [] if not secret_kinds(v["text"])]
     if kept:
         rec["history"] = kept[-MAX_HISTORY:]
@@ -184,6 +183,7 @@ def _check_record(rec: Any, n: int) -> dict[str, Any]:
     where = f"record {n} ({rec['id']})"
     text = rec.get("text")
     need("text", isinstance(text, str) and 0 < len(text) <= MAX_TEXT_CHARS, f"must be 1..{MAX_TEXT_CHARS} chars")
+    assert isinstance(text, str)  # `need` raised otherwise
     cleaned, flags = clean_text(text)
     need("text", bool(cleaned), "is empty")
     _check_kinds(rec, need)
@@ -247,6 +247,7 @@ def _check_metadata(rec: dict[str, Any], need) -> None:
     anchors = rec.get("anchors")
     need("anchors", isinstance(anchors, list) and len(anchors) <= 64 and _check_json_size(anchors, 64 * 1024),
          "must be a list (at most 64)")
+    assert isinstance(anchors, list)  # `need` raised otherwise
     for a in anchors:
         need("anchors", isinstance(a, dict) and isinstance(a.get("path"), str), "entries need a path")
         p = a["path"].replace("\\", "/")

@@ -12,6 +12,8 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from mnemo.core.api_types import records
+from mnemo.core.errors import NotFound
 from mnemo.core.models import Memory
 from mnemo.core.store.codec import memory_fts_text, partition_for, vec_to_blob
 from mnemo.core.store.schema import JSON_COLUMNS, MEMORY_COLUMNS, VISIBILITY_COLUMNS
@@ -37,8 +39,7 @@ class MemoryTable:
     # -- writes ----------------------------------------------------------------------------------------------
     @staticmethod
     def _memory_values(mem: Memory, part: str) -> list[Any]:
-        d = mem.to_dict()
-        d["part"] = part
+        d: dict[str, Any] = {**mem.to_dict(), "part": part}
         vals = []
         for col in MEMORY_COLUMNS:
             v = d[col]
@@ -158,6 +159,13 @@ class MemoryTable:
     def get_memory(self, mem_id: str) -> Memory | None:
         row = self.conn().execute("SELECT * FROM memories WHERE id=?", (mem_id,)).fetchone()
         return Memory.from_row(row) if row else None
+
+    def record(self, mem_id: str) -> records.Memory:
+        """The API record of a memory that exists (one the caller just wrote); a missing one is a `NotFound`."""
+        m = self.get_memory(mem_id)
+        if m is None:
+            raise NotFound(f"no memory {mem_id}", hint="it was forgotten meanwhile; check with `mnemo list`")
+        return m.to_dict()
 
     def memory_part(self, mem_id: str) -> str | None:
         row = self.conn().execute("SELECT part FROM memories WHERE id=?", (mem_id,)).fetchone()

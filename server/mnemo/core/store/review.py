@@ -30,7 +30,7 @@ class ReviewTable:
             " VALUES(?,?,?,?,?,?,?,?)",
             (kind, item_id, other_id, project_id, json.dumps(payload or {}, sort_keys=True), now,
              now if resolution else None, resolution))
-        return int(cur.lastrowid)
+        return int(cur.lastrowid or 0)  # an INSERT always has one
 
     @staticmethod
     def resolve_reviews(conn: sqlite3.Connection, ids: Sequence[int], resolution: str,

@@ -286,7 +286,9 @@ def index_keys(pages: Pages, n: int, out: Salvage) -> list[list[Any]]:
 
 def walk(pages: Pages, root: int, seen: set[int], out: Salvage) -> tuple[list[int], list[int]]:
     """Leaf pages and index pages under `root` (damaged pages are skipped and counted, never followed)."""
-    leaves, index_pages, stack = [], [], [root]
+    leaves: list[int] = []
+    index_pages: list[int] = []
+    stack = [root]
     while stack:
         n = stack.pop()
         if n in seen:

@@ -199,6 +199,7 @@ class TeamClient:
             if col is None:
                 if self._chroma is None:
                     self._chroma = self._connect()
+                assert self._chroma is not None
                 col = self._chroma.get_or_create_collection(
                     name, embedding_function=None,
                     configuration={"hnsw": {"space": "cosine", "ef_search": 400}},

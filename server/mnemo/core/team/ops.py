@@ -9,6 +9,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from mnemo.core.api_types.results import MemoryChange, TeamStatus
 from mnemo.core.errors import InvalidInput, MnemoError, NotFound, SecretDetected, TeamUnavailable
 from mnemo.core.models import Context, Memory
 from mnemo.core.relation import compare as relation
@@ -32,7 +33,7 @@ def attach(engine: Engine) -> None:
 
 
 # -- operations called by the engine, recall and the service --------------------------------------------------
-def promote_to_team(engine: Engine, ctx: Context, m: Memory) -> dict[str, Any]:
+def promote_to_team(engine: Engine, ctx: Context, m: Memory) -> MemoryChange:
     team = engine.team()
     if team is None:
         raise InvalidInput("the team scope needs a team server",
@@ -62,7 +63,7 @@ def promote_to_team(engine: Engine, ctx: Context, m: Memory) -> dict[str, Any]:
     sent = []
     with contextlib.suppress(TeamUnavailable):
         sent = team.drain(only=[rid])
-    mem = engine.store.get_memory(m.id).to_dict()
+    mem = engine.store.record(m.id)
     if rid in sent:
         return {"status": "promoted", "scope": "team", "memory": mem, "team": {"record_id": rid, "status": "shared",
                                                                "namespace": team.settings.namespace},
@@ -147,7 +148,7 @@ def drop_restated(engine: Engine, ctx: Context, visible: dict[str, Any]) -> None
                 visible.pop(tid, None)
                 break
 
-def deprecate_team(engine: Engine, ctx: Context, record_id: str, reason: str | None) -> dict[str, Any]:
+def deprecate_team(engine: Engine, ctx: Context, record_id: str, reason: str | None) -> MemoryChange:
     team = engine.team()
     if team is None:
         raise NotFound(f"no team memory {record_id}: no team server is configured", hint="`mnemo team status`")
@@ -170,14 +171,17 @@ def recent_team(engine: Engine, ctx: Context, since: float, limit: int = 10) -> 
     return recs[:limit]
 
 
-def team_status(engine: Engine, ctx: Context) -> dict[str, Any]:
+def team_status(engine: Engine, ctx: Context) -> TeamStatus:
     settings = load_settings(engine.home)
-    out: dict[str, Any] = {"configured": settings.configured, **settings.public()}
+    out: TeamStatus = {"configured": settings.configured, "url": settings.url, "namespace": settings.namespace,
+                       "token": "set" if settings.token else "not set", "source": settings.source,
+                       "ca_cert": settings.ca_cert}  # `settings.public()`, typed
     if not settings.configured:
         out["hint"] = ("start a server with `mnemo team serve`, then `mnemo team connect http://HOST:PORT`"
                        " (or set MNEMO_TEAM_URL)")
         return out
     team = engine.team()
+    assert team is not None  # configured
     reachable = team.ping()
     if reachable and team.pending():
         with contextlib.suppress(TeamUnavailable):

@@ -249,7 +249,7 @@ def _nginx_has_e(exe: str) -> bool:
     except (OSError, subprocess.SubprocessError):
         return False
     m = re.search(r"nginx/(\d+)\.(\d+)\.(\d+)", out)
-    return bool(m) and tuple(int(x) for x in m.groups()) >= (1, 19, 5)
+    return m is not None and tuple(int(x) for x in m.groups()) >= (1, 19, 5)
 
 
 # -- the two processes -------------------------------------------------------------------------------------------
@@ -320,7 +320,7 @@ class TeamServer:
             self._nginx_config_test(conf)
         host, port = ("127.0.0.1", plan.internal_port) if plan.proxied else (plan.host, plan.port)
         try:
-            self._spawn("chroma", [self.exe["chroma"], "run", "--path", str(plan.data), "--host", host,
+            self._spawn("chroma", [str(self.exe["chroma"]), "run", "--path", str(plan.data), "--host", host,
                                    "--port", str(port)])
             self._wait_ready("chroma", f"http://{_bracket(host)}:{port}/api/v2/heartbeat", None, timeout, stop)
             if conf is not None and not (stop and stop.is_set()):
