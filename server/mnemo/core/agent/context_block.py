@@ -231,6 +231,7 @@ SECTION_MIN_LESS_LIKELY = 0.8    # and by its best sections only when at least t
 RESERVE_PER_LIKELY = 250         # tokens kept, when the most probable skill goes in whole, for each other likely one
 NOTE_MARGIN = 0.25               # a rule whose best section is this far (cosine) below a note's goes by reference
 # --- fitted: end ---
+SMALL_RULE_SAVING = 60           # ... (NOTE_MARGIN) unless naming it instead would save at most this many tokens
 MEANING_MIN = 0.35               # cosine (MiniLM) at which a text is about the request: see _wanted and _about
 FILE_ONLY_SECTION_MIN = MEANING_MIN  # a rule the file chose (the request chose none) needs a section this close
 FILE_ONLY_LEXICAL_MIN = 0.5      # ... or, with no section vectors yet, holding this share of the request's words
@@ -514,8 +515,9 @@ class _Fitter:
         note = float(np.max(np.asarray(nv, dtype=np.float32) @ np.asarray(qv, dtype=np.float32)))
         out = []
         for c in chosen:
-            if (c.part.act.reason or "").startswith("mentioned by name"):
-                out.append(c)
+            if (c.part.act.reason or "").startswith("mentioned by name") or \
+                    c.tokens - estimate_tokens(c.ref or "") <= SMALL_RULE_SAVING:
+                out.append(c)   # named by request, or so short that naming it saves next to nothing: whole
                 continue
             _prepare_sections(c.part, self.query, self.scorer, wait=wait)
             best = max(c.part.cosines or [0.0]) if c.part.cosines is not None else None
