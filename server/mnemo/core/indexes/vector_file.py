@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import mmap
 import os
 import shutil
 import threading
@@ -23,6 +24,7 @@ import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
+from mnemo.core.indexes import compact
 from mnemo.core.store import Store
 
 log = logging.getLogger("mnemo.vector_file")
@@ -205,14 +207,15 @@ class VectorFile:
 
     def verify(self) -> bool:
         """Check every row against the file's checksum (the indexer thread, once after start: the open checks
-        only sample rows); a file that fails is dropped and rewritten. False when it failed."""
+        only sample rows); a file that fails is dropped and rewritten. False when it failed. The rows are read
+        from the file, not through the mapping (whose pages would stay in the owner's RSS)."""
         m = self.matrix()
         if m is None or m.verified:
             return True
         crc = 0
         step = 4096
         for a in range(0, m.count, step):
-            crc = zlib.crc32(m.mat[a:a + step].tobytes(), crc)
+            crc = zlib.crc32(m.read(a, min(m.count, a + step)).tobytes(), crc)
         if crc == m.crc:
             m.verified = True
             return True
@@ -222,6 +225,22 @@ class VectorFile:
                 self._loaded, self.last_problem = None, "checksum mismatch"
         self.path.unlink(missing_ok=True)
         return False
+
+    def ensure_compact(self) -> int:
+        """Give every partition of at least `compact.MIN_ROWS` rows of the checked file its compact exact scan
+        (core/indexes/compact.py), then drop the float32 pages the mapping holds for them (the first queries
+        scanned them); the indexer's step. Returns how many partitions it built."""
+        m = self.matrix()
+        if m is None or not m.verified:
+            return 0
+        built = 0
+        for part, (a, b) in sorted(m.parts.items()):
+            if b - a >= compact.MIN_ROWS and part not in m.compact:
+                m.compact[part] = compact.build(m.read, a, b - a, m.dim)
+                m.trim(a, b)
+                built += 1
+                log.info("compact exact scan of %s: %d rows", part, b - a)
+        return built
 
     # -- query -----------------------------------------------------------------------------------------------
     def small(self, parts: Sequence[str], rows: int) -> bool:
@@ -260,11 +279,50 @@ class _Matrix:
         self.ids = ids
         self._rows: dict[str, int] | None = None  # id -> row, built on the first `scores_for`
         self._np = np
+        self.path = path
+        self.data_at = int(header["data_at"])
+        self.compact: dict[str, compact.CompactScan] = {}  # partition -> its compact exact scan (ensure_compact)
+        self._fd = -1  # for pread: the file this matrix maps, even after a rewrite renamed another over it
         if self.count and self.dim:
-            self.mat = np.memmap(path, dtype=np.float32, mode="r", offset=int(header["data_at"]),
-                                 shape=(self.count, self.dim))
+            with open(path, "rb") as f:
+                self.mat = np.memmap(f, dtype=np.float32, mode="r", offset=self.data_at,
+                                     shape=(self.count, self.dim))
+                self._fd = os.dup(f.fileno())
         else:
             self.mat = np.zeros((0, max(self.dim, 1)), dtype=np.float32)
+
+    def __del__(self):
+        fd, self._fd = getattr(self, "_fd", -1), -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def read(self, a: int, b: int):
+        """Rows [a, b) as float32, read from the file (pread), not through the mapping."""
+        width = self.dim * 4
+        buf = os.pread(self._fd, (b - a) * width, self.data_at + a * width)
+        if len(buf) != (b - a) * width:
+            raise OSError(f"{self.path}: shorter than its header says")
+        return self._np.frombuffer(buf, dtype=self._np.float32).reshape(b - a, self.dim)
+
+    def trim(self, a: int, b: int) -> None:
+        """Drop the mapping's resident pages of rows [a, b) (they are re-read from the page cache if touched
+        again): a partition served by its compact scan keeps no float32 pages in the owner's RSS."""
+        mm = getattr(self.mat, "_mmap", None)
+        if mm is None:
+            return
+        base = self.data_at % mmap.ALLOCATIONGRANULARITY  # where np.memmap's array starts in its mapping
+        lo = base + a * self.dim * 4
+        hi = base + b * self.dim * 4
+        lo = -(-lo // mmap.PAGESIZE) * mmap.PAGESIZE
+        hi = hi // mmap.PAGESIZE * mmap.PAGESIZE
+        if hi > lo:
+            try:
+                mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+            except (OSError, ValueError, AttributeError):
+                pass
 
     def search(self, parts: Sequence[str], qvec, k: int, store: Store) -> tuple[dict[str, float], list] | None:
         np = self._np
@@ -278,14 +336,24 @@ class _Matrix:
             a, b = self.parts.get(part, (0, 0))
             if b <= a:
                 continue
-            # einsum's own loop, not BLAS: a threaded gemv is ~20x slower when the cores are busy (docs/benchmarks.md)
-            sims = np.einsum("ij,j->i", self.mat[a:b], q)
             want = min(b - a, k + len(changed))
-            top = np.argpartition(-sims, want - 1)[:want] if want < b - a else np.arange(b - a)
-            for i in top.tolist():
+            scan = self.compact.get(part)
+            if scan is not None and want < b - a:
+                # the compact scan's candidates (a superset of the float32 top `want`), re-scored in float32
+                rows = scan.candidates(q, want)
+                sims = compact.pread_rows(self._fd, self.data_at, self.dim, rows + a) @ q
+                top = np.argpartition(-sims, want - 1)[:want] if want < len(rows) else np.arange(len(rows))
+                pairs = ((int(rows[i]), sims[i]) for i in top.tolist())
+            else:
+                # einsum's own loop, not BLAS: a threaded gemv is ~20x slower when the cores are busy
+                # (docs/benchmarks.md)
+                sims = np.einsum("ij,j->i", self.mat[a:b], q)
+                top = np.argpartition(-sims, want - 1)[:want] if want < b - a else np.arange(b - a)
+                pairs = ((i, sims[i]) for i in top.tolist())
+            for i, sim in pairs:
                 item_id = self.ids[a + i]
                 if item_id not in changed:
-                    out[item_id] = float(sims[i])
+                    out[item_id] = float(sim)
         return out, tail
 
 
