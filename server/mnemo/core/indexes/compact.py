@@ -23,8 +23,9 @@ if TYPE_CHECKING:  # numpy is imported where it is used (the CLI imports this mo
     import numpy as np
 
 # A partition with at least this many rows gets a compact scan once the vector file is checked; smaller ones are
-# scanned in float32 (a few ms at most, and the session's build would cost more than it saves).
-MIN_ROWS = 5000
+# scanned in float32: below ~20k rows that scan (~1 ms of CPU) costs no more than the compact one with its re-scoring
+# reads, and the session holds more than the float32 pages it would spare (docs/benchmarks.md).
+MIN_ROWS = 20000
 SLACK = 1e-4  # float32 rounding of the approximate and of the exact scores (both ~1e-6 here): far above both
 
 
