@@ -236,6 +236,7 @@ class VectorFile:
         built = 0
         for part, (a, b) in sorted(m.parts.items()):
             if b - a >= compact.MIN_ROWS and part not in m.compact:
+                m.trim(a, b)  # before too: the build's own peak should not come on top of the scanned pages
                 m.compact[part] = compact.build(m.read, a, b - a, m.dim)
                 m.trim(a, b)
                 built += 1
