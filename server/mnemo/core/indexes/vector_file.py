@@ -157,7 +157,9 @@ class VectorFile:
                 keep = [i for i in range(lo, hi) if m.ids[i] not in changed]
                 if not keep:
                     continue
-                block = m.mat[lo:hi] if len(keep) == hi - lo else m.mat[np.asarray(keep)]
+                block = m.read(lo, hi)  # pread, not the mapping: a rewrite leaves no pages in the owner's RSS
+                if len(keep) != hi - lo:
+                    block = block[np.asarray(keep) - lo]
                 data = np.ascontiguousarray(block, dtype=np.float32).tobytes()
                 out.write(data)
                 crc = zlib.crc32(data, crc)
@@ -379,7 +381,8 @@ class _Matrix:
                 rest.append(item_id)
         if not found:
             return {}, rest
-        sims = self.mat[[row for _, row in found]] @ q
+        found.sort(key=lambda f: f[1])  # pread, not the mapping (its touched pages would stay in the RSS)
+        sims = compact.pread_rows(self._fd, self.data_at, self.dim, np.asarray([row for _, row in found])) @ q
         return {item_id: float(v) for (item_id, _), v in zip(found, sims.tolist(), strict=True)}, rest
 
 
