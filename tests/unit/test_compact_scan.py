@@ -30,14 +30,27 @@ def locomo(real_embedder):
     return texts, vecs, queries
 
 
-def test_model_bytes_are_a_valid_onnx_model():
+def test_model_bytes_are_a_valid_onnx_model_and_score_exactly(tmp_path):
+    """The hand-written protobuf is a valid ONNX model (checked by the onnx package, with its external weights
+    written beside it as a file), and the session computes the exact integer product of the quantized query and
+    the int8 rows given to it in memory."""
     import onnx
 
-    w = np.arange(-6, 6, dtype=np.int8).reshape(3, 4)
-    model = onnx.ModelProto.FromString(compact.matmul_integer_model(w))
-    onnx.checker.check_model(model)
+    (tmp_path / "model.onnx").write_bytes(compact.matmul_integer_model(4, 3))
+    (tmp_path / "in-memory").write_bytes(bytes(12))
+    onnx.checker.check_model(str(tmp_path / "model.onnx"), full_check=True)
+    model = onnx.load(str(tmp_path / "model.onnx"), load_external_data=False)
     assert [n.op_type for n in model.graph.node] == ["MatMulInteger"]
-    assert onnx.numpy_helper.to_array(model.graph.initializer[0]).tolist() == w.tolist()
+    w = model.graph.initializer[0]
+    assert (w.name, list(w.dims), w.data_location) == ("W", [4, 3], onnx.TensorProto.EXTERNAL)
+    rng = np.random.default_rng(3)
+    rows = rng.normal(size=(3000, 4)).astype(np.float32)
+    scan = compact.build(lambda a, b: rows[a:b], 0, len(rows), 4, chunk=700)
+    q8, s = compact.quantize(rows)
+    assert np.array_equal(scan._weights, q8.T) and np.array_equal(scan.scales, s)
+    qq = np.array([[7, 0, 255, 130]], dtype=np.uint8)
+    y = scan._session.run(None, {"q": qq, "z": np.array(128, dtype=np.uint8)})[0][0]
+    assert np.array_equal(y, ((qq.astype(np.int64) - 128) @ q8.T.astype(np.int64))[0])
 
 
 def test_top_k_equals_the_float32_exact_scan_on_real_vectors(locomo):

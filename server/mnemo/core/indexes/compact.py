@@ -32,22 +32,26 @@ SLACK = 1e-4  # float32 rounding of the approximate and of the exact scores (bot
 class CompactScan:
     """The int8 copy of rows [start, start + n) of a vector file, scored by one onnxruntime session (`build`)."""
 
-    def __init__(self, model: bytes, scales: np.ndarray, max_l1: float, start: int, dim: int):
-        """`model`: `matmul_integer_model` of the int8 rows; `scales`: float32 per row (row ~= scale * int8 row);
-        `max_l1`: the largest L1 norm of a dequantized row (it bounds what the query's quantization can move a
-        score)."""
+    def __init__(self, weights_t: np.ndarray, scales: np.ndarray, max_l1: float, start: int):
+        """`weights_t`: the int8 rows transposed (dim x n), handed to onnxruntime without a copy (an external
+        initializer) and prepacked by it once; `scales`: float32 per row (row ~= scale * int8 row); `max_l1`: the
+        largest L1 norm of a dequantized row (it bounds what the query's quantization can move a score)."""
         import numpy as np
         import onnxruntime as ort
 
-        self.start, self.n, self.dim = start, len(scales), dim
+        dim, n = weights_t.shape
+        self.start, self.n, self.dim = start, n, dim
         self.scales = np.ascontiguousarray(scales, dtype=np.float32)
-        self.max_scale = float(self.scales.max()) if self.n else 0.0
+        self.max_scale = float(self.scales.max()) if n else 0.0
         self.max_l1 = float(max_l1)
+        self._weights = np.ascontiguousarray(weights_t, dtype=np.int8)  # must outlive the session
         so = ort.SessionOptions()
         so.intra_op_num_threads = 1
         so.inter_op_num_threads = 1
         so.log_severity_level = 3
-        self._session = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+        self._value = ort.OrtValue.ortvalue_from_numpy(self._weights)
+        so.add_external_initializers(["W"], [self._value])
+        self._session = ort.InferenceSession(matmul_integer_model(dim, n), so, providers=["CPUExecutionProvider"])
 
     def approx(self, q: np.ndarray) -> tuple[np.ndarray, float]:
         """(approximate cosines of every row, the bound on their error) for the float32 query `q`."""
@@ -93,9 +97,7 @@ def build(read_rows, start: int, n: int, dim: int, chunk: int = 8192) -> Compact
         weights_t[:, a:b] = rows.T
         scales[a:b] = s
         max_l1 = max(max_l1, float((np.abs(rows).sum(axis=1, dtype=np.int64) * s).max()))
-    model = matmul_integer_model(weights_t)
-    del weights_t  # the model bytes hold the one copy onnxruntime reads (the peak: weights twice, not more)
-    return CompactScan(model, scales, max_l1, start, dim)
+    return CompactScan(weights_t, scales, max_l1, start)
 
 
 def quantize(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -110,6 +112,7 @@ def quantize(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 # -- the model, as protobuf bytes (onnx.proto3: ModelProto, GraphProto, NodeProto, TensorProto, ValueInfoProto) --
 _UINT8, _INT8, _INT32 = 2, 3, 6
+_EXTERNAL = 1  # TensorProto.DataLocation
 
 
 def _varint(v: int) -> bytes:
@@ -138,25 +141,19 @@ def _value_info(name: str, elem: int, dims: list[int | str]) -> bytes:
     return _field(1, name.encode()) + _field(2, _field(1, tensor_type))
 
 
-def matmul_integer_model(weights_t: np.ndarray) -> bytes:
-    """An ONNX model computing Y[1, n] = MatMulInteger(q[1, dim] uint8, W[dim, n] int8, z uint8 scalar), with W
-    as an initializer (so onnxruntime prepacks it). The weights are copied once, into the returned bytes (no
-    intermediate copies: at 100k rows each would be 38 MB more at the owner's peak)."""
-    import numpy as np
-
-    dim, n = weights_t.shape
-    raw = np.ascontiguousarray(weights_t, dtype=np.int8).data.cast("B")
+def matmul_integer_model(dim: int, n: int) -> bytes:
+    """An ONNX model computing Y[1, n] = MatMulInteger(q[1, dim] uint8, W[dim, n] int8, z uint8 scalar), W an
+    initializer whose data the session is given in memory (`add_external_initializers`): no copy of the weights
+    in the model, none parsed (a 38 MB model at 100k rows cost ~1 s and ~100 MB more at the owner's peak)."""
     node = (_field(1, b"q") + _field(1, b"W") + _field(1, b"z") + _field(2, b"Y") + _field(3, b"scan")
             + _field(4, b"MatMulInteger"))
-    tensor_head = _int(1, dim) + _int(1, n) + _int(2, _INT8) + _field(8, b"W") + _varint(9 << 3 | 2) + _varint(len(raw))
-    tensor_len = len(tensor_head) + len(raw)
-    graph_head = _field(1, node) + _field(2, b"compact_scan") + _varint(5 << 3 | 2) + _varint(tensor_len)
-    graph_tail = (_field(11, _value_info("q", _UINT8, [1, dim])) + _field(11, _value_info("z", _UINT8, []))
-                  + _field(12, _value_info("Y", _INT32, [1, n])))
-    graph_len = len(graph_head) + len(tensor_head) + len(raw) + len(graph_tail)
-    model_head = _int(1, 8) + _field(2, b"mnemo") + _varint(7 << 3 | 2) + _varint(graph_len)
-    opset = _field(8, _field(1, b"") + _int(2, 13))
-    return b"".join((model_head, graph_head, tensor_head, raw, graph_tail, opset))
+    external = _field(1, b"location") + _field(2, b"in-memory")  # StringStringEntryProto
+    tensor = _int(1, dim) + _int(1, n) + _int(2, _INT8) + _field(8, b"W") + _field(13, external) + _int(14, _EXTERNAL)
+    graph = (_field(1, node) + _field(2, b"compact_scan") + _field(5, tensor)
+             + _field(11, _value_info("q", _UINT8, [1, dim])) + _field(11, _value_info("z", _UINT8, []))
+             + _field(12, _value_info("Y", _INT32, [1, n])))
+    opset = _field(1, b"") + _int(2, 13)
+    return _int(1, 8) + _field(2, b"mnemo") + _field(7, graph) + _field(8, opset)
 
 
 def pread_rows(fd: int, data_at: int, dim: int, rows: np.ndarray) -> np.ndarray:
