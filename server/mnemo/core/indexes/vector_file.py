@@ -344,7 +344,8 @@ class _Matrix:
             if scan is not None and want < b - a:
                 # the compact scan's candidates (a superset of the float32 top `want`), re-scored in float32
                 rows = scan.candidates(q, want)
-                sims = compact.pread_rows(self._fd, self.data_at, self.dim, rows + a) @ q
+                # einsum like the float32 scan below: the same cosines to the last bit, whichever path answers
+                sims = np.einsum("ij,j->i", compact.pread_rows(self._fd, self.data_at, self.dim, rows + a), q)
                 top = np.argpartition(-sims, want - 1)[:want] if want < len(rows) else np.arange(len(rows))
                 pairs = ((int(rows[i]), sims[i]) for i in top.tolist())
             else:
