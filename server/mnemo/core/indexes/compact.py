@@ -84,7 +84,7 @@ class CompactScan:
         return np.flatnonzero(scores >= kth - 2 * bound)
 
 
-def build(read_rows, start: int, n: int, dim: int, chunk: int = 8192) -> CompactScan:
+def build(read_rows, start: int, n: int, dim: int, chunk: int = 1024) -> CompactScan:
     """A `CompactScan` of rows [start, start + n), read in chunks by `read_rows(a, b)` (float32, b - a x dim)."""
     import numpy as np
 
