@@ -15,11 +15,7 @@ if __name__ == "__main__":
         raise SystemExit(hook_main(sys.argv[2:]))
     if sys.argv[1:3] == ["daemon", "run"]:
         # how a client starts the owner: straight to it, without building the CLI's parser of every command
-        # (~0.2 s of CPU on a busy machine, on the path of every cold start; issue 22), the model loading in a
-        # thread from the first moment (daemon/preload.py)
-        from mnemo.daemon.preload import start_model
-
-        start_model(sys.argv[3:])
+        # (~0.2 s of CPU on a busy machine, on the path of every cold start; issue 22)
         from mnemo.daemon.server import main as owner_main
 
         code = owner_main(sys.argv[3:])

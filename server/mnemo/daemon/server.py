@@ -316,12 +316,22 @@ def run_owner(home: Path, idle_timeout: float | None = None, embedder=None, warm
 def main(argv: list[str]) -> int | None:
     """`python -m mnemo daemon run [--home H] [--idle-timeout S] [--warm ROOT]` without the CLI (what
     `client.spawn_owner` runs). None for any other argument: the CLI handles it (and its errors) as before."""
-    from mnemo.daemon.preload import owner_args
-
-    opts = owner_args(argv)
-    if opts is None:
+    opts: dict[str, str] = {}
+    it = iter(argv)
+    for arg in it:
+        name, eq, val = arg.partition("=")
+        if name not in ("--home", "--idle-timeout", "--warm") or name in opts:
+            return None
+        if not eq:
+            nxt = next(it, None)
+            if nxt is None or nxt.startswith("-"):
+                return None
+            val = nxt
+        opts[name] = val
+    try:
+        idle = float(opts["--idle-timeout"]) if "--idle-timeout" in opts else None
+    except ValueError:
         return None
-    idle = float(opts["--idle-timeout"]) if "--idle-timeout" in opts else None
     from mnemo.daemon.paths import default_home
 
     home = Path(opts["--home"]) if opts.get("--home") else default_home()
