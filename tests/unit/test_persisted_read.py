@@ -256,6 +256,13 @@ def test_scores_of_given_items_come_from_the_file_and_its_tail_from_sqlite(home,
         real_vectors = engine.store.vectors
         monkeypatch.setattr(engine.store, "vectors", lambda ids_, *a, **k: read.append(list(ids_)) or
                             real_vectors(ids_, *a, **k))
+        # before the indexer made the file's id -> row map, SQLite answers (no 100k-entry dict on a query's path)
+        first = dense_search(engine, [proj, "g"], q, 10, ids=asked).scores
+        assert read == [asked] and first == pytest.approx(dict(exact_scores(engine.store, [proj, "g"], q,
+                                                                              ids=asked)), abs=1e-6)
+        read.clear()
+        engine.vector_file().verify()  # the indexer's steps after the start: its checks, then the map (and any
+        engine.vector_file().ensure_compact()  # compact scan: none at this size)
         got = dense_search(engine, [proj, "g"], q, 10, ids=asked).scores
         assert read == []  # every one from the file
         assert got == pytest.approx(dict(exact_scores(engine.store, [proj, "g"], q, ids=asked)), abs=1e-6)

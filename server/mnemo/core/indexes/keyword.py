@@ -37,32 +37,34 @@ class Postings:
     100k-note partition holds ~100k terms: making two arrays for each at load cost ~0.5 s of CPU on the first
     query's path (issue 22, third pass); a query reads a handful of them."""
 
-    __slots__ = ("_made", "_saved", "_docs", "_tfs")
+    __slots__ = ("_made", "_saved", "_starts", "_lens", "_docs", "_tfs")
 
     def __init__(self) -> None:
         self._made: dict[str, tuple[array, array]] = {}
-        self._saved: dict[str, tuple[int, int]] = {}  # term -> (first posting, count) in _docs / _tfs
+        self._saved: dict[str, int] = {}  # term -> its number in _starts / _lens (postings in _docs / _tfs)
+        self._starts = array("q")
+        self._lens = array("i")
         self._docs = memoryview(b"")
         self._tfs = memoryview(b"")
 
     @classmethod
     def saved(cls, terms: list[str], lens: array, docs: bytes, tfs: bytes) -> Postings:
+        from itertools import accumulate
+
         p = cls()
-        at = 0
-        saved = p._saved
-        for term, ln in zip(terms, lens, strict=True):
-            saved[term] = (at, ln)
-            at += ln
+        p._saved = dict(zip(terms, range(len(terms)), strict=True))  # C loops only: no Python loop per term
+        p._starts = array("q", accumulate(lens, initial=0))
+        p._lens = lens
         p._docs, p._tfs = memoryview(docs), memoryview(tfs)
         return p
 
     def get(self, term: str) -> tuple[array, array] | None:
         plist = self._made.get(term)
         if plist is None:
-            span = self._saved.pop(term, None)
-            if span is None:
+            i = self._saved.pop(term, None)
+            if i is None:
                 return None
-            at, ln = span
+            at, ln = self._starts[i], self._lens[i]
             d, f = array("i"), array("f")
             d.frombytes(self._docs[at * 4:(at + ln) * 4])  # array(code, memoryview) would read single bytes
             f.frombytes(self._tfs[at * 4:(at + ln) * 4])
@@ -160,7 +162,10 @@ class PartitionIndex:
             if int(slots.min()) < 0 or int(slots.max()) >= n:
                 raise ValueError("a posting points outside the partition")
         idx.postings = Postings.saved(terms, lens, docs_b, tfs_b)  # each term's arrays made on first use
-        idx.slot = {item_id: s for s, item_id in enumerate(idx.ids) if idx.alive[s]}
+        if idx.alive.count(1) == n:  # no dead slot: one C loop
+            idx.slot = dict(zip(idx.ids, range(n), strict=True))
+        else:
+            idx.slot = {item_id: s for s, item_id in enumerate(idx.ids) if idx.alive[s]}
         idx.total_len, idx.n_alive = float(head["total_len"]), int(head["n_alive"])
         if idx.n_alive != len(idx.slot):
             raise ValueError("keyword alive count does not match")

@@ -235,6 +235,7 @@ class VectorFile:
         m = self.matrix()
         if m is None or not m.verified:
             return 0
+        m.index_rows()
         built = 0
         for part, (a, b) in sorted(m.parts.items()):
             if b - a >= compact.MIN_ROWS and part not in m.compact:
@@ -302,6 +303,11 @@ class _Matrix:
             except OSError:
                 pass
 
+    def index_rows(self) -> None:
+        """The id -> row map `scores_for` reads (the indexer makes it after the checks; until then SQLite answers)."""
+        if self._rows is None:
+            self._rows = dict(zip(self.ids, range(len(self.ids)), strict=True))
+
     def read(self, a: int, b: int):
         """Rows [a, b) as float32, read from the file (pread), not through the mapping."""
         width = self.dim * 4
@@ -368,8 +374,8 @@ class _Matrix:
         if not self.count or q.shape[0] != self.dim:
             return {}, list(ids)
         rows = self._rows
-        if rows is None:
-            self._rows = rows = {item_id: i for i, item_id in enumerate(self.ids)}
+        if rows is None:  # not on a caller's path: a 100k-entry dict is ~0.1 s of CPU (the indexer makes it)
+            return {}, list(ids)
         spans = [self.parts[p] for p in parts if p in self.parts]
         changed = {c["item_id"] for c in store.changes_after(self.seq)}
         found: list[tuple[str, int]] = []
