@@ -10,6 +10,10 @@ have exactly the size its header says, reflect a change the store still holds wi
 store restored from a backup, or rebuilt, is not matched with a newer file), be made by the current model, and a
 few sampled rows must equal the stored vectors. Anything else: the file is ignored and rewritten. Changes after
 its sequence (the tail) are scored exactly from SQLite at query time, like the dense index's unreplayed tail.
+
+Large partitions are searched through their compact exact scan (core/indexes/compact.py), built by the indexer
+once the file is checked; rows are otherwise read with pread where a whole partition is not scanned, so the
+owner's RSS does not keep the float32 pages it touched (issue 22, third pass).
 """
 
 from __future__ import annotations
