@@ -143,3 +143,24 @@ def _mapped_rss_kb(path) -> int:
         elif inside and line.startswith("Rss:"):
             total += int(line.split()[1])
     return total
+
+
+def test_a_failed_build_leaves_the_float32_scan(home, locomo, real_embedder, monkeypatch):
+    """The compact scan is an optimisation: when its build fails (an onnxruntime without the operator, memory),
+    the partition is scanned in float32 as before, the failure is logged once, not retried for that file."""
+    texts, vecs, queries = locomo
+    monkeypatch.setattr(compact, "MIN_ROWS", 1000)
+    calls = []
+    monkeypatch.setattr(compact, "build", lambda *a, **k: calls.append(1) or (_ for _ in ()).throw(
+        RuntimeError("no MatMulInteger here")))
+    store = _store_with(home, texts, vecs, real_embedder.model_id)
+    try:
+        vf = VectorFile(home / "cache", store, real_embedder.model_id)
+        vf.write()
+        assert vf.ensure_compact() == 0 and vf.ensure_compact() == 0 and calls == [1]
+        got, _ = vf.search(["p-p1"], queries[0], 5)
+        want = np.argsort(-(vecs @ queries[0]), kind="stable")[:5]
+        m = vf.matrix()
+        assert {m.ids.index(i) for i in got} == set(want.tolist())
+    finally:
+        store.close()

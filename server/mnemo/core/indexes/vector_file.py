@@ -242,9 +242,14 @@ class VectorFile:
         m.index_rows()
         built = 0
         for part, (a, b) in sorted(m.parts.items()):
-            if b - a >= compact.MIN_ROWS and part not in m.compact:
+            if b - a >= compact.MIN_ROWS and part not in m.compact and part not in m.compact_failed:
                 m.trim(a, b)  # before too: the build's own peak should not come on top of the scanned pages
-                m.compact[part] = compact.build(m.read, a, b - a, m.dim)
+                try:
+                    m.compact[part] = compact.build(m.read, a, b - a, m.dim)
+                except Exception as exc:  # noqa: BLE001 - an optimisation: the float32 scan answers the same
+                    m.compact_failed.add(part)
+                    log.warning("no compact exact scan of %s (%s); it is scanned in float32", part, exc)
+                    continue
                 m.trim(a, b)
                 built += 1
                 log.info("compact exact scan of %s: %d rows", part, b - a)
@@ -290,6 +295,7 @@ class _Matrix:
         self.path = path
         self.data_at = int(header["data_at"])
         self.compact: dict[str, compact.CompactScan] = {}  # partition -> its compact exact scan (ensure_compact)
+        self.compact_failed: set[str] = set()  # partitions whose build failed (not retried for this file)
         self._fd = -1  # for pread: the file this matrix maps, even after a rewrite renamed another over it
         if self.count and self.dim:
             with open(path, "rb") as f:
