@@ -1,6 +1,6 @@
 """Owner cold start on an indexed store, one or several source trees alternating (old vs new in one sitting):
 spawn -> first recall answer (wall), the owner's CPU time (user+sys, every thread) at that answer and 3 s later
-(what its start costs in all), and its RSS then. On a loaded machine the CPU figures compare where the wall clock
+(what its start costs in all), and its RSS then (now and at its peak). On a loaded machine the CPU figures compare where the wall clock
 cannot.
 
     python bench/owner_start.py --sizes 1000,10000 --reps 3 --trees new=server,old=/tmp/old/server
@@ -30,9 +30,10 @@ def cpu_ms(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """The process's resident memory now (VmRSS) or at its peak (VmHWM), in MB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return 0.0
 
@@ -81,7 +82,8 @@ def main() -> int:
                 at_answer = cpu_ms(pid)
                 time.sleep(3)
                 row = {"wall_ms": round(wall), "cpu_at_answer_ms": round(at_answer), "cpu_3s_ms": round(cpu_ms(pid)),
-                       "rss_mb": round(rss_mb(pid), 1), "cards": len(cards),
+                       "rss_mb": round(rss_mb(pid), 1), "peak_rss_mb": round(rss_mb(pid, "VmHWM"), 1),
+                       "cards": len(cards),
                        "load_1m": float(Path("/proc/loadavg").read_text().split()[0])}
                 svc.shutdown()
                 runs.setdefault(f"{name} {n}", []).append(row)

@@ -17,9 +17,9 @@ SHARED_DATA = Path(os.environ.get("MNEMO_SHARED_DATA") or REPO.parent / "shared"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-# The owner opens chroma only for a partition of more than 20,000 vectors (`ann_min_rows`); the tests' stores are
+# The owner opens chroma only for a partition of more than 200,000 vectors (`ann_min_rows`); the tests' stores are
 # small, so by default they open it anyway and keep testing the ANN index (its replay, damage, rebuilds). The small-
-# store path is tested with the setting at its default (tests/unit/test_write_cost.py); MNEMO_ANN_MIN_ROWS=20000
+# store path is tested with the setting at its default (tests/unit/test_write_cost.py); MNEMO_ANN_MIN_ROWS=200000
 # runs any test that way.
 os.environ.setdefault("MNEMO_ANN_MIN_ROWS", "0")
 

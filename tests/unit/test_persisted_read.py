@@ -57,6 +57,34 @@ def test_partition_dump_round_trip_scores_the_same():
     assert back.slot == idx.slot and back.n_alive == idx.n_alive
 
 
+def test_loaded_postings_are_made_on_first_use_and_dump_the_same():
+    """Issue 22, third pass: a loaded partition makes a term's arrays when a query (or a new note) first needs
+    them, not all ~100k at load; adding notes to a loaded partition, then saving it again, gives the bytes of the
+    same partition built in memory."""
+    rng = random.Random(7)
+    notes = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 12))) + f" ticket{i}" for i in range(200)]
+    built = PartitionIndex()
+    for i, t in enumerate(notes[:150]):
+        built.add(f"d{i}", tokenize(t))
+    back = PartitionIndex.undump(*built.dump())
+    assert len(back.postings._made) == 0 and len(back.postings) == len(built.postings)
+    q = tokenize("redis cache ticket3")
+    assert back.search(q, 10) == built.search(q, 10)
+    assert set(back.postings._made) == {t for t in q if t in built.postings}  # only what the query read
+    for i, t in enumerate(notes[150:], start=150):  # known and new terms
+        built.add(f"d{i}", tokenize(t))
+        back.add(f"d{i}", tokenize(t))
+    head_b, sections_b = back.dump()
+    head_a, sections_a = built.dump()
+    a = PartitionIndex.undump(head_a, sections_a)
+    b = PartitionIndex.undump(head_b, sections_b)
+    assert {t: (a.postings[t][0].tolist(), a.postings[t][1].tolist()) for t in a.postings} == {
+        t: (b.postings[t][0].tolist(), b.postings[t][1].tolist()) for t in b.postings}
+    for _ in range(20):
+        q = tokenize(" ".join(rng.sample(WORDS, 3)))
+        assert back.search(q, 20) == built.search(q, 20)
+
+
 def test_saved_keywords_load_and_follow_later_changes(home, hash_embedder, ctx):
     engine = Engine(home, embedder=hash_embedder, start_indexer=False)
     ids = fill(engine, ctx, 40)
@@ -228,6 +256,13 @@ def test_scores_of_given_items_come_from_the_file_and_its_tail_from_sqlite(home,
         real_vectors = engine.store.vectors
         monkeypatch.setattr(engine.store, "vectors", lambda ids_, *a, **k: read.append(list(ids_)) or
                             real_vectors(ids_, *a, **k))
+        # before the indexer made the file's id -> row map, SQLite answers (no 100k-entry dict on a query's path)
+        first = dense_search(engine, [proj, "g"], q, 10, ids=asked).scores
+        assert read == [asked] and first == pytest.approx(dict(exact_scores(engine.store, [proj, "g"], q,
+                                                                              ids=asked)), abs=1e-6)
+        read.clear()
+        engine.vector_file().verify()  # the indexer's steps after the start: its checks, then the map (and any
+        engine.vector_file().ensure_compact()  # compact scan: none at this size)
         got = dense_search(engine, [proj, "g"], q, 10, ids=asked).scores
         assert read == []  # every one from the file
         assert got == pytest.approx(dict(exact_scores(engine.store, [proj, "g"], q, ids=asked)), abs=1e-6)

@@ -259,12 +259,16 @@ class Engine:
                     self._vector_file = vf = VectorFile(self.cache_dir, self.store, self.model_id)
         return vf
 
-    def persist(self, force: bool = False) -> None:
-        """Rewrite the vector file and the keyword postings when enough changes have gone by (`force`: any)."""
-        wrote = self.vector_file().refresh(any_tail=force)
+    def persist(self, force: bool = False, compact: bool = True) -> None:
+        """Rewrite the vector file and the keyword postings when enough changes have gone by (`force`: any), and
+        give the large partitions of the vector file their compact exact scan (not at the owner's last step)."""
+        vf = self.vector_file()
+        wrote = vf.refresh(any_tail=force)
         saved = self.keywords.saved_seq
         if wrote or saved is None or (force and saved != self.store.max_seq()):
             self.keywords.save()
+        if compact:
+            vf.ensure_compact()
 
     # -- team server -----------------------------------------------------------------------------------------
     def team(self) -> TeamClient | None:
@@ -505,7 +509,7 @@ class Engine:
             pass
         try:  # the next owner starts from files that hold every change
             if self._vector_file is not None and not self.store.damage:
-                self.persist(force=True)
+                self.persist(force=True, compact=False)
         except Exception as exc:  # noqa: BLE001
             log.warning("could not write %s: %s", self.cache_dir, exc)
         if self.index is not None:

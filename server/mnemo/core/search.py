@@ -103,8 +103,10 @@ class Light:
 
 
 # -- the dense search ------------------------------------------------------------------------------------------
-# Partitions up to this many rows are searched exactly in the vector file even when chroma is ready: a float32
-# product over them costs less than an HNSW query through chroma (docs/benchmarks.md).
+# Partitions up to this many rows (or `ann_min_rows`, when larger) are searched exactly in the vector file even
+# when chroma is ready for a larger one: a float32 product over them costs less than an HNSW query through chroma,
+# and up to `ann_min_rows` the vector file's compact scan (core/indexes/compact.py) stays under the exact float32
+# scan at a third of chroma's memory (docs/benchmarks.md).
 EXACT_ROWS = 20000
 
 @dataclass
@@ -118,8 +120,8 @@ def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequen
     """Cosines of `qvec` in the given partitions: with `ids`, exactly, for those items only; otherwise the top `k`
     of each partition, plus every item changed after what the answering index reflects (scored exactly from
     SQLite, so nothing acknowledged is ever unfindable). The answering index: the persisted vector file
-    (core/indexes/vector_file.py, exact) when its partitions are small enough for an exact product to beat the ANN index
-    (`EXACT_ROWS`) or while the ANN index is not ready; else chroma's ANN index. When chroma fails it is marked
+    (core/indexes/vector_file.py, exact) when its partitions hold no more than `ann_min_rows` rows (at least
+    `EXACT_ROWS`) or while the ANN index is not ready; else chroma's ANN index. When chroma fails it is marked
     broken and rebuilt in the background; without either, the stored vectors are scanned. Store errors
     propagate."""
     store = engine.store
@@ -133,7 +135,7 @@ def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequen
         return DenseHits(by_id, False)
     index = engine.index
     vf = engine.vector_file()
-    if index is not None and index.ready and not index.dormant and not vf.small(parts, EXACT_ROWS):
+    if index is not None and index.ready and not index.dormant and not vf.small(parts, max(EXACT_ROWS, index.threshold)):
         seq = index.indexed_seq
         scores: dict[str, float] = {}
         try:

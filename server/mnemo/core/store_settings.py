@@ -126,9 +126,10 @@ KEYS: dict[str, Key] = {k.name: k for k in (
         "commas"),
     Key("embed_threads", "MNEMO_EMBED_THREADS", int, 1, "threads of one embedding call", minimum=1, maximum=64,
         applies="restart"),
-    Key("ann_min_rows", "MNEMO_ANN_MIN_ROWS", int, 20000, "the owner opens chroma's ANN index only once a partition "
-        "holds more vectors than this; smaller ones are searched exactly in the mapped vector file (0: always "
-        "open it)", minimum=0, maximum=100_000_000, applies="restart"),
+    Key("ann_min_rows", "MNEMO_ANN_MIN_ROWS", int, 200_000, "the owner opens chroma's ANN index only once a "
+        "partition holds more vectors than this; smaller ones are searched exactly in the mapped vector file (an "
+        "int8 copy of large partitions, the candidates re-scored in float32; 0: always open it)", minimum=0,
+        maximum=100_000_000, applies="restart"),
 )}
 
 # Read from the owner's own environment only (limits, paths, test knobs): a client's value cannot reach a running

@@ -41,6 +41,7 @@ class DenseIndex:
         self.store = store
         self.model_id = model_id
         self.min_rows = int(min_rows)
+        self.threshold = self.min_rows  # the setting (min_rows drops to 0 once a partition outgrew it)
         self.dormant = False
         self._client = None
         self._collections: dict[str, object] = {}

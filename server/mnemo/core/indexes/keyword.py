@@ -32,6 +32,65 @@ MAGIC = b"MNEMOKW1"
 SYNC_BUILD_LIMIT = 20000  # partitions up to this size are built on first use (~0.3 s)
 
 
+class Postings:
+    """term -> (slots, term frequencies): a dict whose entries loaded from a saved file are made on first use. A
+    100k-note partition holds ~100k terms: making two arrays for each at load cost ~0.5 s of CPU on the first
+    query's path (issue 22, third pass); a query reads a handful of them."""
+
+    __slots__ = ("_made", "_saved", "_starts", "_lens", "_docs", "_tfs")
+
+    def __init__(self) -> None:
+        self._made: dict[str, tuple[array, array]] = {}
+        self._saved: dict[str, int] = {}  # term -> its number in _starts / _lens (postings in _docs / _tfs)
+        self._starts = array("q")
+        self._lens = array("i")
+        self._docs = memoryview(b"")
+        self._tfs = memoryview(b"")
+
+    @classmethod
+    def saved(cls, terms: list[str], lens: array, docs: bytes, tfs: bytes) -> Postings:
+        from itertools import accumulate
+
+        p = cls()
+        p._saved = dict(zip(terms, range(len(terms)), strict=True))  # C loops only: no Python loop per term
+        p._starts = array("q", accumulate(lens, initial=0))
+        p._lens = lens
+        p._docs, p._tfs = memoryview(docs), memoryview(tfs)
+        return p
+
+    def get(self, term: str) -> tuple[array, array] | None:
+        plist = self._made.get(term)
+        if plist is None:
+            i = self._saved.pop(term, None)
+            if i is None:
+                return None
+            at, ln = self._starts[i], self._lens[i]
+            d, f = array("i"), array("f")
+            d.frombytes(self._docs[at * 4:(at + ln) * 4])  # array(code, memoryview) would read single bytes
+            f.frombytes(self._tfs[at * 4:(at + ln) * 4])
+            plist = self._made.setdefault(term, (d, f))
+        return plist
+
+    def __getitem__(self, term: str) -> tuple[array, array]:
+        plist = self.get(term)
+        if plist is None:
+            raise KeyError(term)
+        return plist
+
+    def __setitem__(self, term: str, plist: tuple[array, array]) -> None:
+        self._saved.pop(term, None)
+        self._made[term] = plist
+
+    def __contains__(self, term: object) -> bool:
+        return term in self._made or term in self._saved
+
+    def __len__(self) -> int:
+        return len(self._made) + len(self._saved)
+
+    def __iter__(self):
+        return iter([*self._made, *self._saved])
+
+
 class PartitionIndex:
     """BM25 over the items of one partition. Removal marks a slot dead; dead postings are skipped, and the
     partition is rebuilt when more than a third of its slots are dead."""
@@ -41,7 +100,7 @@ class PartitionIndex:
         self.slot: dict[str, int] = {}
         self.doc_len = array("f")
         self.alive = bytearray()
-        self.postings: dict[str, tuple[array, array]] = {}
+        self.postings = Postings()
         self.total_len = 0.0
         self.n_alive = 0
 
@@ -96,17 +155,17 @@ class PartitionIndex:
         if not (len(idx.ids) == len(idx.doc_len) == len(idx.alive) == n and len(terms) == len(lens) == n_terms
                 and sum(lens) * 4 == len(docs_b) == len(tfs_b)):
             raise ValueError("keyword sections do not fit together")
-        docs, tfs = memoryview(docs_b), memoryview(tfs_b)
-        at = 0
-        for term, ln in zip(terms, lens, strict=True):
-            d, f = array("i"), array("f")
-            d.frombytes(docs[at * 4:(at + ln) * 4])  # array(code, memoryview) would read single bytes
-            f.frombytes(tfs[at * 4:(at + ln) * 4])
-            idx.postings[term] = (d, f)
-            at += ln
-        if len(docs_b) and (min(array("i", docs_b)) < 0 or max(array("i", docs_b)) >= n):
-            raise ValueError("a posting points outside the partition")
-        idx.slot = {item_id: s for s, item_id in enumerate(idx.ids) if idx.alive[s]}
+        if len(docs_b):
+            import numpy as np
+
+            slots = np.frombuffer(docs_b, dtype=np.int32)
+            if int(slots.min()) < 0 or int(slots.max()) >= n:
+                raise ValueError("a posting points outside the partition")
+        idx.postings = Postings.saved(terms, lens, docs_b, tfs_b)  # each term's arrays made on first use
+        if idx.alive.count(1) == n:  # no dead slot: one C loop
+            idx.slot = dict(zip(idx.ids, range(n), strict=True))
+        else:
+            idx.slot = {item_id: s for s, item_id in enumerate(idx.ids) if idx.alive[s]}
         idx.total_len, idx.n_alive = float(head["total_len"]), int(head["n_alive"])
         if idx.n_alive != len(idx.slot):
             raise ValueError("keyword alive count does not match")

@@ -10,12 +10,17 @@ have exactly the size its header says, reflect a change the store still holds wi
 store restored from a backup, or rebuilt, is not matched with a newer file), be made by the current model, and a
 few sampled rows must equal the stored vectors. Anything else: the file is ignored and rewritten. Changes after
 its sequence (the tail) are scored exactly from SQLite at query time, like the dense index's unreplayed tail.
+
+Large partitions are searched through their compact exact scan (core/indexes/compact.py), built by the indexer
+once the file is checked; rows are otherwise read with pread where a whole partition is not scanned, so the
+owner's RSS does not keep the float32 pages it touched (issue 22, third pass).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import mmap
 import os
 import shutil
 import threading
@@ -23,6 +28,7 @@ import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
+from mnemo.core.indexes import compact
 from mnemo.core.store import Store
 
 log = logging.getLogger("mnemo.vector_file")
@@ -146,7 +152,7 @@ class VectorFile:
         parts: dict[str, list[int]] = {}
         ids: list[str] = []
         crc = 0
-        step = 8192
+        step = 1024  # rows per read (see verify)
         for part in sorted(set(m.parts) | set(fresh)):
             start = len(ids)
             a, b = m.parts.get(part, (0, 0))
@@ -155,7 +161,9 @@ class VectorFile:
                 keep = [i for i in range(lo, hi) if m.ids[i] not in changed]
                 if not keep:
                     continue
-                block = m.mat[lo:hi] if len(keep) == hi - lo else m.mat[np.asarray(keep)]
+                block = m.read(lo, hi)  # pread, not the mapping: a rewrite leaves no pages in the owner's RSS
+                if len(keep) != hi - lo:
+                    block = block[np.asarray(keep) - lo]
                 data = np.ascontiguousarray(block, dtype=np.float32).tobytes()
                 out.write(data)
                 crc = zlib.crc32(data, crc)
@@ -205,14 +213,15 @@ class VectorFile:
 
     def verify(self) -> bool:
         """Check every row against the file's checksum (the indexer thread, once after start: the open checks
-        only sample rows); a file that fails is dropped and rewritten. False when it failed."""
+        only sample rows); a file that fails is dropped and rewritten. False when it failed. The rows are read
+        from the file, not through the mapping (whose pages would stay in the owner's RSS)."""
         m = self.matrix()
         if m is None or m.verified:
             return True
         crc = 0
-        step = 4096
+        step = 512  # small reads: a freed buffer of several MB stays in the allocator's arena (the owner's RSS)
         for a in range(0, m.count, step):
-            crc = zlib.crc32(m.mat[a:a + step].tobytes(), crc)
+            crc = zlib.crc32(m.read(a, min(m.count, a + step)), crc)
         if crc == m.crc:
             m.verified = True
             return True
@@ -222,6 +231,29 @@ class VectorFile:
                 self._loaded, self.last_problem = None, "checksum mismatch"
         self.path.unlink(missing_ok=True)
         return False
+
+    def ensure_compact(self) -> int:
+        """Give every partition of at least `compact.MIN_ROWS` rows of the checked file its compact exact scan
+        (core/indexes/compact.py), then drop the float32 pages the mapping holds for them (the first queries
+        scanned them); the indexer's step. Returns how many partitions it built."""
+        m = self.matrix()
+        if m is None or not m.verified:
+            return 0
+        m.index_rows()
+        built = 0
+        for part, (a, b) in sorted(m.parts.items()):
+            if b - a >= compact.MIN_ROWS and part not in m.compact and part not in m.compact_failed:
+                m.trim(a, b)  # before too: the build's own peak should not come on top of the scanned pages
+                try:
+                    m.compact[part] = compact.build(m.read, a, b - a, m.dim)
+                except Exception as exc:  # noqa: BLE001 - an optimisation: the float32 scan answers the same
+                    m.compact_failed.add(part)
+                    log.warning("no compact exact scan of %s (%s); it is scanned in float32", part, exc)
+                    continue
+                m.trim(a, b)
+                built += 1
+                log.info("compact exact scan of %s: %d rows", part, b - a)
+        return built
 
     # -- query -----------------------------------------------------------------------------------------------
     def small(self, parts: Sequence[str], rows: int) -> bool:
@@ -260,11 +292,56 @@ class _Matrix:
         self.ids = ids
         self._rows: dict[str, int] | None = None  # id -> row, built on the first `scores_for`
         self._np = np
+        self.path = path
+        self.data_at = int(header["data_at"])
+        self.compact: dict[str, compact.CompactScan] = {}  # partition -> its compact exact scan (ensure_compact)
+        self.compact_failed: set[str] = set()  # partitions whose build failed (not retried for this file)
+        self._fd = -1  # for pread: the file this matrix maps, even after a rewrite renamed another over it
         if self.count and self.dim:
-            self.mat = np.memmap(path, dtype=np.float32, mode="r", offset=int(header["data_at"]),
-                                 shape=(self.count, self.dim))
+            with open(path, "rb") as f:
+                self.mat = np.memmap(f, dtype=np.float32, mode="r", offset=self.data_at,
+                                     shape=(self.count, self.dim))
+                self._fd = os.dup(f.fileno())
         else:
             self.mat = np.zeros((0, max(self.dim, 1)), dtype=np.float32)
+
+    def __del__(self):
+        fd, self._fd = getattr(self, "_fd", -1), -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def index_rows(self) -> None:
+        """The id -> row map `scores_for` reads (the indexer makes it after the checks; until then SQLite answers)."""
+        if self._rows is None:
+            self._rows = dict(zip(self.ids, range(len(self.ids)), strict=True))
+
+    def read(self, a: int, b: int):
+        """Rows [a, b) as float32, read from the file (pread), not through the mapping."""
+        width = self.dim * 4
+        buf = os.pread(self._fd, (b - a) * width, self.data_at + a * width)
+        if len(buf) != (b - a) * width:
+            raise OSError(f"{self.path}: shorter than its header says")
+        return self._np.frombuffer(buf, dtype=self._np.float32).reshape(b - a, self.dim)
+
+    def trim(self, a: int, b: int) -> None:
+        """Drop the mapping's resident pages of rows [a, b) (they are re-read from the page cache if touched
+        again): a partition served by its compact scan keeps no float32 pages in the owner's RSS."""
+        mm = getattr(self.mat, "_mmap", None)
+        if mm is None:
+            return
+        base = self.data_at % mmap.ALLOCATIONGRANULARITY  # where np.memmap's array starts in its mapping
+        lo = base + a * self.dim * 4
+        hi = base + b * self.dim * 4
+        lo = -(-lo // mmap.PAGESIZE) * mmap.PAGESIZE
+        hi = hi // mmap.PAGESIZE * mmap.PAGESIZE
+        if hi > lo:
+            try:
+                mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+            except (OSError, ValueError, AttributeError):
+                pass
 
     def search(self, parts: Sequence[str], qvec, k: int, store: Store) -> tuple[dict[str, float], list] | None:
         np = self._np
@@ -278,14 +355,25 @@ class _Matrix:
             a, b = self.parts.get(part, (0, 0))
             if b <= a:
                 continue
-            # einsum's own loop, not BLAS: a threaded gemv is ~20x slower when the cores are busy (docs/benchmarks.md)
-            sims = np.einsum("ij,j->i", self.mat[a:b], q)
             want = min(b - a, k + len(changed))
-            top = np.argpartition(-sims, want - 1)[:want] if want < b - a else np.arange(b - a)
-            for i in top.tolist():
+            scan = self.compact.get(part)
+            if scan is not None and want < b - a:
+                # the compact scan's candidates (a superset of the float32 top `want`), re-scored in float32
+                rows = scan.candidates(q, want)
+                # einsum like the float32 scan below: the same cosines to the last bit, whichever path answers
+                sims = np.einsum("ij,j->i", compact.pread_rows(self._fd, self.data_at, self.dim, rows + a), q)
+                top = np.argpartition(-sims, want - 1)[:want] if want < len(rows) else np.arange(len(rows))
+                pairs = ((int(rows[i]), sims[i]) for i in top.tolist())
+            else:
+                # einsum's own loop, not BLAS: a threaded gemv is ~20x slower when the cores are busy
+                # (docs/benchmarks.md)
+                sims = np.einsum("ij,j->i", self.mat[a:b], q)
+                top = np.argpartition(-sims, want - 1)[:want] if want < b - a else np.arange(b - a)
+                pairs = ((i, sims[i]) for i in top.tolist())
+            for i, sim in pairs:
                 item_id = self.ids[a + i]
                 if item_id not in changed:
-                    out[item_id] = float(sims[i])
+                    out[item_id] = float(sim)
         return out, tail
 
 
@@ -296,8 +384,8 @@ class _Matrix:
         if not self.count or q.shape[0] != self.dim:
             return {}, list(ids)
         rows = self._rows
-        if rows is None:
-            self._rows = rows = {item_id: i for i, item_id in enumerate(self.ids)}
+        if rows is None:  # not on a caller's path: a 100k-entry dict is ~0.1 s of CPU (the indexer makes it)
+            return {}, list(ids)
         spans = [self.parts[p] for p in parts if p in self.parts]
         changed = {c["item_id"] for c in store.changes_after(self.seq)}
         found: list[tuple[str, int]] = []
@@ -310,7 +398,8 @@ class _Matrix:
                 rest.append(item_id)
         if not found:
             return {}, rest
-        sims = self.mat[[row for _, row in found]] @ q
+        found.sort(key=lambda f: f[1])  # pread, not the mapping (its touched pages would stay in the RSS)
+        sims = compact.pread_rows(self._fd, self.data_at, self.dim, np.asarray([row for _, row in found])) @ q
         return {item_id: float(v) for (item_id, _), v in zip(found, sims.tolist(), strict=True)}, rest
 
 

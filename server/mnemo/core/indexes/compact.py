@@ -1,0 +1,180 @@
+"""The exact search of a large partition over a compact copy of its vectors (issue 22, third pass).
+
+A float32 scan of a 100k-row partition reads 154 MB per query (~13 ms here) and keeps those pages resident in the
+owner; chroma's HNSW index answers faster but holds ~400 MB more. This scan keeps the partition's rows as int8
+(one scale per row: 384 bytes a row), and scores them with onnxruntime's integer matrix product (the int8 weights
+prepacked once, one thread: ~1.3 ms for 100k rows), the query quantized to uint8. The int8 score of a row differs
+from its float32 cosine by at most `bound` (computed per query from the two quantization steps), so every row
+whose int8 score comes within twice that bound of the k-th best is re-scored in float32 from the vector file: the
+top k returned is the float32 exact scan's, provably, not an approximation (tests/unit/test_compact_scan.py checks
+it on real MiniLM vectors). Typically a few hundred rows are re-scored.
+
+onnxruntime is the embedder's runtime, loaded in the owner anyway. The model (one `MatMulInteger` node with the
+weights as an initializer) is written here as protobuf bytes: importing the `onnx` package to build it costs ~1.5 s
+of CPU (ml_dtypes), more than everything else this does. The test checks the bytes with `onnx.checker`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # numpy is imported where it is used (the CLI imports this module through vector_file)
+    import numpy as np
+
+# A partition with at least this many rows gets a compact scan once the vector file is checked; smaller ones are
+# scanned in float32: below ~20k rows that scan (~1 ms of CPU) costs no more than the compact one with its re-scoring
+# reads, and the session holds more than the float32 pages it would spare (docs/benchmarks.md).
+MIN_ROWS = 20000
+SLACK = 1e-4  # float32 rounding of the approximate and of the exact scores (both ~1e-6 here): far above both
+
+
+class CompactScan:
+    """The int8 copy of rows [start, start + n) of a vector file, scored by one onnxruntime session (`build`)."""
+
+    def __init__(self, weights_t: np.ndarray, scales: np.ndarray, max_l1: float, start: int):
+        """`weights_t`: the int8 rows transposed (dim x n), handed to onnxruntime without a copy (an external
+        initializer) and prepacked by it once; `scales`: float32 per row (row ~= scale * int8 row); `max_l1`: the
+        largest L1 norm of a dequantized row (it bounds what the query's quantization can move a score)."""
+        import numpy as np
+        import onnxruntime as ort
+
+        dim, n = weights_t.shape
+        self.start, self.n, self.dim = start, n, dim
+        self.scales = np.ascontiguousarray(scales, dtype=np.float32)
+        self.max_scale = float(self.scales.max()) if n else 0.0
+        self.max_l1 = float(max_l1)
+        self._weights = np.ascontiguousarray(weights_t, dtype=np.int8)  # must outlive the session
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        so.inter_op_num_threads = 1
+        so.log_severity_level = 3
+        self._value = ort.OrtValue.ortvalue_from_numpy(self._weights)
+        so.add_external_initializers(["W"], [self._value])
+        self._session = ort.InferenceSession(matmul_integer_model(dim, n), so, providers=["CPUExecutionProvider"])
+
+    def approx(self, q: np.ndarray) -> tuple[np.ndarray, float]:
+        """(approximate cosines of every row, the bound on their error) for the float32 query `q`."""
+        import numpy as np
+
+        lo, hi = min(0.0, float(q.min())), max(0.0, float(q.max()))
+        step = (hi - lo) / 255.0
+        if step == 0.0:
+            return np.zeros(self.n, dtype=np.float32), SLACK
+        zero = int(np.clip(np.round(-lo / step), 0, 255))
+        qq = np.clip(np.round(q / step) + zero, 0, 255)
+        q_err = float(np.abs(q - (qq - zero) * step).max())
+        y = self._session.run(None, {"q": qq.astype(np.uint8)[None, :], "z": np.array(zero, dtype=np.uint8)})[0][0]
+        scores = y.astype(np.float32) * (self.scales * np.float32(step))
+        # |v.q - s*v8.q'| <= |(v - s*v8).q| + |s*v8.(q - q')| <= (s/2)*|q|_1 + |q - q'|_inf * |s*v8|_1
+        bound = self.max_scale / 2 * float(np.abs(q).sum()) + q_err * self.max_l1 + SLACK
+        return scores, bound
+
+    def candidates(self, q: np.ndarray, want: int) -> np.ndarray:
+        """Row offsets (within the partition) that hold the float32 top `want`: every row whose approximate score
+        is within 2 * bound of the `want`-th best approximate score. Proof: the `want` best approximate rows all
+        score >= kth - bound exactly, so the `want`-th best exact score is >= kth - bound; a row of the exact top
+        `want` then scores >= kth - 2 * bound approximately."""
+        import numpy as np
+
+        scores, bound = self.approx(q)
+        if want >= self.n:
+            return np.arange(self.n)
+        kth = float(np.partition(scores, self.n - want)[self.n - want])
+        return np.flatnonzero(scores >= kth - 2 * bound)
+
+
+def build(read_rows, start: int, n: int, dim: int, chunk: int = 1024) -> CompactScan:
+    """A `CompactScan` of rows [start, start + n), read in chunks by `read_rows(a, b)` (float32, b - a x dim)."""
+    import numpy as np
+
+    weights_t = np.empty((dim, n), dtype=np.int8)
+    scales = np.empty(n, dtype=np.float32)
+    max_l1 = 0.0
+    for a in range(0, n, chunk):
+        b = min(n, a + chunk)
+        rows, s = quantize(read_rows(start + a, start + b))
+        weights_t[:, a:b] = rows.T
+        scales[a:b] = s
+        max_l1 = max(max_l1, float((np.abs(rows).sum(axis=1, dtype=np.int64) * s).max()))
+    return CompactScan(weights_t, scales, max_l1, start)
+
+
+def quantize(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8 rows, one scale each (the row's largest magnitude maps to 127)."""
+    import numpy as np
+
+    peak = np.abs(rows).max(axis=1)
+    scales = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+    q = np.clip(np.round(rows / scales[:, None]), -127, 127).astype(np.int8)
+    return q, scales
+
+
+# -- the model, as protobuf bytes (onnx.proto3: ModelProto, GraphProto, NodeProto, TensorProto, ValueInfoProto) --
+_UINT8, _INT8, _INT32 = 2, 3, 6
+_EXTERNAL = 1  # TensorProto.DataLocation
+
+
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _field(num: int, payload: bytes) -> bytes:  # length-delimited (wire type 2)
+    return _varint(num << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _int(num: int, v: int) -> bytes:  # varint (wire type 0)
+    return _varint(num << 3) + _varint(v)
+
+
+def _value_info(name: str, elem: int, dims: list[int | str]) -> bytes:
+    shape = b"".join(_field(1, _int(1, d) if isinstance(d, int) else _field(2, d.encode())) for d in dims)
+    tensor_type = _int(1, elem) + _field(2, shape)
+    return _field(1, name.encode()) + _field(2, _field(1, tensor_type))
+
+
+def matmul_integer_model(dim: int, n: int) -> bytes:
+    """An ONNX model computing Y[1, n] = MatMulInteger(q[1, dim] uint8, W[dim, n] int8, z uint8 scalar), W an
+    initializer whose data the session is given in memory (`add_external_initializers`): no copy of the weights
+    in the model, none parsed (a 38 MB model at 100k rows cost ~1 s and ~100 MB more at the owner's peak)."""
+    node = (_field(1, b"q") + _field(1, b"W") + _field(1, b"z") + _field(2, b"Y") + _field(3, b"scan")
+            + _field(4, b"MatMulInteger"))
+    external = _field(1, b"location") + _field(2, b"in-memory")  # StringStringEntryProto
+    tensor = _int(1, dim) + _int(1, n) + _int(2, _INT8) + _field(8, b"W") + _field(13, external) + _int(14, _EXTERNAL)
+    graph = (_field(1, node) + _field(2, b"compact_scan") + _field(5, tensor)
+             + _field(11, _value_info("q", _UINT8, [1, dim])) + _field(11, _value_info("z", _UINT8, []))
+             + _field(12, _value_info("Y", _INT32, [1, n])))
+    opset = _field(1, b"") + _int(2, 13)
+    return _int(1, 8) + _field(2, b"mnemo") + _field(7, graph) + _field(8, opset)
+
+
+def pread_rows(fd: int, data_at: int, dim: int, rows: np.ndarray) -> np.ndarray:
+    """The float32 rows `rows` (sorted) of a vector file read with pread (not through the mapping: the pages of
+    a mapping stay in the owner's RSS once touched); adjacent rows in one read."""
+    import numpy as np
+
+    out = np.empty((len(rows), dim), dtype=np.float32)
+    width = dim * 4
+    i = 0
+    rows_list = rows.tolist()
+    while i < len(rows_list):
+        j = i + 1
+        while j < len(rows_list) and rows_list[j] == rows_list[j - 1] + 1:
+            j += 1
+        buf = os.pread(fd, width * (j - i), data_at + rows_list[i] * width)
+        if len(buf) != width * (j - i):
+            raise OSError("vector file shorter than its header says")
+        out[i:j] = np.frombuffer(buf, dtype=np.float32).reshape(j - i, dim)
+        i = j
+    return out
+
+
+__all__ = ["MIN_ROWS", "CompactScan", "build", "matmul_integer_model", "pread_rows", "quantize"]

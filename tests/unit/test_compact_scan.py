@@ -1,0 +1,166 @@
+"""The compact exact scan of large partitions (core/indexes/compact.py, issue 22 third pass): int8 rows scored by
+onnxruntime, the candidates within the quantization's error bound re-scored in float32. Its top k must be the
+float32 exact scan's, on real MiniLM vectors, directly and through the vector file an owner searches."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import numpy as np
+import pytest
+
+from conftest import shared_data
+from mnemo.core.indexes import compact
+from mnemo.core.indexes.vector_file import VectorFile
+from mnemo.core.models import Memory
+from mnemo.core.store import Store
+from mnemo.core.text import content_hash
+
+
+@pytest.fixture(scope="module")
+def locomo(real_embedder):
+    """(texts, their vectors, query vectors): LoCoMo's dialogue turns and questions, embedded by the real model."""
+    turns = [json.loads(line)["text"] for line in shared_data("locomo", "locomo_turns.jsonl").open()]
+    questions = [json.loads(line)["question"] for line in shared_data("locomo", "locomo_queries.jsonl").open()]
+    texts = list(dict.fromkeys(t for t in turns if t.strip()))[:1500]
+    vecs = np.asarray(real_embedder.embed(texts), dtype=np.float32)
+    queries = np.asarray(real_embedder.embed(questions[::12][:60]), dtype=np.float32)
+    return texts, vecs, queries
+
+
+def test_model_bytes_are_a_valid_onnx_model_and_score_exactly(tmp_path):
+    """The hand-written protobuf is a valid ONNX model (checked by the onnx package, with its external weights
+    written beside it as a file), and the session computes the exact integer product of the quantized query and
+    the int8 rows given to it in memory."""
+    import onnx
+
+    (tmp_path / "model.onnx").write_bytes(compact.matmul_integer_model(4, 3))
+    (tmp_path / "in-memory").write_bytes(bytes(12))
+    onnx.checker.check_model(str(tmp_path / "model.onnx"), full_check=True)
+    model = onnx.load(str(tmp_path / "model.onnx"), load_external_data=False)
+    assert [n.op_type for n in model.graph.node] == ["MatMulInteger"]
+    w = model.graph.initializer[0]
+    assert (w.name, list(w.dims), w.data_location) == ("W", [4, 3], onnx.TensorProto.EXTERNAL)
+    rng = np.random.default_rng(3)
+    rows = rng.normal(size=(3000, 4)).astype(np.float32)
+    scan = compact.build(lambda a, b: rows[a:b], 0, len(rows), 4, chunk=700)
+    q8, s = compact.quantize(rows)
+    assert np.array_equal(scan._weights, q8.T) and np.array_equal(scan.scales, s)
+    qq = np.array([[7, 0, 255, 130]], dtype=np.uint8)
+    y = scan._session.run(None, {"q": qq, "z": np.array(128, dtype=np.uint8)})[0][0]
+    assert np.array_equal(y, ((qq.astype(np.int64) - 128) @ q8.T.astype(np.int64))[0])
+
+
+def test_top_k_equals_the_float32_exact_scan_on_real_vectors(locomo):
+    _texts, vecs, queries = locomo
+    scan = compact.build(lambda a, b: vecs[a:b], 0, len(vecs), vecs.shape[1], chunk=1000)
+    for q in queries:
+        exact = vecs @ q
+        scores, bound = scan.approx(q)
+        assert np.abs(scores - exact).max() <= bound  # the bound holds for every row
+        for k in (5, 50, 200):
+            rows = scan.candidates(q, k)
+            assert len(rows) < len(vecs) // 2  # a filter, not the whole partition
+            top = rows[np.argsort(-(vecs[rows] @ q), kind="stable")[:k]]
+            want = np.argsort(-exact, kind="stable")[:k]
+            assert set(top.tolist()) == set(want.tolist())
+
+
+def _store_with(home, texts, vecs, model_id: str) -> Store:
+    store = Store(home / "mnemo.db")
+    now = time.time()
+    with store.write() as c:
+        for i, (t, v) in enumerate(zip(texts, vecs, strict=True)):
+            m = Memory(id="mem-" + uuid.uuid4().hex[:20], text=t, type="project", kind="fact", scope="project",
+                       project_id="p1", project_name="p1", branch="main", importance=0.5, confirmations=1,
+                       created_at=now - i, updated_at=now - i, last_accessed=now - i, access_count=0,
+                       content_hash=content_hash(t), source="import", author="test")
+            store.insert_memory(c, m, v, model_id)
+    return store
+
+
+def test_vector_file_search_through_the_compact_scan_is_the_exact_one(home, locomo, real_embedder, monkeypatch):
+    """Through the vector file an owner searches: once `ensure_compact` gave the partition its int8 copy, every
+    search returns the same items with the same float32 cosines as the float32 scan of the mapped matrix, and
+    items changed after the file are still left to the caller's exact tail."""
+    texts, vecs, queries = locomo
+    monkeypatch.setattr(compact, "MIN_ROWS", 1000)
+    store = _store_with(home, texts, vecs, real_embedder.model_id)
+    try:
+        vf = VectorFile(home / "cache", store, real_embedder.model_id)
+        vf.write()
+        m = vf.matrix()
+        assert vf.ensure_compact() == 1 and set(m.compact) == {"p-p1"}
+        assert vf.ensure_compact() == 0  # built once per file
+        for q in queries[:30]:
+            for k in (5, 50):
+                got, tail = vf.search(["p-p1", "g"], q, k)
+                scan = m.compact.pop("p-p1")
+                try:
+                    want, _ = vf.search(["p-p1", "g"], q, k)
+                finally:
+                    m.compact["p-p1"] = scan
+                assert not tail and got == want and len(got) == k  # the same items, the same cosines to the bit
+        # a change after the file: the changed item is not answered from the file (the caller scores it exactly)
+        row = m.parts["p-p1"][0] + 7
+        victim, victim_vec = m.ids[row], np.array(m.read(row, row + 1)[0])
+        with store.write() as c:
+            store.delete_item(c, victim)
+        got, tail = vf.search(["p-p1"], victim_vec, 50)  # the victim's own vector: it would rank first
+        assert victim not in got and [c["item_id"] for c in tail] == [victim]
+        assert len(got) >= 50
+    finally:
+        store.close()
+
+
+def test_verify_and_compact_keep_the_float_rows_out_of_the_owner(home, locomo, real_embedder, monkeypatch):
+    """The checksum pass and the compact build read the file (pread), and a built partition's mapped pages are
+    dropped: the float32 matrix does not stay in the owner's RSS (what the 100k owner's size needs)."""
+    texts, vecs, _ = locomo
+    monkeypatch.setattr(compact, "MIN_ROWS", 1000)
+    store = _store_with(home, texts, vecs, real_embedder.model_id)
+    try:
+        VectorFile(home / "cache", store, real_embedder.model_id).write()
+        vf = VectorFile(home / "cache", store, real_embedder.model_id)  # a new owner: opens and checks it
+        m = vf.matrix()
+        assert not m.verified and vf.verify() and m.verified
+        np.einsum("ij,j->i", m.mat, vecs[0])  # a first query before the compact scan: every page touched
+        assert _mapped_rss_kb(m.path) >= vecs.nbytes // 1024 * 0.9
+        vf.ensure_compact()
+        assert _mapped_rss_kb(m.path) <= 16  # at most the pages around the partition's ends
+    finally:
+        store.close()
+
+
+def _mapped_rss_kb(path) -> int:
+    """The resident kB of this process's mappings of `path` (/proc/self/smaps)."""
+    total, inside = 0, False
+    for line in open("/proc/self/smaps"):
+        if "-" in line.split(" ", 1)[0] and len(line.split()) >= 5:
+            inside = line.rstrip().endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+def test_a_failed_build_leaves_the_float32_scan(home, locomo, real_embedder, monkeypatch):
+    """The compact scan is an optimisation: when its build fails (an onnxruntime without the operator, memory),
+    the partition is scanned in float32 as before, the failure is logged once, not retried for that file."""
+    texts, vecs, queries = locomo
+    monkeypatch.setattr(compact, "MIN_ROWS", 1000)
+    calls = []
+    monkeypatch.setattr(compact, "build", lambda *a, **k: calls.append(1) or (_ for _ in ()).throw(
+        RuntimeError("no MatMulInteger here")))
+    store = _store_with(home, texts, vecs, real_embedder.model_id)
+    try:
+        vf = VectorFile(home / "cache", store, real_embedder.model_id)
+        vf.write()
+        assert vf.ensure_compact() == 0 and vf.ensure_compact() == 0 and calls == [1]
+        got, _ = vf.search(["p-p1"], queries[0], 5)
+        m = vf.matrix()
+        rows = np.array(m.read(0, m.count))
+        assert set(got) == {m.ids[i] for i in np.argsort(-(rows @ queries[0]), kind="stable")[:5]}
+    finally:
+        store.close()
