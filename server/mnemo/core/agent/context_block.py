@@ -42,9 +42,9 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mnemo.core.agent import corrections, sessions
 from mnemo.core.agent.recent import recent_context
@@ -101,6 +101,13 @@ class Item:
     @property
     def tokens(self) -> int:
         return estimate_tokens(self.text)
+
+    @property
+    def skill(self) -> SkillPart:
+        """The part of a skill item (the fitter's skill paths hold only items whose `part` is set)."""
+        if self.part is None:
+            raise TypeError(f"{self.key} is not a skill")
+        return self.part
 
 
 @dataclass
@@ -169,7 +176,7 @@ def _fence(body: str) -> str:
     return f"{fence}markdown\n{body.strip()}\n{fence}"
 
 
-def memory_meta(m: dict[str, Any], confidence: float | None = None) -> str:
+def memory_meta(m: Mapping[str, Any], confidence: float | None = None) -> str:
     parts = [str(m.get("id") or m.get("item_id") or "")]
     kind = "/".join(str(x) for x in (m.get("type"), m.get("kind") or m.get("note_kind")) if x)
     if kind:
@@ -195,14 +202,14 @@ def memory_meta(m: dict[str, Any], confidence: float | None = None) -> str:
     return "[" + " · ".join(_clean(p) for p in parts if p) + "]"
 
 
-def _stale_where(m: dict[str, Any], fresh: dict[str, Any] | None) -> str:
+def _stale_where(m: Mapping[str, Any], fresh: dict[str, Any] | None) -> str:
     anchors = [x["anchor"] for x in (fresh or {}).get("anchors") or []] or \
         [a for a in m.get("anchors") or [] if isinstance(a, dict)]
     return ", ".join(f"`{_clean(a.get('path'))}`" + (f" › `{_clean(a['symbol'])}`" if a.get("symbol") else "")
                      for a in anchors[:3]) or "its file"
 
 
-def _memory_item(m: dict[str, Any], section: str, text: str | None = None,
+def _memory_item(m: Mapping[str, Any], section: str, text: str | None = None,
                  confidence: float | None = None, fresh: dict[str, Any] | None = None) -> Item:
     """`fresh`: the memory's anchor check on read (`freshen`), when it is anchored: a stale note carries a warning."""
     mid = str(m.get("id") or m.get("item_id"))
@@ -260,8 +267,9 @@ class SkillPart:
     def best_title(self) -> str | None:
         if not self.include or self.scores is None or self.sections is None:
             return None
+        scores = self.scores
         named = [i for i in self.include if self.sections[i].title]
-        return self.sections[max(named, key=lambda i: self.scores[i])].title if named else None
+        return self.sections[max(named, key=lambda i: scores[i])].title if named else None
 
     def reason(self) -> str:
         """Why it applies, in words (no scores: those are in the JSON and `mnemo skills activate`)."""
@@ -458,23 +466,23 @@ class _Fitter:
 
     def run(self, candidates: list[Item]) -> tuple[list[Item], list[Item], list[Item]]:
         skills = [c for c in candidates if c.part is not None]
-        candidates = self._conversation_turn(candidates, [c for c in skills if not c.part.always])
+        candidates = self._conversation_turn(candidates, [c for c in skills if not c.skill.always])
         for it in candidates:
             if it.part is None and not self._try(it):
                 self.dropped.append(it)
-        chosen = [c for c in skills if not c.part.always]
-        always = [c for c in skills if c.part.always]
+        chosen = [c for c in skills if not c.skill.always]
+        always = [c for c in skills if c.skill.always]
         self._always(always)
         partial: list[Item] = []
-        top = max((float(c.part.act.score) for c in chosen), default=0.0)
-        others = sum(1 for c in chosen[1:] if float(c.part.act.score) >= LESS_LIKELY * top)
+        top = max((float(c.skill.act.score) for c in chosen), default=0.0)
+        others = sum(1 for c in chosen[1:] if float(c.skill.act.score) >= LESS_LIKELY * top)
         if self.req.message and self.req.event in ("prompt", "context"):
             chosen = [c for c in chosen if self._wanted(c)]
             chosen = self._below_notes(chosen, candidates)
         chosen, fallbacks = self._fallbacks(chosen)
         for n, it in enumerate(chosen):
             first = n == 0
-            likely = float(it.part.act.score) >= LESS_LIKELY * top
+            likely = float(it.skill.act.score) >= LESS_LIKELY * top
             # the most probable skill goes in whole unless that leaves the other likely ones no room for their
             # best section (RESERVE_PER_LIKELY tokens each)
             room = self.limit - self.used() - (RESERVE_PER_LIKELY * others if first else 0)
@@ -515,12 +523,12 @@ class _Fitter:
         note = float(np.max(np.asarray(nv, dtype=np.float32) @ np.asarray(qv, dtype=np.float32)))
         out = []
         for c in chosen:
-            if (c.part.act.reason or "").startswith("mentioned by name") or \
+            if (c.skill.act.reason or "").startswith("mentioned by name") or \
                     c.tokens - estimate_tokens(c.ref or "") <= SMALL_RULE_SAVING:
                 out.append(c)   # named by request, or so short that naming it saves next to nothing: whole
                 continue
-            _prepare_sections(c.part, self.query, self.scorer, wait=wait)
-            best = max(c.part.cosines or [0.0]) if c.part.cosines is not None else None
+            _prepare_sections(c.skill, self.query, self.scorer, wait=wait)
+            best = max(c.skill.cosines or [0.0]) if c.skill.cosines is not None else None
             if best is None or best >= MEANING_MIN or best > note - NOTE_MARGIN:
                 out.append(c)
                 continue
@@ -540,7 +548,7 @@ class _Fitter:
             return candidates
         if not any(c.anchored for c in candidates):
             return candidates
-        if any(not (c.part.act.reason or "").startswith(FILE_DECIDES) for c in chosen):
+        if any(not (c.skill.act.reason or "").startswith(FILE_DECIDES) for c in chosen):
             return candidates            # the request chose a rule: it is a request
         try:
             score = self.scorer.conversation_score(self.req.message, wait=self.req.event == "context")
@@ -568,12 +576,13 @@ class _Fitter:
         after: list[Item] = []
         own = False
         for c in chosen:
-            starter = c.part.act.scope == "builtin" and not (c.part.act.reason or "").startswith("mentioned by name")
+            act = c.skill.act
+            starter = act.scope == "builtin" and not (act.reason or "").startswith("mentioned by name")
             if starter and own:
                 c.extra["left_out"] = "a starter skill after the project's own rule: named, not inlined"
                 after.append(c)
                 continue
-            own = own or c.part.act.scope != "builtin"
+            own = own or c.skill.act.scope != "builtin"
             out.append(c)
         return out, after
 
@@ -585,7 +594,7 @@ class _Fitter:
         the agent when it edits the file (the `pre-tool` hook)."""
         from mnemo.core.skills.result import FILE_DECIDES
 
-        part = it.part
+        part = it.skill
         if not (part.act.reason or "").startswith(FILE_DECIDES) or part.act.always:
             return True
         _prepare_sections(part, self.query, self.scorer, wait=self.req.event == "context")
@@ -607,12 +616,12 @@ class _Fitter:
             return
         fresh = [a for a in always if not self.seen(a.key)]
         for a in fresh:
-            a.part.related = _related(a.part, self.query) if self.query else 0.0
-            a.extra["related"] = round(a.part.related, 4)
+            a.skill.related = _related(a.skill, self.query) if self.query else 0.0
+            a.extra["related"] = round(a.skill.related, 4)
         total = sum(a.tokens + 1 for a in fresh)
         room = self.share * self.limit
         if total > room and self.query:
-            fresh.sort(key=lambda a: -a.part.related)
+            fresh.sort(key=lambda a: -a.skill.related)
         spent = 0
         for a in fresh:
             over = total > room
@@ -628,30 +637,31 @@ class _Fitter:
         so their share says little: "Test-Driven Development in Ruby" for a Python test request); with only a
         file, its relation (`_related`) reaches ``ALWAYS_RELATED_MIN``."""
         if self.req.message and self.req.message.strip():
-            return float((a.part.act.signals or {}).get("cosine", 0.0)) >= MEANING_MIN
-        return a.part.related >= ALWAYS_RELATED_MIN
+            return float((a.skill.act.signals or {}).get("cosine", 0.0)) >= MEANING_MIN
+        return a.skill.related >= ALWAYS_RELATED_MIN
 
     def _evict_always(self) -> bool:
         """Move the least related inlined always-on rule to the references; False when there is none."""
         cands = [it for it in self.inlined if it.part is not None and it.part.always]
         if not cands:
             return False
-        worst = min(cands, key=lambda it: it.part.related)
+        worst = min(cands, key=lambda it: it.skill.related)
         self.inlined.remove(worst)
         if not self._try_ref(worst):
             self.dropped.append(worst)
         return True
 
     def _set(self, it: Item, include: list[int] | None, cut: tuple[int, str] | None = None) -> None:
-        it.part.include, it.part.cut = include, cut
-        it.text = it.part.render()
+        part = it.skill
+        part.include, part.cut = include, cut
+        it.text = part.render()
 
     def _in_part(self, it: Item, min_score: float | None = None) -> bool:
         """The skill by its best section (and its preamble when short); False when not even a cut of it fits, or
         when its best section is less relevant than ``min_score`` (a skill after the most probable one)."""
         from mnemo.core.skills.sections import trim
 
-        part = it.part
+        part = it.skill
         # a hook answers within its timeout: sections not embedded yet are ranked by their words this time
         _prepare_sections(part, self.query, self.scorer, wait=self.req.event == "context")
         secs = part.sections or []
@@ -659,8 +669,10 @@ class _Fitter:
         body_secs = [i for i in usable if not secs[i].preamble] or usable
         if not body_secs:
             return False
-        best = max(body_secs, key=lambda i: (part.scores[i], -i))
-        if min_score is not None and self.req.message and part.scores[best] < min_score:
+        # _prepare_sections sets the scores with the sections (one per section): mypy cannot follow that
+        scores = cast("list[float]", part.scores)
+        best = max(body_secs, key=lambda i: (scores[i], -i))
+        if min_score is not None and self.req.message and scores[best] < min_score:
             return False
         pre = [i for i in usable if secs[i].preamble and secs[i].tokens <= PREAMBLE_MAX and i != best]
         self.inlined.append(it)
@@ -680,7 +692,7 @@ class _Fitter:
         return False
 
     def _extend(self, it: Item) -> None:
-        part = it.part
+        part = it.skill
         secs, scores = part.sections or [], part.scores or []
         if part.cut is not None:
             return
@@ -712,7 +724,7 @@ def fit_budget(candidates: list[Item], ctx: Context, req: Request, learned: list
 PLACE_FLAGS = frozenset({"stale_anchor"})  # about where a memory points, not what it says: it still goes in, warned
 
 
-def _injectable(m: dict[str, Any]) -> bool:
+def _injectable(m: Mapping[str, Any]) -> bool:
     return (m.get("trust") or "trusted") == "trusted" and not set(m.get("flags") or []) - PLACE_FLAGS and \
         (m.get("status") or "active") == "active"
 
@@ -860,7 +872,8 @@ def gather(engine: Engine, ctx: Context, req: Request, activate: Callable[[str |
             if req.file:
                 part("anchored memories", lambda: anchored_items(engine, ctx, req))
             at = req.file or last_file
-            part("memories", lambda: recalled_items(engine, ctx, req.message, req))
+            message = req.message  # a str here (checked above); the lambda sees this name, narrowed
+            part("memories", lambda: recalled_items(engine, ctx, message, req))
             part("skills", lambda: skill_items(activate(at, req.message), req, root=ctx.root, yields=yields,
                                                reason_file=display_path(ctx, at)))
     elif req.event == "pre-tool":
@@ -929,9 +942,10 @@ def build_context(engine: Engine, ctx: Context, **kw: Any) -> dict[str, Any]:
     inlined, refs, dropped = fitter.run(fresh)
     markdown = render(inlined, refs, ctx, req, learned) if (inlined or refs or learned) else ""
     keys = [k for it in inlined for k in fitter.keys(it)]
-    delivered = {"session": req.session, "keys": keys + [r.ref_key for r in refs if r.ref_key],
-                 "last_file": req.file if req.event in ("pre-tool", "context") else None,
-                 "reset": req.event == "session-start" and req.source in ("clear", "compact")}
+    delivered: dict[str, Any] = {  # commit's arguments (ContextBlock.delivered: confirmed with context_commit)
+        "session": req.session, "keys": keys + [r.ref_key for r in refs if r.ref_key],
+        "last_file": req.file if req.event in ("pre-tool", "context") else None,
+        "reset": req.event == "session-start" and req.source in ("clear", "compact")}
     seen = None
     if state is not None and req.commit:
         seen = commit(engine.home, **delivered)
@@ -957,7 +971,7 @@ def commit(home, session: str | None, keys: list[str], last_file: str | None = N
     if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
         raise InvalidInput("keys must be a list of strings")
     with sessions.locked():
-        state = sessions.open_session(home, session)
+        state = sessions.Session(home, session)  # open_session's Session: check_session passed a non-empty id
         if reset:
             state.reset()
         state.add(keys[: sessions.MAX_KEYS])

@@ -18,7 +18,14 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mnemo.core.api_types.results import MarkdownExport, MarkdownImport
+from mnemo.core.api_types.results import (
+    MarkdownExport,
+    MarkdownFile,
+    MarkdownImport,
+    MarkdownNew,
+    MarkdownRestored,
+    MarkdownUnreadable,
+)
 from mnemo.core.edits import edit_memory
 from mnemo.core.errors import InvalidInput, MnemoError
 from mnemo.core.lifecycle.anchors import rel_path
@@ -73,7 +80,7 @@ def export_markdown(engine: Engine, ctx: Context, path: str, scopes: list[str] |
     if out.exists() and not out.is_dir():
         raise InvalidInput(f"{path} is a file", hint="export Markdown into a directory: mnemo export --format md DIR")
     out.mkdir(parents=True, exist_ok=True)
-    files = []
+    files: list[MarkdownFile] = []
     for (scope, type_), mems in sorted(exported(engine, ctx, chosen).items()):
         name = memory_md.file_name(scope, type_)
         _write_atomic(out / name, memory_md.render_file(scope, type_, [m.to_dict() for m in mems]))
@@ -83,7 +90,7 @@ def export_markdown(engine: Engine, ctx: Context, path: str, scopes: list[str] |
 
 
 # -- import ------------------------------------------------------------------------------------------------------
-def _read_text(f: Path, unreadable: list[dict[str, str]] | None) -> str | None:
+def _read_text(f: Path, unreadable: list[MarkdownUnreadable] | None) -> str | None:
     """The file's text; a file that is not UTF-8 text (a binary file named .md) is refused with the byte and its
     offset: alone it stops the import, in a folder it is listed in `unreadable` and the other files still go in."""
     data = f.read_bytes()
@@ -98,10 +105,11 @@ def _read_text(f: Path, unreadable: list[dict[str, str]] | None) -> str | None:
     return None
 
 
-def read_files(path: str, unreadable: list[dict[str, str]] | None = None,
-               ) -> list[tuple[str, str, str, list[dict[str, Any]]]]:
+def read_files(path: str, unreadable: list[MarkdownUnreadable] | None = None,
+               ) -> list[tuple[str, str, str, list[dict[str, Any]] | None]]:
     """(file name, scope, type, entries) of `path` (a file, or the `*.md` files of a directory), all checked. A
-    folder's file that is not UTF-8 text goes to `unreadable` (when given) instead of stopping the import."""
+    folder's file that is not UTF-8 text goes to `unreadable` (when given) instead of stopping the import; another
+    Markdown file of a directory (not a memories file) has entries None."""
     p = Path(os.path.expanduser(str(path)))
     if p.is_dir():
         files = sorted(f for f in p.glob("*.md") if f.is_file())
@@ -114,7 +122,8 @@ def read_files(path: str, unreadable: list[dict[str, str]] | None = None,
     if len(files) > MAX_FILES:
         raise InvalidInput(f"{len(files)} .md files in {path}; the limit is {MAX_FILES}",
                            hint="import the files of one export (one per scope and type)")
-    out, seen = [], {}
+    out: list[tuple[str, str, str, list[dict[str, Any]] | None]] = []
+    seen: dict[str, str] = {}  # id -> file:line of its first entry
     for f in files:
         text = _read_text(f, unreadable if p.is_dir() else None)
         if text is None:
@@ -221,7 +230,7 @@ def _drafted(ctx: Context, where: str, name: str, scope: str, type_: str, e: dic
     return dataclasses.replace(mem, id=e["id"], scope=scope, branch=branch, created_at=at)
 
 
-def _restore(engine: Engine, ctx: Context, mems: list[Memory], report: dict[str, Any], wheres: list[str]) -> None:
+def _restore(engine: Engine, ctx: Context, mems: list[Memory], report: MarkdownImport, wheres: list[str]) -> None:
     """Insert memories with their ids (one transaction); the same text already here is skipped."""
     fresh = []
     for m in mems:
@@ -248,16 +257,16 @@ def _restore(engine: Engine, ctx: Context, mems: list[Memory], report: dict[str,
 
 def import_markdown(engine: Engine, ctx: Context, path: str, dry_run: bool = False) -> MarkdownImport:
     """Read exported (and perhaps edited) Markdown back; see the module's docstring. `dry_run`: plan only."""
-    unreadable: list[dict[str, str]] = []
+    unreadable: list[MarkdownUnreadable] = []
     read = read_files(path, unreadable)
-    files = [f for f in read if f[3] is not None]
+    files = [(n, s, t, entries) for n, s, t, entries in read if entries is not None]
     plan = plan_import(engine, ctx, files)
     names = {f"{n}:{e['line']}": n for n, _, _, entries in files for e in entries}
     # every entry is checked before anything is written
     checked = {w: _drafted(ctx, w, names[w], s, t, e) for w, s, t, e in plan["restore"] + plan["new"]}
     for where, _mid, _changes, type_, e in plan["edit"]:
         _drafted(ctx, where, names[where], "project", type_, e)
-    report: dict[str, Any] = {
+    report: MarkdownImport = {
         "files": [n for n, _, _, _ in files], "ignored": [n for n, _, _, e in read if e is None],
         "dry_run": bool(dry_run), "unchanged": len(plan["unchanged"]),
         "edited": [{"id": mid, "where": w, "fields": sorted(ch)} for w, mid, ch, _, _ in plan["edit"]],
@@ -277,13 +286,14 @@ def import_markdown(engine: Engine, ctx: Context, path: str, dry_run: bool = Fal
              [w for w, _, _, _ in plan["restore"]])
     for where, _scope, type_, _e in plan["new"]:
         m = checked[where]
-        res = remember(engine, ctx, m.text, type=type_, kind=m.kind, tags=m.tags, importance=m.importance,
-                       source="import", anchors=m.anchors, provenance=m.provenance)
-        report["created"].append(_unknown({"where": where, "id": res["memory"]["id"], "status": res["status"]}, _e))
+        made = remember(engine, ctx, m.text, type=type_, kind=m.kind, tags=m.tags, importance=m.importance,
+                        source="import", anchors=m.anchors, provenance=m.provenance)
+        report["created"].append(_unknown({"where": where, "id": made["memory"]["id"], "status": made["status"]},
+                                          _e))
     return report
 
 
-def _unknown(entry: dict[str, Any], e: dict[str, Any]) -> dict[str, Any]:
+def _unknown(entry: MarkdownNew, e: dict[str, Any]) -> MarkdownNew:
     """A created entry whose file named an id this store never held says so."""
     if e.get("unknown_id"):
         entry["requested_id"] = e["unknown_id"]
@@ -292,7 +302,7 @@ def _unknown(entry: dict[str, Any], e: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
-def _restored_detail(where: str, m: Memory) -> dict[str, Any]:
+def _restored_detail(where: str, m: Memory) -> MarkdownRestored:
     return {"id": m.id, "where": where, "branch": m.branch, "title": memory_md.title(m.text),
             "reason": "this store held this id before (its history or change log names it): restored with it"}
 

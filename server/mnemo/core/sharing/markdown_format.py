@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
@@ -119,7 +120,7 @@ def day(ts: float | None) -> str | None:
     return _dt.datetime.fromtimestamp(float(ts), _dt.UTC).strftime("%Y-%m-%d")
 
 
-def meta_line(m: dict[str, Any]) -> str:
+def meta_line(m: Mapping[str, Any]) -> str:
     """The compact metadata line of a memory record (`Memory.to_dict()` or a parsed entry)."""
     parts = [f"id: {enc(m['id'])}", f"kind: {enc(m.get('kind') or 'fact')}"]
     if m.get("tags"):
@@ -148,15 +149,15 @@ def unescape_body(lines: list[str]) -> str:
     return "\n".join(ln[1:] if _HEADING.match(ln) and ln.startswith("\\") else ln for ln in lines)
 
 
-def render_entry(m: dict[str, Any]) -> str:
+def render_entry(m: Mapping[str, Any]) -> str:
     return f"## {title(m['text'])}\n{meta_line(m)}\n\n{escape_body(m['text'])}"
 
 
-def sort_key(m: dict[str, Any]) -> tuple[str, str]:
+def sort_key(m: Mapping[str, Any]) -> tuple[str, str]:
     return (m.get("created") or day(m.get("created_at")) or "", m.get("id") or "")
 
 
-def render_file(scope: str, type_: str, memories: list[dict[str, Any]]) -> str:
+def render_file(scope: str, type_: str, memories: list[Mapping[str, Any]]) -> str:
     """The file of one scope and type: a header, then each memory (by creation day, then id)."""
     head = f"# Mnemo memories: scope {scope}, type {type_}\n\n{FORMAT_LINE}\n"
     blocks = [render_entry(m) for m in sorted(memories, key=sort_key)]

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import numpy as np
 
@@ -113,7 +114,7 @@ class ActivationConfig:
             raise InvalidInput(f"unknown skill activation setting(s): {', '.join(unknown)}",
                                hint=f"known: {', '.join(sorted(names))}")
         defaults = cls()
-        kw = {}
+        kw: dict[str, Any] = {}  # each value converted to its field's type below
         for k, v in d.items():
             typ = type(getattr(defaults, k))
             if typ is dict:

@@ -353,7 +353,8 @@ def keyword_evidence(ev: Evidence, idx: SkillIndex, message: str, qtok: Sequence
 
 
 def semantic_evidence(ev: Evidence, idx: SkillIndex, qv: np.ndarray, qtok: Sequence[str], candidates: int,
-                      rrf_k: int, weights: tuple[float, float], part_vectors: Sequence[np.ndarray] = ()) -> None:
+                      rrf_k: int, weights: tuple[float, float],
+                      part_vectors: Sequence[np.ndarray] | np.ndarray = ()) -> None:
     """Dense cosine and BM25 for every skill, their top-``candidates`` ranks and the ranks of their RRF fusion;
     with ``part_vectors`` (one per part of a request that asks for several things) the best cosine to one part
     and how far behind that part's best skill it is; the share of the message's words each skill's text has;

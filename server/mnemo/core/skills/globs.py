@@ -135,17 +135,18 @@ class GlobMatcher:
                 compiled.append((p, wglob.compile(body, flags=flags), negated))
             except Exception:  # a malformed pattern matches nothing (reported by the loader as a warning)
                 continue
-        suffixes: set[str] | None = set()
+        suffixes: set[str] = set()
+        open_ended = False  # a pattern that requires no literal ending: no suffix prefilter
         for raw, _m, negated in compiled:
             if negated:
-                suffixes = None  # "everything except": no literal ending required
+                open_ended = True  # "everything except": no literal ending required
                 break
             req = required_suffixes(_vscode_pattern(raw) if mode == VSCODE else raw, mode == VSCODE)
             if req is None:
-                suffixes = None
+                open_ended = True
                 break
             suffixes |= req
-        sfx = tuple(sorted(suffixes)) if suffixes else None
+        sfx = tuple(sorted(suffixes)) if suffixes and not open_ended else None
         if catch_all or not compiled:
             sfx = None
         per: list[tuple[str, ...] | None] = []

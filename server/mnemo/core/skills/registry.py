@@ -220,7 +220,8 @@ def extra_source(spec: object) -> SkillSource:
         return spec
     fmt = None
     if isinstance(spec, tuple | list):
-        spec, fmt = spec[0], spec[1]
+        pair = spec
+        spec, fmt = pair[0], pair[1]
     p = Path(str(spec)).expanduser()
     if fmt is not None and fmt not in FORMATS:
         raise ValueError(f"unknown skill format {fmt!r}; one of {', '.join(FORMATS)}")

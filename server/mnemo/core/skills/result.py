@@ -271,8 +271,9 @@ def _reason(s: Skill, by: list[str], signals: dict[str, float], matched: dict[st
             parts.append(f"glob {pat!r} matched {path} ({s.glob_mode} semantics"
                          + (f"; {shared} skills match this file, the request decides)" if shared and not file_decides
                             else ")"))
-    if "keyword" in by and matched.get("keywords"):
-        parts.append("keywords: " + ", ".join(str(k) for k in matched.get("keywords", [])))
+    keywords = matched.get("keywords")  # the list _result builds (its only caller)
+    if "keyword" in by and isinstance(keywords, list) and keywords:
+        parts.append("keywords: " + ", ".join(str(k) for k in keywords))
     if "cosine" in signals and ("semantic" in by or not parts):
         det = []
         if "dense_rank" in matched:
