@@ -27,7 +27,7 @@ status=0
 echo "==> lint (ruff)"
 .venv/bin/ruff check server tests bench || status=$?
 
-echo "==> types (mypy; settings and the modules still on the burn-down list: pyproject.toml [tool.mypy])"
+echo "==> types (mypy, every module; settings: pyproject.toml [tool.mypy])"
 .venv/bin/python -m mypy || status=$?
 
 echo "==> python tests"

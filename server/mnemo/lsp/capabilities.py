@@ -12,6 +12,8 @@ is shaped in a way pygls might reject.
 
 from __future__ import annotations
 
+from typing import Any, TypeGuard, TypeVar
+
 from mnemo import __version__
 
 SERVER_NAME = "mnemo"
@@ -84,7 +86,7 @@ def _opt(d: dict, key: str, *types: type) -> bool:
     return isinstance(value, types)
 
 
-def acceptable(params: object) -> bool:
+def acceptable(params: object) -> TypeGuard[dict[str, Any]]:
     """The InitializeParams fields pygls structures, checked strictly: an early answer is only sent for a request
     pygls will accept too (anything odd goes the slow way, where pygls answers it)."""
     if not isinstance(params, dict):
@@ -133,6 +135,9 @@ def position_encoding(caps: dict) -> str:
     return "utf-16"
 
 
+_T = TypeVar("_T")
+
+
 def _client(caps: dict, *path: str) -> object:
     """pygls' `get_capability`: the nested value, None when a level is missing or null."""
     value: object = caps
@@ -149,7 +154,7 @@ def server_capabilities(caps: dict) -> dict[str, object] | None:
     if features - _MODELLED - _NEUTRAL:
         return None
 
-    def options(method: str, default: object) -> object:
+    def options(method: str, default: _T) -> dict[str, object] | _T | None:
         if method not in features:
             return None
         value = LSP_METHODS.get(method)
@@ -174,7 +179,8 @@ def server_capabilities(caps: dict) -> dict[str, object] | None:
     action = options("textDocument/codeAction", True)
     if action is not None:
         out["codeActionProvider"] = action
-    lens = options("textDocument/codeLens", {})
+    no_lens_options: dict[str, object] = {}
+    lens = options("textDocument/codeLens", no_lens_options)
     if lens is not None:
         lens["resolveProvider"] = "codeLens/resolve" in features
         out["codeLensProvider"] = lens

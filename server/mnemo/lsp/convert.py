@@ -134,14 +134,14 @@ _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&]|:(?=//)|(?<=www)\.)")
 _MD_LINE_START = re.compile(r"^(?:([-=])|(\d+)(?=[.)]))")
 
 
-def md_escape(text: str) -> str:
+def md_escape(text: object) -> str:
     """Escape Markdown so stored text renders as text (never as links, HTML, entities, headings, lists or code
     blocks): one line, whitespace runs collapsed, control characters made visible."""
     out = _MD_SPECIAL.sub(r"\\\1", visible(" ".join(str(text).split()), keep=""))
     return _MD_LINE_START.sub(lambda m: "\\" + m.group(1) if m.group(1) else m.group(2) + "\\", out, count=1)
 
 
-def code(text: str) -> str:
+def code(text: object) -> str:
     """An inline code span (Markdown escapes do not apply inside one: drop backticks instead)."""
     return "`" + visible(str(text).replace("\n", " "), keep="").replace("`", "'") + "`"
 

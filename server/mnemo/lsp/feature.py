@@ -31,12 +31,16 @@ Handler = Callable[[dict], Awaitable[Any]]
 
 
 class Snapshot(Protocol):
-    """The text of a document as the client (or the disk) has it."""
+    """The text of a document as the client (or the disk) has it (read-only: `documents.Snapshot` is frozen)."""
 
-    uri: str
-    text: str
-    version: int | None
-    language: str | None
+    @property
+    def uri(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def version(self) -> int | None: ...
+    @property
+    def language(self) -> str | None: ...
 
 
 class Documents(Protocol):
@@ -57,10 +61,12 @@ class Server(Protocol):
 
     settings: Settings
     settings_problems: list[str]
-    documents: Documents
     editor: EditorContext
     owner: OwnerLink | None
     active_uri: str | None
+
+    @property
+    def documents(self) -> Documents: ...  # read-only here: the server's is `DocumentsFeature`
 
     # pygls' own (the workspace, the client's capabilities, notifications, progress)
     @property

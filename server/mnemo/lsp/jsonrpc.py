@@ -65,7 +65,9 @@ def readable_initialize(server: Any, msg: dict[str, Any]) -> tuple[dict[str, Any
     if readable(msg):
         return msg, []
     params = msg.get("params")
-    caps = params.get("capabilities") if isinstance(params, dict) else None
+    if not isinstance(params, dict):
+        return msg, []
+    caps = params.get("capabilities")
     if not isinstance(caps, dict):
         return msg, []
     kept: dict[str, Any] = {}

@@ -213,8 +213,9 @@ class MnemoLanguageServer(LanguageServer):
         """The Context of the workspace holding `uri`, read live (branch from .git/HEAD) on every call."""
         from mnemo.core.identity import detect_context  # lazy for start-up speed (~70 ms with core.models)
 
-        ctx = detect_context(self.root_for(uri or self.active_uri)).to_dict()
-        ctx["write_policy"] = self.settings.write_policy  # the editor's setting travels with each request
+        # the editor's setting travels with each request
+        ctx: dict[str, Any] = {**detect_context(self.root_for(uri or self.active_uri)).to_dict(),
+                               "write_policy": self.settings.write_policy}
         return ctx
 
     @staticmethod

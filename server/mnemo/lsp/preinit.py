@@ -32,10 +32,17 @@ import os
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from mnemo.core import environment
 from mnemo.lsp import capabilities
 from mnemo.lsp.stdio import ResyncingStdin
+
+if TYPE_CHECKING:  # for the annotations only: pygls is imported by the import thread (see above)
+    import subprocess
+    from pathlib import Path
+
+    from mnemo.lsp.language_server import MnemoLanguageServer
 
 REPLAY_PREFIX = "mnemo-preinit-"
 HEADER = b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n"
@@ -50,7 +57,7 @@ class _Loader(threading.Thread):
 
     def __init__(self) -> None:
         super().__init__(name="mnemo-lsp-import", daemon=True)
-        self.server = None
+        self.server: MnemoLanguageServer | None = None
         self.error: BaseException | None = None
         self.trace = ""
 
@@ -76,8 +83,8 @@ class OwnerStarter(threading.Thread):
         super().__init__(name="mnemo-owner-start", daemon=True)
         self.params = params if isinstance(params, dict) else {}
         self.outcome = "pending"
-        self.home = None
-        self.proc = None
+        self.home: Path | None = None
+        self.proc: subprocess.Popen | None = None
 
     def run(self) -> None:
         try:
@@ -250,9 +257,10 @@ def run() -> int:
     from mnemo.lsp.server import main
 
     server = loader.server
+    assert server is not None  # `run()` sets the server or the error, and there is no error
     server.owner_starter = starter
     stdout = out
-    if early is None:
+    if early is None or msg is None:  # (msg is None only when early is)
         reader.push_front(first)  # pygls reads it as if nothing happened (b"" at EOF)
     else:
         replay_id = REPLAY_PREFIX + os.urandom(12).hex()

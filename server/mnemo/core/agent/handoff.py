@@ -104,7 +104,7 @@ def write_handoff(engine: Engine, ctx: Context, summary: dict[str, Any], *, sess
     if suspicious:  # instruction-like text from the transcript: waits in Review like any flagged agent note
         res = land(engine, ctx, mem, suspicious, "review")
         engine.changed()
-        return res
+        return dict(res)  # a remember result, as a plain dict like this function's other answers
     store, now = engine.store, time.time()
     same = find_duplicate(engine, ctx, mem.content_hash, mem.branch)
     if same is not None:  # the very same hand-off again

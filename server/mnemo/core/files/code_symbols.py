@@ -102,7 +102,7 @@ class Symbol:
     def contains(self, line: int) -> bool:
         return self.start_line <= line <= self.end_line
 
-    def anchor(self, path: str) -> dict[str, Any]:
+    def anchor(self, path: str | None) -> dict[str, Any]:
         """The anchor stored on a memory (`hash` is what `check_anchors` compares to flag stale anchors)."""
         return {"path": path, "symbol": self.qualname, "kind": self.kind, "start_line": self.start_line,
                 "end_line": self.end_line, "hash": self.code_hash}

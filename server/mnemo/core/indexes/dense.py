@@ -17,8 +17,12 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from mnemo.core.store import Store, blob_to_vec
+
+if TYPE_CHECKING:  # chromadb is imported when the index opens (heavy)
+    from chromadb.api.client import Client
 
 log = logging.getLogger("mnemo.index")
 
@@ -43,7 +47,7 @@ class DenseIndex:
         self.min_rows = int(min_rows)
         self.threshold = self.min_rows  # the setting (min_rows drops to 0 once a partition outgrew it)
         self.dormant = False
-        self._client = None
+        self._client: Client | None = None
         self._collections: dict[str, object] = {}
         self._missing: set[str] = set()
         self._lock = threading.RLock()
@@ -101,23 +105,33 @@ class DenseIndex:
         from chromadb.config import Settings
 
         self.dir.mkdir(parents=True, exist_ok=True)
-        self._client = chromadb.PersistentClient(
-            path=str(self.dir), settings=Settings(anonymized_telemetry=False, allow_reset=True))
+        # declared to return the ClientAPI interface, it builds a `chromadb.api.client.Client`: the class with
+        # `close()`, which `close()` above calls
+        self._client = cast("Client", chromadb.PersistentClient(
+            path=str(self.dir), settings=Settings(anonymized_telemetry=False, allow_reset=True)))
         self._collections = {}
+
+    @property
+    def _api(self) -> Client:
+        """The open chroma client; on a closed index, the AttributeError a call on None always raised here (the
+        lookups below treat it as any chroma failure)."""
+        if self._client is None:
+            raise AttributeError("the dense index is not open")
+        return self._client
 
     def _collection(self, part: str, create: bool = True):
         col = self._collections.get(part)
         if col is None:
             name = collection_name(part)
             if create:
-                col = self._client.get_or_create_collection(
+                col = self._api.get_or_create_collection(
                     name, embedding_function=None,
                     configuration={"hnsw": {"space": "cosine", "ef_search": HNSW_EF_SEARCH}})
             else:
                 if part in self._missing:  # looked up before: a partition with nothing indexed yet
                     return None
                 try:
-                    col = self._client.get_collection(name, embedding_function=None)
+                    col = self._api.get_collection(name, embedding_function=None)
                 except Exception:  # noqa: BLE001 - missing collection
                     self._missing.add(part)
                     return None
@@ -281,15 +295,15 @@ class DenseIndex:
         chroma's API without a store; None when the directory is missing or unreadable."""
         if not (Path(directory) / "chroma.sqlite3").exists():
             return None
-        idx = DenseIndex(directory, None, "")  # type: ignore[arg-type] - only the client is used
+        idx = DenseIndex(directory, None, "")  # type: ignore[arg-type]  # only the client is used
         try:
             idx._open_client()
             ids: set[str] = set()
-            for col in idx._client.list_collections():
+            for col in idx._api.list_collections():
                 name = col if isinstance(col, str) else col.name
                 if not name.startswith("mnemo-"):
                     continue
-                c = idx._client.get_collection(name, embedding_function=None)
+                c = idx._api.get_collection(name, embedding_function=None)
                 for off in range(0, c.count(), page):
                     ids.update(c.get(include=[], limit=page, offset=off)["ids"])
             return ids

@@ -206,8 +206,8 @@ class PartitionIndex:
             top = cand[np.argpartition(-scores[cand], k - 1)[:k]]
         else:
             top = cand
-        top = sorted(top.tolist(), key=lambda i: (-scores[i], self.ids[i]))
-        return [(self.ids[i], float(scores[i])) for i in top]
+        order = sorted(top.tolist(), key=lambda i: (-scores[i], self.ids[i]))
+        return [(self.ids[i], float(scores[i])) for i in order]
 
 
 class KeywordIndex:

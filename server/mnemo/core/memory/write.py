@@ -11,10 +11,10 @@ import dataclasses
 import os
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack, cast
 
 from mnemo.core.api_types.requests import BatchNote, DraftOptions, RememberOptions, filled, names
-from mnemo.core.api_types.results import RememberBatchResult, RememberResult
+from mnemo.core.api_types.results import BatchItem, RememberBatchResult, RememberResult
 from mnemo.core.errors import InvalidInput, MnemoError
 from mnemo.core.memory.neighbours import ChunkSearch, Found, relate
 from mnemo.core.models import (
@@ -38,7 +38,9 @@ from mnemo.core.search import memory_visible
 from mnemo.core.text import content_hash
 
 if TYPE_CHECKING:
+    from mnemo.core.api_types.records import Anchor, SameClaim
     from mnemo.core.engine import Engine
+    from mnemo.core.store import Store
 
 
 # -- checks ----------------------------------------------------------------------------------------------------
@@ -114,6 +116,13 @@ def _relative_anchor(ctx: Context, anchor: dict) -> dict:
     return {**anchor, "path": os.path.relpath(real, root).replace(os.sep, "/")}
 
 
+def _stored(store: Store, mem_id: str) -> Memory:
+    """A memory this call has just written or confirmed (it is in the store)."""
+    m = store.get_memory(mem_id)
+    assert m is not None, mem_id
+    return m
+
+
 # -- remember --------------------------------------------------------------------------------------------------
 def draft(ctx: Context, text: str, **options: Unpack[DraftOptions]) -> tuple[Memory, list[str]]:
     """The memory a `remember` would store, every check done once; returns it and the flags that make it
@@ -121,13 +130,14 @@ def draft(ctx: Context, text: str, **options: Unpack[DraftOptions]) -> tuple[Mem
     and their defaults: core/api_types/requests.py (a status of None: active)."""
     o = filled(DraftOptions, options)
     type, kind, scope, tags, importance = o["type"], o["kind"], o["scope"], o["tags"], o["importance"]
-    source, anchors, trust, provenance, status = o["source"], o["anchors"], o["trust"], o["provenance"], o["status"]
+    source, given, trust, provenance, status = o["source"], o["anchors"], o["trust"], o["provenance"], o["status"]
     status = status or "active"
     text, flags = validate_text(text)
     importance = check_fields(type, scope, source, kind, importance)
     tags = [str(t)[:64] for t in (tags or [])][:32]
-    anchors, provenance = check_meta(anchors, provenance)
-    anchors = [_relative_anchor(ctx, a) for a in anchors]
+    checked, provenance = check_meta(given, provenance)
+    # `check_meta` checked a list of objects: an Anchor's fields are all optional, and the caller's are kept
+    anchors = cast("list[Anchor]", [_relative_anchor(ctx, a) for a in checked])
     # Secrets never reach the store (SPEC §7): blocked, or redacted with MNEMO_SECRETS=redact.
     fields, redacted = safety.screen_secrets(
         {"text": text, "kind": kind, "tags": tags, "anchors": anchors, "provenance": provenance}, "remember",
@@ -159,14 +169,15 @@ def remember(engine: Engine, ctx: Context, text: str, *, vec=None,
     on_conflict = options.pop("on_conflict", None)
     # the caller's own resolution: an explicit argument, else its Context's (MNEMO_ON_CONFLICT of the client)
     on_conflict = check_on_conflict(on_conflict if on_conflict is not None else ctx.on_conflict)
-    mem, suspicious = draft(ctx, text, **options)
+    draft_options: DraftOptions = options  # without `on_conflict` (popped above)
+    mem, suspicious = draft(ctx, text, **draft_options)
     res = land(engine, ctx, mem, suspicious, on_conflict, vec)
     engine.changed()
     return res
 
 
 def land(engine: Engine, ctx: Context, mem: Memory, suspicious: list[str], on_conflict: str,
-         vec=None, near=None) -> dict[str, Any]:
+         vec=None, near=None) -> RememberResult:
     """The checks against the store and the write of a drafted memory (`draft`): the same text in the same place
     confirms; otherwise the related memories on every level decide. `vec`: the memory's embedding when the caller
     has it (an import embeds its notes together); `near`: the store's nearest memories when the caller searched
@@ -175,7 +186,7 @@ def land(engine: Engine, ctx: Context, mem: Memory, suspicious: list[str], on_co
     if existing is not None:  # the same fact again in the same place is a confirmation, not a copy
         with engine.store.write() as c:
             confirm(c, engine.store, existing.id, mem.importance, mem.created_at)
-        m = engine.store.get_memory(existing.id)
+        m = _stored(engine.store, existing.id)
         return {"status": "confirmed", "memory": m.to_dict(), "message": f"already known: confirmed {m.confirmations}x",
                 "conflicts": []}
     if vec is None:
@@ -207,23 +218,22 @@ def confirm(conn, store, mem_id: str, importance: float, now: float) -> None:
                         reindex=m.tier == "cold", tier="warm" if m.tier == "cold" else m.tier)
 
 
-def write_same_claim(engine: Engine, ctx: Context, mem: Memory, vec, dup: Found) -> dict[str, Any]:
+def write_same_claim(engine: Engine, ctx: Context, mem: Memory, vec, dup: Found) -> RememberResult:
     """The new memory says what `dup.memory` says. A paraphrase confirms it (a team record: nothing is stored); a
     refinement at the same level replaces it (the old one stays in history, its confirmations carry over); a
     refinement of a more general memory lands and is shown instead of it here (an accepted override)."""
     store, old, now = engine.store, dup.memory, time.time()
-    same_as = {"id": old.id, "scope": old.scope, "similarity": round(dup.similarity, 4), "refines": dup.refines,
-               "reasons": dup.reasons}
-    base = {"same_as": same_as, "conflicts": []}
+    same_as: SameClaim = {"id": old.id, "scope": old.scope, "similarity": round(dup.similarity, 4),
+                          "refines": dup.refines, "reasons": dup.reasons}
     if not dup.refines and old.scope == "team":
-        return {**base, "status": "confirmed", "memory": old.to_dict(),
+        return {"same_as": same_as, "conflicts": [], "status": "confirmed", "memory": old.to_dict(),
                 "message": f"already known to the team as {old.id} (the same claim, cosine {dup.similarity:.2f});"
                            " not stored again"}
     if not dup.refines:
         with store.write() as c:
             confirm(c, store, old.id, mem.importance, now)
-        m = store.get_memory(old.id)
-        return {**base, "status": "confirmed", "memory": m.to_dict(),
+        m = _stored(store, old.id)
+        return {"same_as": same_as, "conflicts": [], "status": "confirmed", "memory": m.to_dict(),
                 "message": f"already known: confirmed {m.confirmations}x (the same claim as {old.id}, cosine "
                            f"{dup.similarity:.2f})"}
     if dup.level != "same":
@@ -234,7 +244,8 @@ def write_same_claim(engine: Engine, ctx: Context, mem: Memory, vec, dup: Found)
                         "overridden_scope": old.scope, "overridden_text": old.text, "refines": True},
                        resolution="accept", now=now)
         where = f"on branch {mem.branch}" if dup.level == "branch" else "in this project"
-        return {**base, "status": "created", "memory": store.get_memory(mem.id).to_dict(),
+        return {"same_as": same_as, "conflicts": [], "status": "created",
+                "memory": _stored(store, mem.id).to_dict(),
                 "message": f"remembered; it refines {old.scope} {old.id} and is shown instead of it {where}"}
     new = dataclasses.replace(
         mem, confirmations=old.confirmations + 1, importance=min(1.0, max(old.importance, mem.importance) + 0.05),
@@ -243,13 +254,14 @@ def write_same_claim(engine: Engine, ctx: Context, mem: Memory, vec, dup: Found)
     with store.write() as c:
         store.insert_memory(c, new, vec, engine.model_id)
         store.update_memory(c, old.id, reindex=True, superseded_by=new.id, updated_at=now)
-    return {**base, "status": "confirmed", "memory": store.get_memory(new.id).to_dict(),
+    return {"same_as": same_as, "conflicts": [], "status": "confirmed",
+            "memory": _stored(store, new.id).to_dict(),
             "message": f"confirmed {new.confirmations}x: it refines {old.id}, and the more detailed text replaces it"
                        " (the old one stays in history)"}
 
 
 def write_new(engine: Engine, ctx: Context, mem: Memory, vec, found: list[Found],
-              on_conflict: str) -> dict[str, Any]:
+              on_conflict: str) -> RememberResult:
     """Store a new memory given the conflicts and overrides `relate` found, in one transaction, resolved by
     `on_conflict` (checked by the caller); returns the remember result."""
     store = engine.store
@@ -305,7 +317,7 @@ def write_new(engine: Engine, ctx: Context, mem: Memory, vec, found: list[Found]
         res_status = "conflict"
     else:
         res_status = "created" if mem.status == "active" else mem.status
-    return {"status": res_status, "memory": store.get_memory(mem.id).to_dict(), "message": "; ".join(parts),
+    return {"status": res_status, "memory": _stored(store, mem.id).to_dict(), "message": "; ".join(parts),
             "conflicts": [f.to_dict(on_conflict if f.relation == "conflict" else "override") for f in found]}
 
 
@@ -326,15 +338,15 @@ def _draft_item(ctx: Context, item: Any, source: str, status: str) -> tuple[Memo
     return draft(ctx, fields.pop("text"), source=source, status=status, **fields)
 
 
-def _batch_item(index: int, res: dict[str, Any]) -> dict[str, Any]:
-    out = {"index": index, "status": res["status"], "id": res["memory"]["id"], "message": res["message"],
+def _batch_item(index: int, res: RememberResult) -> BatchItem:
+    out: BatchItem = {"index": index, "status": res["status"], "id": res["memory"]["id"], "message": res["message"],
            "conflicts": [c["id"] for c in res["conflicts"]]}
     if "same_as" in res:
         out["same_as"] = res["same_as"]["id"]
     return out
 
 
-def _error_item(index: int, exc: MnemoError) -> dict[str, Any]:
+def _error_item(index: int, exc: MnemoError) -> BatchItem:
     return {"index": index, "status": "error", "message": exc.message, "hint": exc.hint}
 
 
@@ -351,7 +363,7 @@ def remember_batch(engine: Engine, ctx: Context, items: list[Any], *, source: st
     if len(items) > MAX_BATCH_ITEMS:
         raise InvalidInput(f"{len(items):,} items in one batch; the limit is {MAX_BATCH_ITEMS:,}; nothing was stored",
                            hint="send them in several batches (`mnemo import` does), or raise MNEMO_MAX_BATCH_ITEMS")
-    out: list[dict[str, Any]] = []
+    out: list[BatchItem] = []
     for start in range(0, len(items), BATCH_CHUNK):
         out += _land_chunk(engine, ctx, items[start:start + BATCH_CHUNK], start, source, status, on_conflict)
         engine.changed()
@@ -364,7 +376,7 @@ def remember_batch(engine: Engine, ctx: Context, items: list[Any], *, source: st
 
 
 def _land_chunk(engine: Engine, ctx: Context, chunk: list[Any], start: int, source: str, status: str,
-                on_conflict: str) -> list[dict[str, Any]]:
+                on_conflict: str) -> list[BatchItem]:
     drafts: list[Any] = []
     for item in chunk:
         try:
@@ -374,7 +386,7 @@ def _land_chunk(engine: Engine, ctx: Context, chunk: list[Any], start: int, sour
     texts = [d[0].text for d in drafts if not isinstance(d, MnemoError)]
     embedded = engine.embed(texts) if texts else []
     vecs = iter(enumerate(embedded))
-    out = []
+    out: list[BatchItem] = []
     with engine.store.write() as c:
         # the chunk's neighbour searches together, inside its transaction (it sees the chunk's own writes)
         search = ChunkSearch(engine, ctx, embedded) if texts else None

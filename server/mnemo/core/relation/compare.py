@@ -48,6 +48,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from mnemo.core.relation.words import (
@@ -118,7 +119,7 @@ def _negated(toks: Sequence[Token]) -> bool:
     return sum(t.norm in NEGATIONS for t in toks) % 2 == 1
 
 
-def _own_clause_negations(toks: Sequence[Token], other: set[str]) -> bool:
+def _own_clause_negations(toks: Sequence[Token], other: AbstractSet[str]) -> bool:
     """Whether every negation of the note governs words the other note does not have: a clause of its own
     ("..., never the production one") adds detail, it does not deny what the other note says."""
     found = False
@@ -133,7 +134,7 @@ def _own_clause_negations(toks: Sequence[Token], other: set[str]) -> bool:
     return found
 
 
-def _shares(t: Token, other: set[str]) -> bool:
+def _shares(t: Token, other: AbstractSet[str]) -> bool:
     """Whether the other note has this word, or a part of it ("soft-deleted" / "soft deletes")."""
     return t.norm in other or "-" in t.raw and all(_stem(p) in other for p in t.raw.split("-") if p)
 
@@ -165,7 +166,8 @@ def _preferred(toks: Sequence[Token]) -> tuple[str, str] | None:
 
 def _swapped_alternatives(ca: Sequence[Token], cb: Sequence[Token], shared: set[str]) -> tuple[str, str] | None:
     """Two alternatives both notes name, in the opposite order ("spaces, never tabs" / "tabs, never spaces")."""
-    first_a, first_b = {}, {}
+    first_a: dict[str, int] = {}
+    first_b: dict[str, int] = {}
     for seq, first in ((ca, first_a), (cb, first_b)):
         for i, t in enumerate(seq):
             first.setdefault(t.norm, i)
@@ -398,7 +400,7 @@ def _before(toks: Sequence[Token], first: Token) -> str:
     return next((t.raw for t in reversed(toks[:i]) if t.raw not in ("a", "an", "the")), "")
 
 
-def _align(f: Features, ta: Sequence[Token], tb: Sequence[Token], names: set[str], vocab: frozenset[str]) -> None:
+def _align(f: Features, ta: Sequence[Token], tb: Sequence[Token], names: AbstractSet[str], vocab: frozenset[str]) -> None:
     """The two notes' content words aligned in order (light verbs left out): how many differ, how many of them
     replace a word in place with no signal to account for it, a replaced word that is the opposite of the other
     by form, and the one replaced slot when that is all that differs (unless its sides share a word: "a two-pane
@@ -515,7 +517,7 @@ def _joined(toks: Sequence[Token], i: int, j: int) -> bool:
     return any(t.raw in JOINS for t in between) and all(t.kind == "stop" for t in between)
 
 
-def _broadened(f: Features, ta: Sequence[Token], tb: Sequence[Token], names: set[str]) -> str | None:
+def _broadened(f: Features, ta: Sequence[Token], tb: Sequence[Token], names: AbstractSet[str]) -> str | None:
     """One note says it of every X, the other of one qualified X ("the checkout service logs in JSON" / "every
     service logs in JSON", either way round): the quantified word is qualified in the other note by a word this
     note does not have."""
@@ -666,8 +668,12 @@ def embedded_cosines(pairs: Sequence[tuple[str, str, float]], feats: Sequence[Fe
     todo += [(i, "slot") for i in gate if feats[i].slot and not feats[i].signals]
     texts: list[str] = []
     for i, what in todo:
-        texts += ([masked(pairs[i][0], feats[i].explained), masked(pairs[i][1], feats[i].explained)]
-                  if what == "mask" else list(feats[i].slot))
+        slot = feats[i].slot
+        if what == "mask":
+            texts += [masked(pairs[i][0], feats[i].explained), masked(pairs[i][1], feats[i].explained)]
+        else:
+            assert slot is not None  # a "slot" entry is only made for a pair with a slot (above)
+            texts += list(slot)
     vecs = embed(texts) if texts else []
     out: tuple[dict[int, float], dict[int, float]] = ({}, {})
     for n, (i, what) in enumerate(todo):

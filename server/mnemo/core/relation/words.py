@@ -190,7 +190,9 @@ def tokens(text: str) -> list[Token]:
                 or raw.endswith("()"):
             out.append(Token(raw, raw.strip("`").rstrip(".,;:"), "ident"))
         elif _NUMBER_TOKEN_RE.fullmatch(raw):
-            num = _NUMBER_PART_RE.match(raw).group(1)
+            part = _NUMBER_PART_RE.match(raw)
+            assert part is not None  # the token pattern starts with the part pattern: a full match implies this one
+            num = part.group(1)
             if _CLOCK_NUM_RE.fullmatch(num):  # a time of day: "03:00" is "3:00"
                 num = f"{int(num[:-3])}:{num[-2:]}"
             out.append(Token(raw, num, "number"))

@@ -91,7 +91,7 @@ class CommandsFeature(LanguageFeature):
         self.server.memories_changed(reason, ids)
         return result
 
-    async def with_progress(self, title: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    async def with_progress(self, title: str, fn: str | Callable[..., Any], *args: Any, **kw: Any) -> Any:
         """Run a blocking service call that accepts `progress=`, reporting it as `$/progress`."""
         server = self.server
         window = server.client_capabilities.window

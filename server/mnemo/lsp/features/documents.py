@@ -19,7 +19,7 @@ from lsprotocol import types as t
 from pygls.uris import to_fs_path
 
 from mnemo.core.files import code_symbols as cc
-from mnemo.lsp import convert
+from mnemo.lsp import convert, feature
 from mnemo.lsp.feature import LanguageFeature, Server
 
 log = logging.getLogger("mnemo.lsp.documents")
@@ -230,7 +230,7 @@ class DocumentsFeature(LanguageFeature):
             raise asyncio.CancelledError() from None
         return ctx, snap
 
-    def word_range(self, snap: Snapshot, pos: t.Position, word: str | None) -> t.Range | None:
+    def word_range(self, snap: feature.Snapshot, pos: t.Position, word: str | None) -> t.Range | None:
         if not word:
             return None
         line_text = cc.line_at(snap.text, pos.line) if len(snap.text) < 200_000 else None
