@@ -262,7 +262,9 @@ def score(cases: list[dict], results: dict[str, dict], lines: dict[tuple[str, st
 
 FITTED = re.compile(r"(# --- fitted: begin.*?\n)(.*?)(# --- fitted: end ---)", re.DOTALL)
 GRID = {"WHOLE_MAX_SECONDARY": (400,), "SECTION_MIN": (0.5,), "LESS_LIKELY": (0.85,),
-        "SECTION_MIN_LESS_LIKELY": (0.8,), "RESERVE_PER_LIKELY": (250,), "NOTE_MARGIN": (0.2, 0.25, 0.3)}
+        "SECTION_MIN_LESS_LIKELY": (0.8,), "RESERVE_PER_LIKELY": (250,), "NOTE_MARGIN": (0.25,),
+        "EXTRA_SECTION_SHARE_SECONDARY": (0.6, 1.01), "CHAT_MARGIN": (0.0, 0.1, 0.15),
+        "SECONDARY_PART_MAX": (0, 250, 400)}
 # Earlier passes (objective: the mean of delivered and token_precision): WHOLE_MAX_SECONDARY 400/800, SECTION_MIN
 # 0.3-0.5, LESS_LIKELY 0-0.95, SECTION_MIN_LESS_LIKELY 0.5-9 (108 combinations) chose 400 / 0.5 / 0.85 / 1.0; the
 # tune objective was flat in the first two. This pass adds the room kept for a second likely skill and weighs the

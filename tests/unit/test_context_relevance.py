@@ -91,3 +91,66 @@ def test_a_starter_skill_after_the_projects_own_rule_is_named_not_inlined(engine
                             scope="builtin", score=0.72, path="/mnemo/skills/builtin/security-review.md"), None)
     inlined, refs, _ = fit_budget([first], ctx, req, [])
     assert [i.id for i in inlined] == ["id-security-review"] and not refs
+
+
+VERIFY_RULE = """# Verify changes before committing
+
+After you think you're done with a change, verify it with the `check` command: it reports bugs in the code.
+Investigate the bug report, decide whether each reported bug is real, and fix it when it is.
+
+## Do
+1. Run `check` when you make large changes.
+2. Run `check` when you think you're done with a change.
+
+## Don't
+1. Don't run `check` more than once per change.
+"""
+
+
+def test_a_request_that_reads_as_conversation_leaves_out_a_rule_chosen_weakly_by_meaning_alone(real_engine, ctx):
+    """Issue 20, fourth pass (`needs_no_rule`): "fix the bug" is about as close to the turns of a conversation
+    ("try again") as to a rule about verifying changes that the model chose for it weakly (0.39, by meaning
+    alone): the rule is left out, with why. A request about what the rule says keeps it, and so does a rule the
+    file's globs or the request's words also chose."""
+    from mnemo.core.agent import context_block as cx
+
+    vague = Request.checked(event="context", message="fix the bug")
+    rule = _skill_item(act("verify-changes", VERIFY_RULE, score=0.39), None)
+    inlined, refs, dropped = fit_budget([rule], ctx, vague, [], Scorer(real_engine, ctx))
+    assert not inlined and not refs and [d.id for d in dropped] == ["id-verify-changes"]
+    assert rule.extra["left_out"].startswith("the request reads as conversation or everyday chat")
+    assert rule.extra["relevance"] - rule.extra["chat"] < cx.CHAT_MARGIN
+    asked = Request.checked(event="context", message="run the bug checker on my changes before I commit them")
+    inlined, _, _ = fit_budget([_skill_item(act("verify-changes", VERIFY_RULE, score=0.39), None)], ctx, asked, [],
+                               Scorer(real_engine, ctx))
+    assert [i.id for i in inlined] == ["id-verify-changes"]
+    by_glob = _skill_item(act("verify-changes", VERIFY_RULE, score=0.39), None)
+    by_glob.skill.act.activated_by = ["glob", "semantic"]
+    inlined, _, _ = fit_budget([by_glob], ctx, vague, [], Scorer(real_engine, ctx))
+    assert [i.id for i in inlined] == ["id-verify-changes"]
+
+
+LONG_SECTION = "\n".join(f"- Point {n}: keep the Terraform state in a remote backend with locking, one state per "
+                         f"environment, and never commit a .tfstate file; step {n} of the state checklist."
+                         for n in range(40))
+
+
+def test_a_rule_after_the_most_probable_one_gets_at_most_its_share_in_part(real_engine, ctx):
+    """Issue 20, fourth pass: a rule after the most probable one goes in by its best section cut to
+    ``SECONDARY_PART_MAX`` tokens (no further sections, no preamble past it), with one line naming the rest;
+    the most probable rule still gets its whole best sections."""
+    from mnemo.core.agent import context_block as cx
+    from mnemo.core.text import estimate_tokens
+
+    req = Request.checked(event="context", message="keep the terraform state in a remote backend with locking")
+    first = _skill_item(act("terraform-iac", "# Terraform at Acme\n\n## State\n- Remote state in S3 with a "
+                            "DynamoDB lock table.\n", score=1.0), None)
+    body = f"# Terraform on Azure\n\nHow we write Terraform for Azure.\n\n## State management\n{LONG_SECTION}\n\n" \
+           f"## Naming\n- Resource names carry the environment.\n"
+    second = _skill_item(act("terraform-azure", body, score=0.99), None)
+    inlined, _, _ = fit_budget([first, second], ctx, req, [], Scorer(real_engine, ctx))
+    assert [i.id for i in inlined] == ["id-terraform-iac", "id-terraform-azure"]
+    part = second.skill
+    assert part.include is not None and part.cut is not None
+    assert estimate_tokens(part.cut[1]) <= cx.SECONDARY_PART_MAX
+    assert "Not included here (read" in second.text and "Naming" in second.text

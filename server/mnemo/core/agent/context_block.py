@@ -237,7 +237,14 @@ LESS_LIKELY = 0.85                # a skill less probable than this share of the
 SECTION_MIN_LESS_LIKELY = 0.8    # and by its best sections only when at least this relevant (else by reference)
 RESERVE_PER_LIKELY = 250         # tokens kept, when the most probable skill goes in whole, for each other likely one
 NOTE_MARGIN = 0.25               # a rule whose best section is this far (cosine) below a note's goes by reference
+EXTRA_SECTION_SHARE_SECONDARY = 1.01 # EXTRA_SECTION_SHARE for a rule after the most probable one
+SECONDARY_PART_MAX = 250         # tokens: a rule after the most probable one, in part, takes at most this (0: no cap)
+CHAT_MARGIN = 0.15               # a rule chosen weakly by meaning alone must be this much closer (cosine) to the
+#                                  request than the request is to ordinary chat and conversation turns
 # --- fitted: end ---
+CHAT_MIN = 0.34                  # ... and the request at least this close to chat (tune: every request that needs a
+#                                  rule is below 0.336; bench/needs_no_rule.py)
+CHAT_MAX_PROBABILITY = 0.5       # CHAT_MARGIN holds for a rule the model gives less than this (it is unsure)
 SMALL_RULE_SAVING = 60           # ... (NOTE_MARGIN) unless naming it instead would save at most this many tokens
 MEANING_MIN = 0.35               # cosine (MiniLM) at which a text is about the request: see _wanted and _about
 FILE_ONLY_SECTION_MIN = MEANING_MIN  # a rule the file chose (the request chose none) needs a section this close
@@ -259,6 +266,7 @@ class SkillPart:
     cut: tuple[int, str] | None = None  # (section, its text cut to fit)
     related: float = 0.0              # how related to the request (always-on rules' ranking)
     cosines: list[float] | None = None  # each section's cosine to the request, when the vectors were at hand
+    vectors: Any = None               # each section's vector (unit), when at hand
 
     @property
     def always(self) -> bool:
@@ -417,7 +425,8 @@ def _prepare_sections(part: SkillPart, query: str, scorer: Any, wait: bool = Tru
     if qv is not None and sv is not None and len(sv) == len(part.sections):
         import numpy as np
 
-        part.cosines = (np.asarray(sv, dtype=np.float32) @ np.asarray(qv, dtype=np.float32)).tolist()
+        part.vectors = np.asarray(sv, dtype=np.float32)
+        part.cosines = (part.vectors @ np.asarray(qv, dtype=np.float32)).tolist()
     part.scores = score_sections(part.sections, query, qv, sv) if query.strip() else \
         [1.0 - i / max(1, len(part.sections)) for i in range(len(part.sections))]   # no request: the author's order
 
@@ -473,11 +482,12 @@ class _Fitter:
         chosen = [c for c in skills if not c.skill.always]
         always = [c for c in skills if c.skill.always]
         self._always(always)
-        partial: list[Item] = []
+        partial: list[tuple[Item, bool]] = []
         top = max((float(c.skill.act.score) for c in chosen), default=0.0)
         others = sum(1 for c in chosen[1:] if float(c.skill.act.score) >= LESS_LIKELY * top)
         if self.req.message and self.req.event in ("prompt", "context"):
             chosen = [c for c in chosen if self._wanted(c)]
+            chosen = self._not_chat(chosen)
             chosen = self._below_notes(chosen, candidates)
         chosen, fallbacks = self._fallbacks(chosen)
         for n, it in enumerate(chosen):
@@ -489,16 +499,49 @@ class _Fitter:
             whole = first and it.tokens + 1 <= room or (not first and likely and it.tokens <= WHOLE_MAX_SECONDARY)
             if whole and not self.seen(it.key) and self._try(it):
                 continue
-            if self._in_part(it, None if first else SECTION_MIN if likely else SECTION_MIN_LESS_LIKELY):
-                partial.append(it)
+            if self._in_part(it, None if first else SECTION_MIN if likely else SECTION_MIN_LESS_LIKELY,
+                             None if first or SECONDARY_PART_MAX <= 0 else SECONDARY_PART_MAX):
+                partial.append((it, first))
             elif not self._try_ref(it):
                 self.dropped.append(it)
-        for it in partial:
-            self._extend(it)
+        for it, first in partial:
+            self._extend(it, EXTRA_SECTION_SHARE if first else EXTRA_SECTION_SHARE_SECONDARY,
+                         None if first or SECONDARY_PART_MAX <= 0 else SECONDARY_PART_MAX)
         for it in [*fallbacks, *self._below]:
             if not self._try_ref(it):
                 self.dropped.append(it)
         return self.inlined, self.refs, self.dropped
+
+    def _not_chat(self, chosen: list[Item]) -> list[Item]:
+        """A request that needs no rule (`needs_no_rule`): a rule the request chose weakly, by meaning alone, whose
+        best section is hardly closer to the request than ordinary chat is, is left out (listed under ``dropped``,
+        with why). Without the vectors (a hook, the first time) every rule stays."""
+        if CHAT_MARGIN <= 0 or self.scorer is None or not self.req.message:
+            return chosen
+        weak = [c for c in chosen if weak_choice(c.skill.act)]
+        if not weak:
+            return chosen
+        wait = self.req.event == "context"
+        try:
+            conv = self.scorer.conversation_score(self.req.message, wait=wait)
+        except Exception:  # noqa: BLE001 - without the score every rule stays
+            conv = None
+        if conv is None:
+            return chosen
+        out = []
+        for c in chosen:
+            if c in weak:
+                _prepare_sections(c.skill, self.query, self.scorer, wait=wait)
+                best = max(c.skill.cosines) if c.skill.cosines else None
+                if needs_no_rule(c.skill.act, best, conv):
+                    c.extra["relevance"] = round(float(best or 0.0), 4)
+                    c.extra["chat"] = round(chat_score(c.skill.act, conv), 4)
+                    c.extra["left_out"] = ("the request reads as conversation or everyday chat, hardly closer to "
+                                           "this rule (chosen weakly, by meaning alone)")
+                    self.dropped.append(c)
+                    continue
+            out.append(c)
+        return out
 
     def _below_notes(self, chosen: list[Item], candidates: list[Item]) -> list[Item]:
         """Marginal relevance across the block: a rule none of whose sections is about the request (best section
@@ -587,15 +630,21 @@ class _Fitter:
         return out, after
 
     def _wanted(self, it: Item) -> bool:
-        """A rule the file chose because the request chose none ("looks good, commit it" with the file open) goes
-        in only when one of its sections is about the request (its cosine ``FILE_ONLY_SECTION_MIN``; without
-        vectors yet, a hook: ``FILE_ONLY_LEXICAL_MIN`` of the request's weighted words); else it is left out
-        (listed under ``dropped``, with why): the request is not about what the rule says, and the rule reaches
-        the agent when it edits the file (the `pre-tool` hook)."""
+        """A rule only the open file chose goes in only when one of its sections is about the request (its cosine
+        ``FILE_ONLY_SECTION_MIN``; without vectors yet, a hook: ``FILE_ONLY_LEXICAL_MIN`` of the request's weighted
+        words). Two cases: the file chose it because the request chose none ("looks good, commit it" with the file
+        open): left out (listed under ``dropped``, with why), it reaches the agent when it edits the file (the
+        `pre-tool` hook); or the request chose other rules and this one came by the file's globs alone (no word or
+        meaning of the request chose it: a Terraform file matches every Terraform rule of the repository): named
+        by reference, not inlined. A rule named in the request or standing in for a starter skill is kept."""
         from mnemo.core.skills.result import FILE_DECIDES
 
         part = it.skill
-        if not (part.act.reason or "").startswith(FILE_DECIDES) or part.act.always:
+        reason = part.act.reason or ""
+        file_decides = reason.startswith(FILE_DECIDES)
+        glob_only = not file_decides and set(part.act.activated_by or []) == {"glob"} and \
+            not reason.startswith("mentioned by name") and "in place of the starter skill" not in reason
+        if part.act.always or not (file_decides or glob_only):
             return True
         _prepare_sections(part, self.query, self.scorer, wait=self.req.event == "context")
         from mnemo.core.skills.sections import lexical_scores
@@ -607,6 +656,10 @@ class _Fitter:
         it.extra["relevance"] = round(best, 4)
         if best >= floor:
             return True
+        if glob_only:
+            it.extra["left_out"] = "only the file's globs chose it and the request is not about its sections: named"
+            self._below.append(it)
+            return False
         it.extra["left_out"] = "the request chose no rule and is not about this one's sections"
         self.dropped.append(it)
         return False
@@ -656,9 +709,11 @@ class _Fitter:
         part.include, part.cut = include, cut
         it.text = part.render()
 
-    def _in_part(self, it: Item, min_score: float | None = None) -> bool:
+    def _in_part(self, it: Item, min_score: float | None = None, cap: int | None = None) -> bool:
         """The skill by its best section (and its preamble when short); False when not even a cut of it fits, or
-        when its best section is less relevant than ``min_score`` (a skill after the most probable one)."""
+        when its best section is less relevant than ``min_score`` (a skill after the most probable one). ``cap``
+        (a skill after the most probable one: ``SECONDARY_PART_MAX``): its sections take at most this many tokens,
+        the preamble left out first, then the best section cut to it."""
         from mnemo.core.skills.sections import trim
 
         part = it.skill
@@ -675,7 +730,15 @@ class _Fitter:
         if min_score is not None and self.req.message and scores[best] < min_score:
             return False
         pre = [i for i in usable if secs[i].preamble and secs[i].tokens <= PREAMBLE_MAX and i != best]
+        if cap is not None and sum(secs[i].tokens for i in [*pre, best]) > cap:
+            pre = []
         self.inlined.append(it)
+        if cap is not None and secs[best].tokens > cap:
+            self._set(it, [best], (best, trim(secs[best].text, cap)))
+            while not self.fits() and self._evict_always():
+                pass
+            if self.fits():
+                return True
         for include in ([*pre, best], [best]):
             self._set(it, include)
             while not self.fits() and self._evict_always():
@@ -691,7 +754,7 @@ class _Fitter:
         self._set(it, None)
         return False
 
-    def _extend(self, it: Item) -> None:
+    def _extend(self, it: Item, share: float = EXTRA_SECTION_SHARE, cap: int | None = None) -> None:
         part = it.skill
         secs, scores = part.sections or [], part.scores or []
         if part.cut is not None:
@@ -700,9 +763,11 @@ class _Fitter:
         rest = sorted((s.index for s in secs if s.index not in (part.include or [])
                        and not self.seen(f"{it.key}:s{s.index}")), key=lambda i: -scores[i])
         for i in rest:
-            if scores[i] <= 0 or scores[i] < EXTRA_SECTION_SHARE * top:
+            if scores[i] <= 0 or scores[i] < share * top:
                 break
             before = list(part.include or [])
+            if cap is not None and sum(secs[j].tokens for j in [*before, i]) > cap:
+                continue
             self._set(it, [*before, i])
             if not self.fits():
                 self._set(it, before)
@@ -711,6 +776,37 @@ class _Fitter:
         if it.part is not None and it.part.include is not None:
             return [f"{it.key}:s{i}" for i in it.part.include]
         return [it.key]
+
+
+def weak_choice(act: Any) -> bool:
+    """A rule the request chose by meaning alone (no glob, keyword or name; not always-on) and weakly (the model's
+    probability under ``CHAT_MAX_PROBABILITY``): the only kind `needs_no_rule` may leave out. A project's rule
+    standing in for a starter skill is not one: its own probability is low by design (the request chose the
+    starter's topic; the project's rule speaks for it)."""
+    reason = act.reason or ""
+    return (not act.always and float(act.score) < CHAT_MAX_PROBABILITY
+            and set(act.activated_by or []) <= {"semantic"}
+            and not reason.startswith("mentioned by name") and "in place of the starter skill" not in reason)
+
+
+def chat_score(act: Any, conversation: float) -> float:
+    """How close the request is to ordinary chat: the nearer of the turns of a conversation ("try again",
+    `SkillEngine.conversation_score`) and everyday requests no skill serves (the activation's ``background``)."""
+    return max(float(conversation), float((act.signals or {}).get("background", 0.0)))
+
+
+def needs_no_rule(act: Any, best: float | None, conversation: float | None, margin: float | None = None) -> bool:
+    """True when the request needs no rule from ``act``: chosen weakly by meaning alone (`weak_choice`), the
+    request reads as chat (`chat_score` at least ``CHAT_MIN``, above every request of the tune half that needs a
+    rule) and the rule's best section (cosine ``best``) is less than ``margin`` (``CHAT_MARGIN``) closer to the
+    request than chat is: "fix the bug" is as near to "try again" as to a verification rule. A rule that is
+    merely far from a request that is not chat stays (the block has other rules for that). Shared by the block
+    and bench/needs_no_rule.py (MetaTool's awareness set, the activation dev set and chatter)."""
+    m = CHAT_MARGIN if margin is None else margin
+    if m <= 0 or best is None or conversation is None or not weak_choice(act):
+        return False
+    chat = chat_score(act, conversation)
+    return chat >= CHAT_MIN and best - chat < m
 
 
 def fit_budget(candidates: list[Item], ctx: Context, req: Request, learned: list[dict[str, Any]],
