@@ -192,3 +192,46 @@ def test_past_their_share_always_on_rules_need_to_be_about_the_request_not_share
     assert "Always-on rules left out as less related to this request: " in crash["markdown"]
     docs = context_json(team_repo, home, "-m", "document the new endpoint in our API docs")
     assert [i["title"] for i in docs["items"] if i.get("always") and i["state"] == "inlined"] == ["house style 7"]
+
+
+def test_a_request_that_reads_as_chat_gets_no_rule_chosen_weakly_by_meaning_alone(git_repo, home):
+    """Issue 20, fourth pass: in a repository holding the Continue rule collection, "fix the bug" chose the
+    "Verify Changes Using Recurse ML" rule weakly (by meaning alone, probability under 0.5) and the block inlined
+    it; the request is as close to a turn of the conversation ("try again") as to that rule, so now the rule is
+    left out, said in the JSON, while a request about what the rule says still gets it inlined."""
+    shutil.copytree(shared_data("skills", "continue_rules", "rules"), git_repo / ".continue" / "rules")
+    commit_all(git_repo)
+    vague = context_json(git_repo, home, "-m", "fix the bug")
+    assert not [i for i in vague["items"] if i["kind"] == "skill" and not i.get("always")], vague["items"]
+    left = [d for d in vague["dropped"] if d["title"] == "Verify Changes Using Recurse ML"]
+    assert left and left[0]["left_out"].startswith("the request reads as conversation or everyday chat"), left
+    assert left[0]["score"] < 0.5 and left[0]["activated_by"] == ["semantic"]
+    assert "rml" not in vague["markdown"]
+    asked = context_json(git_repo, home, "-m", "run rml on my changes to find bugs before I commit")
+    rml = [i for i in asked["items"] if i["title"] == "Verify Changes Using Recurse ML"]
+    assert rml and rml[0]["state"] in ("inlined", "partial"), asked["items"]
+
+
+def test_a_rule_after_the_most_probable_one_takes_a_bounded_share_in_part(git_repo, home):
+    """Issue 20, fourth pass: five real Terraform rules (Copilot instructions) all match `infra/main.tf`; the
+    most probable goes in whole, each rule after it by its best section within 250 tokens (before: the Terraform
+    rule's best sections filled 645 tokens beside the rule the request chose first), naming the rest."""
+    inst = git_repo / ".github" / "instructions"
+    inst.mkdir(parents=True)
+    for name in ("terraform", "terraform-azure", "generate-modern-terraform-code-for-azure",
+                 "azure-verified-modules-terraform", "terraform-sap-btp"):
+        shutil.copyfile(shared_data("skills", "copilot_instructions", "instructions", f"{name}.instructions.md"),
+                        inst / f"{name}.instructions.md")
+    (git_repo / "infra").mkdir()
+    (git_repo / "infra" / "main.tf").write_text('resource "aws_s3_bucket" "logs" {\n  bucket = "logs"\n}\n')
+    commit_all(git_repo)
+    out = context_json(git_repo, home, "--file", "infra/main.tf", "-m",
+                       "organize these terraform files into modules and keep the state in a remote backend")
+    rules = [i for i in out["items"] if i["kind"] == "skill" and not i.get("always")]
+    assert rules[0]["state"] == "inlined", rules
+    later = [i for i in rules[1:] if i["state"] == "partial"]
+    assert later, rules
+    for item in later:
+        assert item["tokens"] <= 400, item     # <= 250 of the rule's own text, plus its title, reason and the
+        assert item["sections"]["left_out"]    # line naming the sections left out
+        assert "Not included here (read" in out["markdown"]

@@ -154,3 +154,37 @@ def test_a_rule_after_the_most_probable_one_gets_at_most_its_share_in_part(real_
     assert part.include is not None and part.cut is not None
     assert estimate_tokens(part.cut[1]) <= cx.SECONDARY_PART_MAX
     assert "Not included here (read" in second.text and "Naming" in second.text
+
+
+JAVADOC_RULE = """# Javadoc and headers
+
+## License header
+- Every Java file starts with the Apache 2.0 license header, the year of its creation first.
+
+## Javadoc
+- Every public class and method has a Javadoc comment whose first sentence says what it does.
+- Document every parameter with @param and every checked exception with @throws.
+""" + "\n".join(f"- Javadoc rule {n}: link related types with {{@link}} and keep the summary to one line."
+                for n in range(30))
+
+
+def test_a_rule_only_the_files_globs_chose_is_named_unless_a_section_is_about_the_request(real_engine, ctx):
+    """Issue 20, fourth pass: the request chose the Spring rule; the Javadoc rule came by the file's globs alone
+    (no word or meaning of the request chose it) and none of its sections is about constructor injection, so it
+    is named (one line, with why), not inlined. A request about Javadoc keeps it in."""
+    req = Request.checked(event="context", file="src/main/java/acme/OrderService.java",
+                          message="use constructor injection instead of autowired fields")
+    spring = _skill_item(act("spring", "# Spring at Acme\n\n## Dependency injection\n- Use constructor injection; "
+                             "never @Autowired on fields.\n", score=1.0), None)
+    javadoc = _skill_item(act("javadoc", JAVADOC_RULE, score=0.9), None)
+    javadoc.skill.act.activated_by = ["glob"]
+    inlined, refs, _ = fit_budget([spring, javadoc], ctx, req, [], Scorer(real_engine, ctx))
+    assert [i.id for i in inlined] == ["id-spring"] and [r.id for r in refs] == ["id-javadoc"]
+    assert javadoc.extra["left_out"].startswith("only the file's globs chose it")
+    assert javadoc.extra["relevance"] < 0.35
+    about = Request.checked(event="context", file="src/main/java/acme/OrderService.java",
+                            message="write the Javadoc for every public method and its parameters")
+    again = _skill_item(act("javadoc", JAVADOC_RULE, score=0.9), None)
+    again.skill.act.activated_by = ["glob"]
+    inlined, _, _ = fit_budget([again], ctx, about, [], Scorer(real_engine, ctx))
+    assert [i.id for i in inlined] == ["id-javadoc"]
