@@ -275,6 +275,10 @@ GRID = {"WHOLE_MAX_SECONDARY": (400,), "SECTION_MIN": (0.5,), "LESS_LIKELY": (0.
 # fewer rules, was set by hand. A gate on rules the model gives
 # less than 0.3 probability (0.3-0.45 tied on tune) was fitted and measured, then removed: it lost expected rules
 # on test (docs/benchmarks.md).
+# The fourth pass (docs/benchmarks.md, "Delivery (issue 20), fourth pass") keeps those and fits three new ones on
+# tune: EXTRA_SECTION_SHARE_SECONDARY 0.6/0.8/1.01 (1.01: a rule after the most probable one gets no further
+# section), SECONDARY_PART_MAX 0/150/250/400 (150 lost expected rules) and CHAT_MARGIN 0-0.2 (0.2 lost expected
+# rules; 0.15 best, fitted before the chat floor CHAT_MIN was added, with which tune is flat in it).
 
 
 def fit(svc, ctxs, tune, lines, mem_text, mem_ids, builtin, write: bool) -> int:

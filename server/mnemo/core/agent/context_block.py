@@ -32,7 +32,10 @@ out a chosen rule. Each item says why in words; scores stay in the JSON. Starter
 rule in the activation itself (`core/skills/result.py`, `yield_starters`), and one chosen after the project's own
 rule goes by reference. Relevance across the block: a rule with no section about the request goes by reference
 when a note in the block is far more about it; a turn of the conversation ("continue") with a file open leaves
-the file's notes for the `pre-tool` hook.
+the file's notes for the `pre-tool` hook. Rules the request did not need: a rule after the most probable one
+takes at most ``SECONDARY_PART_MAX`` tokens in part; a rule only the file's globs chose is named unless one of
+its sections is about the request; a request that reads as chat ("fix the bug") leaves out a rule it chose
+weakly by meaning alone (`needs_no_rule`).
 """
 
 from __future__ import annotations
