@@ -240,7 +240,7 @@ LESS_LIKELY = 0.85                # a skill less probable than this share of the
 SECTION_MIN_LESS_LIKELY = 0.8    # and by its best sections only when at least this relevant (else by reference)
 RESERVE_PER_LIKELY = 250         # tokens kept, when the most probable skill goes in whole, for each other likely one
 NOTE_MARGIN = 0.25               # a rule whose best section is this far (cosine) below a note's goes by reference
-EXTRA_SECTION_SHARE_SECONDARY = 1.01 # EXTRA_SECTION_SHARE for a rule after the most probable one
+EXTRA_SECTION_SHARE_SECONDARY = 1.01  # EXTRA_SECTION_SHARE for a rule after the most probable one (> 1: none)
 SECONDARY_PART_MAX = 250         # tokens: a rule after the most probable one, in part, takes at most this (0: no cap)
 CHAT_MARGIN = 0.15               # a rule chosen weakly by meaning alone must be this much closer (cosine) to the
 #                                  request than the request is to ordinary chat and conversation turns
@@ -269,7 +269,6 @@ class SkillPart:
     cut: tuple[int, str] | None = None  # (section, its text cut to fit)
     related: float = 0.0              # how related to the request (always-on rules' ranking)
     cosines: list[float] | None = None  # each section's cosine to the request, when the vectors were at hand
-    vectors: Any = None               # each section's vector (unit), when at hand
 
     @property
     def always(self) -> bool:
@@ -428,8 +427,7 @@ def _prepare_sections(part: SkillPart, query: str, scorer: Any, wait: bool = Tru
     if qv is not None and sv is not None and len(sv) == len(part.sections):
         import numpy as np
 
-        part.vectors = np.asarray(sv, dtype=np.float32)
-        part.cosines = (part.vectors @ np.asarray(qv, dtype=np.float32)).tolist()
+        part.cosines = (np.asarray(sv, dtype=np.float32) @ np.asarray(qv, dtype=np.float32)).tolist()
     part.scores = score_sections(part.sections, query, qv, sv) if query.strip() else \
         [1.0 - i / max(1, len(part.sections)) for i in range(len(part.sections))]   # no request: the author's order
 
@@ -521,7 +519,7 @@ class _Fitter:
         with why). Without the vectors (a hook, the first time) every rule stays."""
         if CHAT_MARGIN <= 0 or self.scorer is None or not self.req.message:
             return chosen
-        weak = [c for c in chosen if weak_choice(c.skill.act)]
+        weak = {id(c) for c in chosen if weak_choice(c.skill.act)}
         if not weak:
             return chosen
         wait = self.req.event == "context"
@@ -533,7 +531,7 @@ class _Fitter:
             return chosen
         out = []
         for c in chosen:
-            if c in weak:
+            if id(c) in weak:
                 _prepare_sections(c.skill, self.query, self.scorer, wait=wait)
                 best = max(c.skill.cosines) if c.skill.cosines else None
                 if needs_no_rule(c.skill.act, best, conv):
