@@ -90,4 +90,35 @@ class ResyncingStdin:
         return getattr(self.raw, name)
 
 
-__all__ = ["ResyncingStdin"]
+class QueuedStdin(ResyncingStdin):
+    """pygls' stdin after the pre-handshake served the session for a while (`preinit.serve_until_loaded`): first
+    `held` (the frames the client sent meanwhile, in order), then the frames the stdin thread keeps putting into
+    `events` as ("frame", bytes) (other events are skipped; b"" is the end, for good). `drop(frame)` True leaves a
+    frame out (a cancel of a request pygls never saw)."""
+
+    def __init__(self, raw, events, held: list[bytes], drop=None, max_message: int | None = None):
+        super().__init__(raw, max_message)
+        self.events = events
+        self.held = list(held)
+        self.drop = drop
+        self._eof = False
+
+    def _next_frame(self) -> bytes:
+        while True:
+            if self.held:
+                data = self.held.pop(0)
+            elif self._eof:
+                return b""
+            else:
+                kind, data = self.events.get()
+                if kind != "frame":
+                    continue
+            if not data:
+                self._eof = True
+                return b""
+            if self.drop is not None and self.drop(data):
+                continue
+            return data
+
+
+__all__ = ["QueuedStdin", "ResyncingStdin"]
