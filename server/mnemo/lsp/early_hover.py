@@ -161,7 +161,7 @@ class EarlyHover(threading.Thread):
                     pass
 
     def _prepare(self) -> None:
-        if environment.text("MNEMO_LSP_TEST_DELAY_MS").strip() not in ("", "0"):
+        if environment.number("MNEMO_LSP_TEST_DELAY_MS") > 0:
             self.off = "MNEMO_LSP_TEST_DELAY_MS is set"
             return
         opts = self.params.get("initializationOptions")

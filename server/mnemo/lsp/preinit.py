@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from mnemo.core import environment
 from mnemo.lsp import capabilities
 from mnemo.lsp.early_hover import EarlyHover, HoverJob
-from mnemo.lsp.stdio import QueuedStdin, ResyncingStdin
+from mnemo.lsp.stdio import FdReader, QueuedStdin, ResyncingStdin
 
 if TYPE_CHECKING:  # for the annotations only: pygls is imported by the import thread (see above)
     import subprocess
@@ -324,7 +324,7 @@ def run() -> int:
     events: queue.Queue = queue.Queue()
     loader = _Loader(events)
     loader.start()
-    reader = ResyncingStdin(sys.stdin.buffer)
+    reader = ResyncingStdin(FdReader(sys.stdin.fileno()))  # read by a daemon thread later: see FdReader
     first = reader.next_frame()
     msg = parse_initialize(first) if first and loader.error is None else None
     early = answer(msg) if msg is not None else None
