@@ -26,7 +26,6 @@ from lsp_helpers import (
     hover,
     make_workspace,
     open_doc,
-    prestart_owner,
     request,
     server_env,
     stop,

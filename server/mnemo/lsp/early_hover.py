@@ -32,13 +32,11 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlparse
 
 from mnemo.core import environment
-
-if TYPE_CHECKING:
-    from mnemo.lsp.preinit import OwnerStarter
+from mnemo.lsp.stdio import frame
 
 OWNER_WAIT_S = 15.0  # as the server's first connection: an owner the pre-handshake started gets this long
 _DRIVE = re.compile(r"^/[a-zA-Z]:")
@@ -67,7 +65,7 @@ class EarlyHover(threading.Thread):
     hover requests `submit` hands it, one at a time; `stop()` ends it. `report` is `mnemo/status`'s
     `lsp.preinit.earlyHover`."""
 
-    def __init__(self, init_params: Any, init_result: dict, starter: OwnerStarter | None,
+    def __init__(self, init_params: Any, init_result: dict, starter: Any,
                  loaded: threading.Event):
         super().__init__(name="mnemo-early-hover", daemon=True)
         self.params = init_params if isinstance(init_params, dict) else {}
@@ -78,7 +76,7 @@ class EarlyHover(threading.Thread):
         self.experimental = client_caps.get("experimental")
         workspace = client_caps.get("workspace")
         self.pulls_configuration = isinstance(workspace, dict) and bool(workspace.get("configuration"))
-        self.starter = starter
+        self.starter = starter  # preinit.OwnerStarter, if `initialize` started one
         self.loaded = loaded  # set when pygls is loaded: stop waiting for an owner that is still starting
         self.docs: dict[str, tuple[str, Any, Any]] = {}  # uri -> (text, version, languageId), as opened
         self.active: str | None = None
@@ -235,8 +233,6 @@ class EarlyHover(threading.Thread):
         hover = settings.hover
 
         def respond(result: Any) -> tuple[bytes, None]:
-            from mnemo.lsp.preinit import frame
-
             body = json.dumps({"id": msg["id"], "jsonrpc": "2.0", "result": result}).encode()
             return frame(body), None
 

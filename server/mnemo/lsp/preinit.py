@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from mnemo.core import environment
 from mnemo.lsp import capabilities
 from mnemo.lsp.early_hover import EarlyHover, HoverJob
-from mnemo.lsp.stdio import FdReader, QueuedStdin, ResyncingStdin
+from mnemo.lsp.stdio import FdReader, QueuedStdin, ResyncingStdin, frame
 
 if TYPE_CHECKING:  # for the annotations only: pygls is imported by the import thread (see above)
     import subprocess
@@ -48,7 +48,6 @@ if TYPE_CHECKING:  # for the annotations only: pygls is imported by the import t
 
 REPLAY_PREFIX = "mnemo-preinit-"
 HOVER_GRACE_S = 2.0  # pygls is loaded and an early hover is still out: how long it may take before pygls gets it
-HEADER = b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n"
 
 
 def enabled() -> bool:
@@ -143,10 +142,6 @@ def process_age_ms() -> float | None:
         return (uptime - start_ticks / os.sysconf("SC_CLK_TCK")) * 1000
     except (OSError, ValueError, IndexError):
         return None
-
-
-def frame(body: bytes) -> bytes:
-    return HEADER % len(body) + body
 
 
 def _body(data: bytes) -> bytes:

@@ -6,6 +6,13 @@ import os
 
 from mnemo.core import environment
 
+HEADER = b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n"
+
+
+def frame(body: bytes) -> bytes:
+    """`body` framed as pygls frames what it writes."""
+    return HEADER % len(body) + body
+
 
 class ResyncingStdin:
     """stdin for pygls's reader, hardened against malformed framing (tests/fault/test_protocol_fuzz.py).
@@ -182,4 +189,4 @@ class QueuedStdin(ResyncingStdin):
             return data
 
 
-__all__ = ["FdReader", "QueuedStdin", "ResyncingStdin"]
+__all__ = ["HEADER", "FdReader", "QueuedStdin", "ResyncingStdin", "frame"]
