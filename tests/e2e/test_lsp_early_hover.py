@@ -182,6 +182,31 @@ def test_everything_during_the_handover_answered_once(tmp_path, home):
             srv.proc.kill()
 
 
+@pytest.mark.parametrize("ending", ["exit", "end of input"])
+def test_exit_or_end_of_input_during_the_handover(tmp_path, home, ending):
+    """The client leaves while pygls loads: `exit` without `shutdown`, or its end of the pipe closed right after the
+    hover (exit code 0 both ways, as pygls alone gives). The server exits by itself, the hover answered at most once, nothing
+    but frames on stdout (no abort of the interpreter by the stdin thread)."""
+    root = make_workspace(tmp_path)
+    remember_anchored(home, root)
+    uri = (root / "src" / "client.py").as_uri()
+    srv = Raw(root, server_env(home))
+    try:
+        srv.send(initialize(1, root, helper_capabilities()))
+        srv.answer(1)
+        srv.send(*opening(uri), hover_msg(2, uri),
+                 *([{"jsonrpc": "2.0", "method": "exit"}] if ending == "exit" else []))
+        srv.proc.stdin.close()
+        rc = srv.proc.wait(60)
+        srv._thread.join(10)
+        assert rc == 0, (rc, srv.stderr_text()[-3000:])
+        assert len(answers(srv, 2)) <= 1 and srv.violations == [] and srv.leaked() == []
+        assert "Fatal Python error" not in srv.stderr_text()
+    finally:
+        if srv.proc.poll() is None:
+            srv.proc.kill()
+
+
 def test_a_hover_it_cannot_answer_goes_to_pygls(tmp_path, home):
     """A first hover on a file the client did not open: the early path steps aside, pygls answers (from disk)."""
     root = make_workspace(tmp_path)
