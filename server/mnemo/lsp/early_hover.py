@@ -80,8 +80,8 @@ class EarlyHover(threading.Thread):
         self.loaded = loaded  # set when pygls is loaded: stop waiting for an owner that is still starting
         self.docs: dict[str, tuple[str, Any, Any]] = {}  # uri -> (text, version, languageId), as opened
         self.active: str | None = None
-        self.off: str | None = None  # why no hover can be answered early in this session
         self.report: dict[str, Any] = {"answered": 0, "steppedAside": 0, "last": None}
+        self.off: str | None = None  # why no hover can be answered early in this session (also report["off"])
         self._jobs: queue.Queue = queue.Queue()
         self._stopping = threading.Event()
         self._svc: Any = None
@@ -112,7 +112,12 @@ class EarlyHover(threading.Thread):
         elif method == "textDocument/didClose" and isinstance(uri, str):
             self.docs.pop(uri, None)
         elif method == "workspace/didChangeConfiguration":
-            self.off = "the settings changed before the first hover"
+            self.turn_off("the settings changed before the first hover")
+
+    def turn_off(self, why: str) -> None:
+        if self.off is None:
+            self.off = why
+            self.report["off"] = why
 
     def wants(self, msg: Any) -> bool:
         """Whether `msg` is a hover request this thread may try (the rest of the checks run in `answer`)."""
@@ -137,7 +142,7 @@ class EarlyHover(threading.Thread):
         try:
             self._prepare()
         except Exception as exc:  # noqa: BLE001 - pygls answers instead
-            self.off = f"not prepared: {exc!r}"
+            self.turn_off(f"not prepared: {exc!r}")
         try:
             while True:
                 job = self._jobs.get()
@@ -160,11 +165,11 @@ class EarlyHover(threading.Thread):
 
     def _prepare(self) -> None:
         if environment.number("MNEMO_LSP_TEST_DELAY_MS") > 0:
-            self.off = "MNEMO_LSP_TEST_DELAY_MS is set"
+            self.turn_off("MNEMO_LSP_TEST_DELAY_MS is set")
             return
         opts = self.params.get("initializationOptions")
         if self.pulls_configuration and not (isinstance(opts, dict) and opts):
-            self.off = "the client's settings come from workspace/configuration"
+            self.turn_off("the client's settings come from workspace/configuration")
             return
         # what the hover needs, imported here (a thread of its own: the main thread keeps reading the client)
         from mnemo.core.files import code_symbols  # noqa: F401 - tree-sitter's module, imported before the hover
@@ -177,7 +182,7 @@ class EarlyHover(threading.Thread):
         self.home = resolve_home(self.settings.home)
         self._svc = self._connect()
         if self._svc is None:
-            self.off = "no owner to ask before pygls was loaded"
+            self.turn_off("no owner to ask before pygls was loaded")
 
     def _connect(self) -> Any:
         """A connected client of the owner, or None: the owner running now, or the one the pre-handshake started

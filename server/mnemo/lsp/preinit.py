@@ -16,7 +16,11 @@ should wait for `initialize`. So, with the standard library only:
    it anyway (`owner.autostart` and `home` of `initializationOptions`; no owner holds the store), asking it to
    prepare the workspace's project (`--warm`: its skills, the model): that start-up then runs on the other core
    while pygls loads here, instead of after it (`OwnerStarter`; the server's first connection waits for that
-   process rather than spawning another).
+   process rather than spawning another);
+5. and, until pygls is loaded, this thread keeps reading the client (a stdin thread puts every frame in a queue,
+   `serve_until_loaded`): a hover is answered at once by `early_hover.EarlyHover` when it can give pygls' own
+   answer (the document it saw opened, the owner up, the settings of `initializationOptions`), exactly once; every
+   other message, and a hover it steps aside from, reaches pygls in the client's order (`stdio.QueuedStdin`).
 Anything else as the first message (not `initialize`, malformed, a shape pygls might refuse) is left to pygls, as
 before. `MNEMO_LSP_PREINIT=0` turns the pre-handshake off. stdout carries nothing but protocol frames: `print`
 goes to stderr from the first line on.
@@ -368,6 +372,7 @@ def run() -> int:
 
             logging.getLogger("mnemo.lsp.preinit").warning(
                 "client capabilities %s could not be read and are ignored", ", ".join(dropped))
+
         def drop(data: bytes) -> bool:  # a cancel of a hover answered early: pygls never saw that request
             return b"$/cancelRequest" in data and _cancelled_id(_message(data)) in answered_early
 
@@ -379,8 +384,6 @@ def run() -> int:
                           "answeredAfterMs": None if age is None else round(age - (time.monotonic() - answered_at)
                                                                             * 1000),
                           "earlyHover": hover.report if hover is not None else None}
-        if hover is not None and hover.off is not None:
-            hover.report.setdefault("off", hover.off)
         stdout = ReplayFilter(out, replay_id, early[1], server.preinit)
     return main(server=server, stdin=stdin, stdout=stdout)
 
