@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -136,6 +137,49 @@ async def test_first_hover_through_pytest_lsp(tmp_path, home):
         assert await hover(client, uri, POST_LINE, POST_COL) == first
     finally:
         await stop(client)
+
+
+def test_first_hover_when_the_language_server_starts_the_owner(tmp_path, home):
+    """No owner running: the pre-handshake starts it (OwnerStarter) and the early hover waits for its socket while
+    pygls loads. Whoever answers the first hover (the early path, or pygls when the owner came up too late), the
+    answer is the one the same session's next hover gets, and exactly one owner was started."""
+    root = make_workspace(tmp_path)
+    remember_anchored(home, root)
+    lsp_helpers.stop_owner(home)
+    from mnemo.daemon.client import owner_lock_free
+
+    deadline = time.monotonic() + 30
+    while not owner_lock_free(home) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert owner_lock_free(home)
+    uri = (root / "src" / "client.py").as_uri()
+    srv = Raw(root, server_env(home))
+    try:
+        srv.send(initialize(1, root, helper_capabilities()))
+        srv.answer(1)
+        srv.send(*opening(uri), hover_msg(2, uri))
+        first = srv.answer(2)
+        st = status(srv)
+        srv.send(hover_msg(3, uri))
+        again = srv.answer(3)
+        # (set once pygls' start-up joined the starter: after its `workspace/configuration` request, which this
+        # client leaves unanswered until the server's 5 s timeout)
+        n = 0
+        while "ownerStart" not in st["lsp"]["preinit"] and n < 100:
+            time.sleep(0.2)
+            n += 1
+            srv.send({"jsonrpc": "2.0", "id": f"st{n}", "method": "mnemo/status", "params": {}})
+            st = srv.answer(f"st{n}")["result"]
+        assert st["lsp"]["preinit"].get("ownerStart") == "started", st["lsp"]["preinit"]
+        early = st["lsp"]["preinit"]["earlyHover"]
+        assert early["answered"] + early["steppedAside"] == 1 or early.get("off"), early
+        assert first["result"] is not None and NOTE in first["result"]["contents"]["value"], (first, early)
+        assert first["result"] == again["result"]
+        assert srv.close() == 0
+        assert srv.violations == [] and srv.leaked() == [] and len(answers(srv, 2)) == 1
+    finally:
+        if srv.proc.poll() is None:
+            srv.proc.kill()
 
 
 def test_everything_during_the_handover_answered_once(tmp_path, home):
