@@ -7,7 +7,8 @@ checkout whose `server/` is put on PYTHONPATH. Per session: spawn `python -m mne
 engine.py opened, its workspace this repository), `initialize`, then `initialized` + `didOpen` + a hover at
 LINE:COL (0-based, a definition with content) written at once, as an editor does; timed from spawn to the hover's
 answer (wall clock), with the language server's CPU time at that moment (`/proc/<pid>/stat`: what the box's load
-does not change much) and who answered it (`lsp.preinit.earlyHover`; None before it existed). One JSON line per
+does not change much) and who answered it (`lsp.preinit.earlyHover`; None before it existed), with the server's own
+clock for `initialize`'s answer, the early hover ready, and its answer (`server_ms`, from the process' start). One JSON line per
 tree: medians and samples. The client is the strict raw one of tests/e2e/test_lsp_preinit.py.
 """
 import json
@@ -36,7 +37,7 @@ def cpu_ms(pid):
     return (int(f[11]) + int(f[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
-res = {t: {"wall": [], "cpu": [], "content": [], "early": []} for t in trees}
+res = {t: {"wall": [], "cpu": [], "content": [], "early": [], "server_ms": []} for t in trees}
 load_start = os.getloadavg()
 for _ in range(reps):
     for tree in trees:
@@ -60,7 +61,10 @@ for _ in range(reps):
         d["wall"].append(round(wall))
         d["cpu"].append(round(cpu))
         d["content"].append(a.get("result") is not None)
-        d["early"].append((st.get("earlyHover") or {}).get("last"))
+        eh = st.get("earlyHover") or {}
+        d["early"].append(eh.get("last"))
+        # the server's clock, from its process' start: initialize answered, the early hover prepared, answered
+        d["server_ms"].append([st.get("answeredAfterMs"), eh.get("preparedAfterMs"), eh.get("answeredAfterMs")])
         time.sleep(0.3)
 for t, d in res.items():
     print(json.dumps({"tree": t, "wall_median": statistics.median(d["wall"]), "cpu_median": statistics.median(d["cpu"]),

@@ -56,6 +56,36 @@ def fs_path(uri: Any) -> str | None:
     return path
 
 
+def import_first() -> None:
+    """The modules the early hover needs, imported by the pre-handshake's import thread before pygls (the server
+    needs them too: the documents feature, the hover, its settings, the owner link and the workspace's context), so
+    that the early hover finds them loaded instead of importing them while pygls' import takes the interpreter in
+    turns with it (`_prepare` then only builds the settings and connects)."""
+    import mnemo.core.files.code_symbols  # noqa: F401
+    import mnemo.core.identity  # noqa: F401
+    import mnemo.daemon.client  # noqa: F401
+    import mnemo.editor_settings  # noqa: F401
+    import mnemo.lsp.hover_text  # noqa: F401
+    import mnemo.lsp.owner  # noqa: F401
+
+
+def process_age_ms() -> float | None:
+    """Milliseconds since this process started (Linux; 10 ms resolution), None elsewhere."""
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            start_ticks = int(fh.read().rsplit(b")", 1)[1].split()[19])
+        with open("/proc/uptime", "rb") as fh:
+            uptime = float(fh.read().split()[0])
+        return (uptime - start_ticks / os.sysconf("SC_CLK_TCK")) * 1000
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _age() -> int | None:
+    age = process_age_ms()
+    return None if age is None else round(age)
+
+
 def _nonneg_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
@@ -143,6 +173,7 @@ class EarlyHover(threading.Thread):
             self._prepare()
         except Exception as exc:  # noqa: BLE001 - pygls answers instead
             self.turn_off(f"not prepared: {exc!r}")
+        self.report["preparedAfterMs"] = _age()  # from the process' start: imports, settings, owner connection
         try:
             while True:
                 job = self._jobs.get()
@@ -348,6 +379,8 @@ class HoverJob:
             if not self.done:
                 self.report["answered" if self.answered else "steppedAside"] += 1
                 self.report["last"] = "answered" if self.answered else f"stepped aside: {why}"
+                if self.answered:
+                    self.report["answeredAfterMs"] = _age()
             self.done = True
         self.events.put(("hover-done", self))
 
@@ -362,4 +395,4 @@ class HoverJob:
             return True
 
 
-__all__ = ["EarlyHover", "HoverJob", "fs_path"]
+__all__ = ["EarlyHover", "HoverJob", "fs_path", "import_first", "process_age_ms"]

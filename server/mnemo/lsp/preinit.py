@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from mnemo.core import environment
 from mnemo.lsp import capabilities
-from mnemo.lsp.early_hover import EarlyHover, HoverJob
+from mnemo.lsp.early_hover import EarlyHover, HoverJob, import_first, process_age_ms
 from mnemo.lsp.stdio import FdReader, QueuedStdin, ResyncingStdin, frame
 
 if TYPE_CHECKING:  # for the annotations only: pygls is imported by the import thread (see above)
@@ -72,6 +72,7 @@ class _Loader(threading.Thread):
 
     def run(self) -> None:
         try:
+            import_first()  # what the early hover needs (the server too), before pygls: see early_hover.py
             from mnemo.lsp.server import create_server  # imports pygls, lsprotocol and every feature
 
             self.server = create_server()
@@ -134,18 +135,6 @@ def workspace_root(params: dict) -> str | None:
                 return path
     root = params.get("rootPath")
     return root if isinstance(root, str) and os.path.isdir(root) else None
-
-
-def process_age_ms() -> float | None:
-    """Milliseconds since this process started (Linux; 10 ms resolution), None elsewhere."""
-    try:
-        with open("/proc/self/stat", "rb") as fh:
-            start_ticks = int(fh.read().rsplit(b")", 1)[1].split()[19])
-        with open("/proc/uptime", "rb") as fh:
-            uptime = float(fh.read().split()[0])
-        return (uptime - start_ticks / os.sysconf("SC_CLK_TCK")) * 1000
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def _body(data: bytes) -> bytes:
