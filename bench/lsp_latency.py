@@ -14,6 +14,8 @@ started and its dense index built. Timed, from the client's side of the pipe:
     while the owner link is first made waits for it, so the answer has content);
   - first_hover_with_content_ms_owner_running / _owner_not_running: the same on a spot that has content when warm,
     in fresh sessions (median of 3), with the owner already up and with no owner (the server starts it);
+    `first_hover_answered_early_*` says, per session, whether the pre-handshake answered it while pygls loaded
+    (mnemo/lsp/early_hover.py: "answered") or gave it to pygls ("stepped aside: ...");
   - open_pass_s: after the files open, the language server's background pass (parse, one code lens recall per
     symbol) is let finish (no owner call for 1.5 s) before anything below is timed;
   - hover p50/p95 (warm) over `--hovers` definitions (the names of functions, methods and classes) of engine.py and
@@ -365,7 +367,7 @@ async def first_hover_sessions(config, init_params, uri: str, source: str, spot:
 
     out: dict = {}
     for mode in ("owner_running", "owner_not_running"):
-        times, content = [], []
+        times, content, early = [], [], []
         for _ in range(reps):
             if mode == "owner_running":
                 await asyncio.to_thread(DaemonService(home, client_name="bench").connect)
@@ -382,6 +384,8 @@ async def first_hover_sessions(config, init_params, uri: str, source: str, spot:
                 text_document=t.TextDocumentIdentifier(uri=uri), position=t.Position(line=spot[0], character=spot[1])))
             times.append(round((time.perf_counter() - ts) * 1000, 1))
             content.append(res is not None)
+            st = await c.protocol.send_request_async("mnemo/status", {})  # who answered it (after the clock)
+            early.append(((st.get("lsp") or {}).get("preinit") or {}).get("earlyHover"))
             try:
                 await asyncio.wait_for(c.shutdown_session(), 10)
             except Exception:  # noqa: BLE001
@@ -390,6 +394,8 @@ async def first_hover_sessions(config, init_params, uri: str, source: str, spot:
         out[f"first_hover_with_content_ms_{mode}"] = statistics.median(times)
         out[f"first_hover_with_content_samples_{mode}"] = times
         out[f"first_hover_has_content_{mode}"] = content
+        # answered by the pre-handshake while pygls loaded (lsp.preinit.earlyHover; None before it existed)
+        out[f"first_hover_answered_early_{mode}"] = [None if e is None else e.get("last") for e in early]
     return out
 
 

@@ -63,6 +63,7 @@ async def test_initialize_capabilities_and_status(lsp):
     preinit = dict(status["lsp"]["preinit"])
     assert isinstance(preinit.pop("answeredAfterMs"), int)
     assert preinit.pop("ownerStart") in ("started", "owner running")  # the owner started while pygls loaded
+    assert preinit.pop("earlyHover")["answered"] == 0  # no hover before pygls was loaded in this session
     assert preinit == {"answered": True, "agreed": True, "differences": [], "droppedCapabilities": []}
     assert status["lsp"]["rssMb"] < 150
     assert status["supported"]["review_list"] and status["supported"]["anchor"]

@@ -216,6 +216,8 @@ def test_early_answer_equals_pygls_answer(tmp_path, home, name):
     # The server's own clock (from its process start, in 10 ms ticks): present and positive. Not compared with the
     # client's clock: on a loaded box the two drift by more than any fixed margin (benchmarks measure it).
     assert preinit.pop("answeredAfterMs") > 0
+    # no hover in this session: the early hover (early_hover.py) answered none and gave none back to pygls
+    assert preinit.pop("earlyHover")["answered"] == 0
     assert preinit == {"answered": True, "agreed": True, "differences": [], "droppedCapabilities": []}
     assert plain["status"]["result"]["lsp"]["preinit"] == {"answered": False}
     assert "early initialize answer" not in fast["stderr"]
@@ -338,6 +340,7 @@ def test_unreadable_client_capabilities_are_dropped(tmp_path, home):
     assert fast["answer"]["result"]["capabilities"]["positionEncoding"] == "utf-8"
     preinit = dict(fast["status"]["result"]["lsp"]["preinit"])
     preinit.pop("answeredAfterMs")
+    assert preinit.pop("earlyHover")["answered"] == 0
     assert preinit == {"answered": True, "agreed": True, "differences": [], "droppedCapabilities": ["textDocument"]}
     assert "textDocument could not be read" in fast["stderr"]
 

@@ -2,6 +2,10 @@
 
 Pure functions (no server state), unit-testable. Recalled memories are shown as quoted data with provenance, never
 as instructions (SPEC §2).
+
+Importing this module loads neither pygls nor lsprotocol (they are imported by the few functions that build their
+objects): the pre-handshake's early hover (`early_hover.py`) renders the first hover with these same functions while
+pygls is still loading, on a thread that must not wait for lsprotocol's import.
 """
 
 from __future__ import annotations
@@ -12,16 +16,25 @@ import re
 import time
 import urllib.parse
 from collections.abc import Mapping
-from typing import Any
-
-from lsprotocol import types as t
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from typing import TYPE_CHECKING, Any
 
 from mnemo.core.errors import MnemoError
 from mnemo.core.text import visible
 
+if TYPE_CHECKING:
+    from lsprotocol import types as t
+    from pygls.exceptions import JsonRpcException
+
 REQUEST_FAILED = -32803  # LSP ErrorCodes.RequestFailed
 FULL_TEXT_CHARS = 4000  # an opened memory's whole text, up to this
+# lsprotocol's PositionEncodingKind values (a str enum: its members compare equal to these)
+UTF8, UTF16, UTF32 = "utf-8", "utf-16", "utf-32"
+
+
+def _invalid_params(message: str) -> Exception:
+    from pygls.exceptions import JsonRpcInvalidParams
+
+    return JsonRpcInvalidParams(message, data={"code": "invalid_params"})
 
 
 # -- params ------------------------------------------------------------------------------------------------------
@@ -52,11 +65,9 @@ def params_object(params: Any, method: str) -> dict[str, Any]:
             return {}
         if len(value) == 1 and isinstance(value[0], dict):
             return value[0]
-        raise JsonRpcInvalidParams(f"{method}: expected one object argument, got {len(value)} arguments",
-                                   data={"code": "invalid_params"})
+        raise _invalid_params(f"{method}: expected one object argument, got {len(value)} arguments")
     if not isinstance(value, dict):
-        raise JsonRpcInvalidParams(f"{method}: params must be an object, got {type(value).__name__}",
-                                   data={"code": "invalid_params"})
+        raise _invalid_params(f"{method}: params must be an object, got {type(value).__name__}")
     return value
 
 
@@ -65,16 +76,15 @@ def want(params: Mapping[str, Any], key: str, typ: type | tuple[type, ...], meth
     value = params.get(key, default)
     if value is None:
         if required:
-            raise JsonRpcInvalidParams(f"{method}: `{key}` is required", data={"code": "invalid_params"})
+            raise _invalid_params(f"{method}: `{key}` is required")
         return default
     if isinstance(value, bool) and typ in (int, float):
-        raise JsonRpcInvalidParams(f"{method}: `{key}` must be a number", data={"code": "invalid_params"})
+        raise _invalid_params(f"{method}: `{key}` must be a number")
     if typ is float and isinstance(value, int):
         value = float(value)
     if not isinstance(value, typ):
         name = typ.__name__ if isinstance(typ, type) else "/".join(x.__name__ for x in typ)
-        raise JsonRpcInvalidParams(f"{method}: `{key}` must be {name}, got {type(value).__name__}",
-                                   data={"code": "invalid_params"})
+        raise _invalid_params(f"{method}: `{key}` must be {name}, got {type(value).__name__}")
     return value
 
 
@@ -84,22 +94,24 @@ def snake(key: str) -> str:
 
 # -- errors ------------------------------------------------------------------------------------------------------
 def lsp_error(exc: MnemoError) -> JsonRpcException:
+    from pygls.exceptions import JsonRpcException
+
     message = exc.message + (f" — {exc.hint}" if exc.hint else "")
     return JsonRpcException(message=message, code=REQUEST_FAILED, data=exc.to_dict())
 
 
 # -- positions ---------------------------------------------------------------------------------------------------
 def _units(text: str, encoding: str) -> int:
-    if encoding == t.PositionEncodingKind.Utf8:
+    if encoding == UTF8:
         return len(text.encode("utf-8", errors="surrogatepass"))
-    if encoding == t.PositionEncodingKind.Utf32:
+    if encoding == UTF32:
         return len(text)
     return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
 
 
 def col_from_client(line_text: str, character: int, encoding: str) -> int:
     """Client column units -> code points on one line."""
-    if encoding == t.PositionEncodingKind.Utf32:
+    if encoding == UTF32:
         return min(character, len(line_text))
     units = 0
     for i, ch in enumerate(line_text):
@@ -113,7 +125,21 @@ def col_to_client(line_text: str, col: int, encoding: str) -> int:
     return _units(line_text[:col], encoding)
 
 
+def word_span(line_text: str, character: int, word: str, encoding: str) -> tuple[int, int] | None:
+    """Where `word` is on `line_text` around the client column `character`, as (start, end) in client units; None
+    when it is not on the line. (A hover's range: `documents.word_range`, the early hover.)"""
+    col = col_from_client(line_text, character, encoding)
+    start = line_text.rfind(word, 0, col + 1)
+    if start < 0 or start + len(word) < col:
+        start = line_text.find(word)
+    if start < 0:
+        return None
+    return col_to_client(line_text, start, encoding), col_to_client(line_text, start + len(word), encoding)
+
+
 def position(line: int, character: int) -> t.Position:
+    from lsprotocol import types as t
+
     return t.Position(line=max(0, line), character=max(0, character))
 
 

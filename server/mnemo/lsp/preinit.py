@@ -16,7 +16,11 @@ should wait for `initialize`. So, with the standard library only:
    it anyway (`owner.autostart` and `home` of `initializationOptions`; no owner holds the store), asking it to
    prepare the workspace's project (`--warm`: its skills, the model): that start-up then runs on the other core
    while pygls loads here, instead of after it (`OwnerStarter`; the server's first connection waits for that
-   process rather than spawning another).
+   process rather than spawning another);
+5. and, until pygls is loaded, this thread keeps reading the client (a stdin thread puts every frame in a queue,
+   `serve_until_loaded`): a hover is answered at once by `early_hover.EarlyHover` when it can give pygls' own
+   answer (the document it saw opened, the owner up, the settings of `initializationOptions`), exactly once; every
+   other message, and a hover it steps aside from, reaches pygls in the client's order (`stdio.QueuedStdin`).
 Anything else as the first message (not `initialize`, malformed, a shape pygls might refuse) is left to pygls, as
 before. `MNEMO_LSP_PREINIT=0` turns the pre-handshake off. stdout carries nothing but protocol frames: `print`
 goes to stderr from the first line on.
@@ -29,14 +33,16 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mnemo.core import environment
 from mnemo.lsp import capabilities
-from mnemo.lsp.stdio import ResyncingStdin
+from mnemo.lsp.early_hover import EarlyHover, HoverJob, import_first, process_age_ms
+from mnemo.lsp.stdio import FdReader, QueuedStdin, ResyncingStdin, frame
 
 if TYPE_CHECKING:  # for the annotations only: pygls is imported by the import thread (see above)
     import subprocess
@@ -45,7 +51,7 @@ if TYPE_CHECKING:  # for the annotations only: pygls is imported by the import t
     from mnemo.lsp.language_server import MnemoLanguageServer
 
 REPLAY_PREFIX = "mnemo-preinit-"
-HEADER = b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n"
+HOVER_GRACE_S = 2.0  # pygls is loaded and an early hover is still out: how long it may take before pygls gets it
 
 
 def enabled() -> bool:
@@ -53,16 +59,20 @@ def enabled() -> bool:
 
 
 class _Loader(threading.Thread):
-    """Imports the language server and builds it; `error` holds what went wrong."""
+    """Imports the language server and builds it; `error` holds what went wrong. When it is done, `done` is set and
+    ("loaded", None) goes to `events` (the pre-handshake's loop waits on that queue)."""
 
-    def __init__(self) -> None:
+    def __init__(self, events: queue.Queue) -> None:
         super().__init__(name="mnemo-lsp-import", daemon=True)
         self.server: MnemoLanguageServer | None = None
         self.error: BaseException | None = None
         self.trace = ""
+        self.events = events
+        self.done = threading.Event()
 
     def run(self) -> None:
         try:
+            import_first()  # what the early hover needs (the server too), before pygls: see early_hover.py
             from mnemo.lsp.server import create_server  # imports pygls, lsprotocol and every feature
 
             self.server = create_server()
@@ -71,6 +81,9 @@ class _Loader(threading.Thread):
 
             self.error = exc
             self.trace = traceback.format_exc()
+        finally:
+            self.done.set()
+            self.events.put(("loaded", None))
 
 
 class OwnerStarter(threading.Thread):
@@ -122,22 +135,6 @@ def workspace_root(params: dict) -> str | None:
                 return path
     root = params.get("rootPath")
     return root if isinstance(root, str) and os.path.isdir(root) else None
-
-
-def process_age_ms() -> float | None:
-    """Milliseconds since this process started (Linux; 10 ms resolution), None elsewhere."""
-    try:
-        with open("/proc/self/stat", "rb") as fh:
-            start_ticks = int(fh.read().rsplit(b")", 1)[1].split()[19])
-        with open("/proc/uptime", "rb") as fh:
-            uptime = float(fh.read().split()[0])
-        return (uptime - start_ticks / os.sysconf("SC_CLK_TCK")) * 1000
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def frame(body: bytes) -> bytes:
-    return HEADER % len(body) + body
 
 
 def _body(data: bytes) -> bytes:
@@ -221,6 +218,89 @@ class ReplayFilter:
         return getattr(self.raw, name)
 
 
+def _read_frames(reader: ResyncingStdin, events: queue.Queue) -> None:
+    """The stdin thread once `initialize` is answered: every frame, in order, to `events` (b"" at the end)."""
+    while True:
+        try:
+            data = reader.next_frame()
+        except (OSError, ValueError):
+            data = b""
+        events.put(("frame", data))
+        if not data:
+            return
+
+
+def _message(data: bytes) -> Any:
+    try:
+        return json.loads(_body(data))
+    except (ValueError, RecursionError):
+        return None
+
+
+def _cancelled_id(msg: Any) -> Any:
+    """The id a `$/cancelRequest` notification cancels (None for any other message)."""
+    if isinstance(msg, dict) and msg.get("method") == "$/cancelRequest" and isinstance(msg.get("params"), dict):
+        return msg["params"].get("id")
+    return None
+
+
+def serve_until_loaded(events: queue.Queue, loader: _Loader, hover: EarlyHover, out) -> tuple[list[bytes], set]:
+    """Between the early `initialize` answer and pygls: read what the client sends (in order), answer a hover early
+    when `hover` can (`early_hover.py`), keep every other message for pygls. Returns (the frames pygls must read
+    first, in the client's order, without the hovers answered here; the ids of those hovers).
+
+    Exactly once: a hover handed to `hover` is either answered there (and left out of what pygls reads, with any
+    `$/cancelRequest` for it) or given back to pygls in its place (stepped aside, or still out `HOVER_GRACE_S`
+    after pygls is loaded: `HoverJob.abandon`). Shutdown, exit and end of input are pygls' to handle, in order."""
+    pending: list[Any] = []  # bytes, a HoverJob (its frame unless answered), (job, cancel frame)
+    jobs: dict[Any, HoverJob] = {}
+    job: HoverJob | None = None
+    loaded = loader.done.is_set()
+    grace_end: float | None = None
+    while not (loaded and job is None):
+        timeout = None
+        if loaded and job is not None:
+            grace_end = grace_end or time.monotonic() + HOVER_GRACE_S
+            timeout = max(0.0, grace_end - time.monotonic())
+        try:
+            kind, item = events.get(timeout=timeout)
+        except queue.Empty:
+            assert job is not None
+            job.abandon()
+            job = None
+            continue
+        if kind == "loaded":
+            loaded = True
+        elif kind == "hover-done":
+            if item is job:
+                job = None
+        elif kind == "frame":
+            msg = _message(item) if item else None
+            cancels = _cancelled_id(msg)
+            if job is None and isinstance(msg, dict) and hover.wants(msg):
+                job = HoverJob(msg, item, out, events, hover.report)
+                jobs[msg["id"]] = job
+                pending.append(job)
+                hover.submit(job)
+            elif cancels is not None and not isinstance(cancels, bool) and cancels in jobs:
+                pending.append((jobs[cancels], item))
+            else:
+                hover.observe(msg)
+                pending.append(item)
+    hover.stop()
+    frames: list[bytes] = []
+    for p in pending:
+        if isinstance(p, HoverJob):
+            if not p.answered:
+                frames.append(p.frame)
+        elif isinstance(p, tuple):
+            if not p[0].answered:
+                frames.append(p[1])
+        else:
+            frames.append(p)
+    return frames, {i for i, j in jobs.items() if j.answered}
+
+
 def run() -> int:
     """`mnemo lsp` (stdio). Returns the exit code."""
     if not enabled():
@@ -229,9 +309,10 @@ def run() -> int:
         return main()
     out = sys.stdout.buffer
     sys.stdout = sys.stderr  # stdout belongs to the protocol
-    loader = _Loader()
+    events: queue.Queue = queue.Queue()
+    loader = _Loader(events)
     loader.start()
-    reader = ResyncingStdin(sys.stdin.buffer)
+    reader = ResyncingStdin(FdReader(sys.stdin.fileno()))  # read by a daemon thread later: see FdReader
     first = reader.next_frame()
     msg = parse_initialize(first) if first and loader.error is None else None
     early = answer(msg) if msg is not None else None
@@ -245,6 +326,15 @@ def run() -> int:
     starter = OwnerStarter(msg.get("params")) if msg is not None else None
     if starter is not None:
         starter.start()
+    hover: EarlyHover | None = None
+    held: list[bytes] = []
+    answered_early: set = set()
+    if early is not None and msg is not None:
+        # keep serving while pygls loads: the first hover is answered here when it can be (early_hover.py)
+        hover = EarlyHover(msg.get("params"), early[1], starter, loader.done)
+        hover.start()
+        threading.Thread(target=_read_frames, args=(reader, events), name="mnemo-lsp-stdin", daemon=True).start()
+        held, answered_early = serve_until_loaded(events, loader, hover, out)
     loader.join()
     if loader.error is not None:
         sys.stderr.write(loader.trace)
@@ -260,6 +350,7 @@ def run() -> int:
     assert server is not None  # `run()` sets the server or the error, and there is no error
     server.owner_starter = starter
     stdout = out
+    stdin: ResyncingStdin = reader
     if early is None or msg is None:  # (msg is None only when early is)
         reader.push_front(first)  # pygls reads it as if nothing happened (b"" at EOF)
     else:
@@ -270,14 +361,20 @@ def run() -> int:
 
             logging.getLogger("mnemo.lsp.preinit").warning(
                 "client capabilities %s could not be read and are ignored", ", ".join(dropped))
-        reader.push_front(replay(readable, replay_id))
+
+        def drop(data: bytes) -> bool:  # a cancel of a hover answered early: pygls never saw that request
+            return b"$/cancelRequest" in data and _cancelled_id(_message(data)) in answered_early
+
+        stdin = QueuedStdin(reader, events, held, drop if answered_early else None)
+        stdin.push_front(replay(readable, replay_id))
         age = process_age_ms()
         server.preinit = {"answered": True, "agreed": None, "differences": [], "droppedCapabilities": dropped,
                           # when the answer was written, counted from the process' start (the kernel's clock)
                           "answeredAfterMs": None if age is None else round(age - (time.monotonic() - answered_at)
-                                                                            * 1000)}
+                                                                            * 1000),
+                          "earlyHover": hover.report if hover is not None else None}
         stdout = ReplayFilter(out, replay_id, early[1], server.preinit)
-    return main(server=server, stdin=reader, stdout=stdout)
+    return main(server=server, stdin=stdin, stdout=stdout)
 
 
 __all__ = ["REPLAY_PREFIX", "OwnerStarter", "ReplayFilter", "answer", "enabled", "parse_initialize", "replay", "run"]

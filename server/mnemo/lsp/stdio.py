@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 from mnemo.core import environment
+
+HEADER = b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n"
+
+
+def frame(body: bytes) -> bytes:
+    """`body` framed as pygls frames what it writes."""
+    return HEADER % len(body) + body
 
 
 class ResyncingStdin:
@@ -90,4 +99,94 @@ class ResyncingStdin:
         return getattr(self.raw, name)
 
 
-__all__ = ["ResyncingStdin"]
+class FdReader:
+    """stdin read with `os.read` and a buffer of its own: `readline(limit)` and `read(n)` as a binary file has them.
+
+    The pre-handshake reads stdin in a daemon thread; a thread blocked inside a `BufferedReader` (sys.stdin.buffer)
+    when the interpreter exits makes it abort ("could not acquire lock ... at interpreter shutdown", exit code -6).
+    Reading the file descriptor directly holds no such lock."""
+
+    def __init__(self, fd: int, chunk: int = 1 << 16):
+        self.fd = fd
+        self.chunk = chunk
+        self._buf = bytearray()
+        self._eof = False
+
+    def _fill(self) -> bool:
+        if self._eof:
+            return False
+        try:
+            data = os.read(self.fd, self.chunk)
+        except OSError:
+            data = b""
+        if not data:
+            self._eof = True
+            return False
+        self._buf += data
+        return True
+
+    def readline(self, limit: int = -1) -> bytes:
+        start = 0
+        while True:
+            nl = self._buf.find(b"\n", start)
+            if nl >= 0 and (limit < 0 or nl < limit):
+                cut = nl + 1
+                break
+            if 0 <= limit <= len(self._buf):
+                cut = limit
+                break
+            start = len(self._buf)
+            if not self._fill():
+                cut = len(self._buf)
+                break
+        line = bytes(self._buf[:cut])
+        del self._buf[:cut]
+        return line
+
+    def read(self, n: int = -1) -> bytes:
+        while (n < 0 or len(self._buf) < n) and self._fill():
+            pass
+        cut = len(self._buf) if n < 0 else min(n, len(self._buf))
+        data = bytes(self._buf[:cut])
+        del self._buf[:cut]
+        return data
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def close(self) -> None:
+        pass
+
+
+class QueuedStdin(ResyncingStdin):
+    """pygls' stdin after the pre-handshake served the session for a while (`preinit.serve_until_loaded`): first
+    `held` (the frames the client sent meanwhile, in order), then the frames the stdin thread keeps putting into
+    `events` as ("frame", bytes) (other events are skipped; b"" is the end, for good). `drop(frame)` True leaves a
+    frame out (a cancel of a request pygls never saw)."""
+
+    def __init__(self, raw, events, held: list[bytes], drop=None, max_message: int | None = None):
+        super().__init__(raw, max_message)
+        self.events = events
+        self.held = list(held)
+        self.drop = drop
+        self._eof = False
+
+    def _next_frame(self) -> bytes:
+        while True:
+            if self.held:
+                data = self.held.pop(0)
+            elif self._eof:
+                return b""
+            else:
+                kind, data = self.events.get()
+                if kind != "frame":
+                    continue
+            if not data:
+                self._eof = True
+                return b""
+            if self.drop is not None and self.drop(data):
+                continue
+            return data
+
+
+__all__ = ["HEADER", "FdReader", "QueuedStdin", "ResyncingStdin", "frame"]

@@ -237,11 +237,7 @@ class DocumentsFeature(LanguageFeature):
         if line_text is None:
             return None
         encoding = self.server.workspace.position_encoding or t.PositionEncodingKind.Utf16
-        col = convert.col_from_client(line_text, pos.character, encoding)
-        start = line_text.rfind(word, 0, col + 1)
-        if start < 0 or start + len(word) < col:
-            start = line_text.find(word)
-        if start < 0:
+        span = convert.word_span(line_text, pos.character, word, encoding)
+        if span is None:
             return None
-        return t.Range(start=convert.position(pos.line, convert.col_to_client(line_text, start, encoding)),
-                       end=convert.position(pos.line, convert.col_to_client(line_text, start + len(word), encoding)))
+        return t.Range(start=convert.position(pos.line, span[0]), end=convert.position(pos.line, span[1]))

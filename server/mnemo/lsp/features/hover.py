@@ -21,18 +21,12 @@ import logging
 from lsprotocol import types as t
 
 from mnemo.core.errors import MnemoError
-from mnemo.core.files import code_symbols as cc
-from mnemo.lsp import convert
+from mnemo.lsp import convert, hover_text
 from mnemo.lsp.feature import LanguageFeature, Server
+from mnemo.lsp.hover_text import on_definition
 from mnemo.lsp.owner import FIRST_CONNECT_WAIT_S, UNAVAILABLE, Unavailable
 
 log = logging.getLogger("mnemo.lsp.hover")
-
-
-def on_definition(code: cc.CodeContext, line: int) -> bool:
-    """Whether `line` is where the symbol at the cursor is defined (decorators to name), or outside any symbol."""
-    sym = code.symbol
-    return sym is None or sym.start_line <= line <= max(sym.start_line, sym.name_line)
 
 
 class HoverFeature(LanguageFeature):
@@ -62,35 +56,27 @@ class HoverFeature(LanguageFeature):
         code, snap = found
         ctx = await ctx_job
         rel = self.server.rel_path(uri, ctx)
-        symbol = code.symbol
-        query = cc.symbol_query(symbol) if symbol is not None else code.query()
+        symbol, query = hover_text.query(code)
         try:
             answer = await self.server.editor.hover(
-                ctx, rel, symbol=symbol.qualname if symbol else None, line=params.position.line, query=query,
-                limit=max(4, settings.max_memories * 2), include_docs=settings.include_docs,
+                ctx, rel, symbol=symbol, line=params.position.line, query=query,
+                limit=hover_text.recall_limit(settings.max_memories), include_docs=settings.include_docs,
                 min_confidence=settings.min_confidence, skills=settings.show_skills)
         except Unavailable:
             return self._unavailable_hover(uri)
         except MnemoError as exc:
             log.info("hover: %s", exc)
             return None
-        anchored = answer.get("anchored") or []
-        anchored_ids = {c["item_id"] for c in anchored}
-        cards = [*anchored, *(c for c in answer.get("cards") or [] if c.get("item_id") not in anchored_ids)]
-        cards = cards[: settings.max_memories]
-        if not cards:
+        md = hover_text.markdown(answer, code, settings.max_memories, self._edit_links())
+        if md is None:
             return None
-        skills = answer.get("skills") or {}
-        md = convert.hover_markdown(cards, anchored_ids, skills.get("activations", []),
-                                    symbol.qualname if symbol else code.word, command_links=self._edit_links())
         return t.Hover(contents=t.MarkupContent(kind=t.MarkupKind.Markdown, value=md),
                        range=self.server.documents.word_range(snap, params.position, code.word))
 
     def _edit_links(self) -> bool:
         """Whether the client runs `mnemo.editMemory` links in a hover: it says so in
         `capabilities.experimental.mnemoCommandLinks` (the VS Code extension does); others get no link."""
-        exp = self.server.client_capabilities.experimental
-        return isinstance(exp, dict) and "mnemo.editMemory" in (exp.get("mnemoCommandLinks") or [])
+        return hover_text.edit_links(self.server.client_capabilities.experimental)
 
     def _unavailable_hover(self, uri: str) -> t.Hover | None:
         owner = self.server.owner
