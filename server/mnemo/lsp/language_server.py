@@ -36,6 +36,7 @@ from mnemo.lsp.feature import LanguageFeature
 from mnemo.lsp.features.documents import DocumentsFeature
 from mnemo.lsp.jsonrpc import MnemoProtocol, converter_factory
 from mnemo.lsp.logs import rss_mb
+from mnemo.lsp.stdio import ResyncingStdin
 from mnemo.lsp.owner import (
     FIRST_CONNECT_WAIT_S,
     READY,
@@ -50,6 +51,112 @@ log = logging.getLogger("mnemo.lsp")
 
 HEAVY_MODULES = ("numpy", "chromadb", "onnxruntime", "torch", "sentence_transformers", "transformers",
                  "tokenizers", "scipy")
+
+
+@functools.lru_cache(maxsize=64)
+def _resolved_root(root: str) -> Path:
+    """A workspace root resolved (`detect_context` gives it resolved already: this is for the other callers)."""
+    return Path(root).resolve()
+
+
+class WorkspaceContexts:
+    """`detect_context(root)` per workspace root, kept while the files it read are unchanged.
+
+    `detect_context` reads `.git` (HEAD for the branch, the config for the origin, the default branch's refs) and
+    this process's `MNEMO_*` variables; an entry is reused while every one of those files has the same
+    (inode, size, modification time) and the variables the same values: a checkout rewrites HEAD, a new origin the
+    config, so the next call reads them again. The check is a handful of `stat` calls (~20-40 us), where reading
+    and parsing them costs ~0.3-0.5 ms: cheap enough for the event loop, so a hover does not hop to a worker thread
+    (and contend for the GIL with its own code lookup) to learn the branch."""
+
+    ENV = ("MNEMO_PROJECT_ROOT", "MNEMO_PROJECT_ID", "MNEMO_PROJECT_NAME", "MNEMO_DEFAULT_BRANCH", "MNEMO_USER",
+           "MNEMO_WRITE_POLICY", "MNEMO_ON_CONFLICT", "MNEMO_SECRETS")
+    SIZE = 64
+
+    def __init__(self) -> None:
+        self._items: dict[str, tuple[dict[str, Any], tuple[Path, ...], tuple, tuple]] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def _env(cls) -> tuple:
+        return tuple(environment.raw(n) for n in cls.ENV)
+
+    @staticmethod
+    def _stats(paths: tuple[Path, ...]) -> tuple:
+        out = []
+        for p in paths:
+            try:
+                st = os.stat(p)
+            except OSError:
+                out.append(None)
+                continue
+            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        return tuple(out)
+
+    @staticmethod
+    def watched(root: Path, project: Path) -> tuple[Path, ...]:
+        """Every file `detect_context(root)` reads or looks for (identity.py) when `project` is the project root it
+        finds: `.git` from `root` up to the project (every ancestor's when it is not in git), the git dir's HEAD and
+        `commondir`, the common dir's config, origin's HEAD, packed-refs and the candidate default branches'
+        refs."""
+        from mnemo.core import identity
+
+        gd = identity._git_dir(project)  # noqa: SLF001 - the same resolution detect_context makes
+        levels = [root, *root.parents]
+        if gd is not None and project in levels:
+            levels = levels[: levels.index(project) + 1]
+        paths = [p / ".git" for p in levels]
+        if gd is not None:
+            common = identity._common_dir(gd)  # noqa: SLF001
+            paths += [gd / "HEAD", gd / "commondir", common / "config", common / "packed-refs",
+                      common / "refs" / "remotes" / "origin" / "HEAD",
+                      *(common / "refs" / "heads" / n for n in ("main", "master", "trunk", "develop"))]
+        return tuple(dict.fromkeys(paths))
+
+    def get(self, root: Path) -> dict[str, Any]:
+        """The context of the workspace at `root` (a copy of the kept one is not needed: callers spread it)."""
+        from mnemo.core import identity  # lazy for start-up speed (~70 ms with core.models)
+
+        key = str(root)
+        env = self._env()
+        hit = self._items.get(key)
+        if hit is not None and hit[3] == env and self._stats(hit[1]) == hit[2]:
+            return hit[0]
+        # the files' state is taken before they are read: a change made meanwhile is seen by the next call
+        base = Path(env[0]).resolve() if env[0] else root.resolve()
+        project = identity.find_git_root(base) or base
+        paths = self.watched(base, project)
+        stats = self._stats(paths)
+        ctx = identity.detect_context(root).to_dict()
+        if Path(ctx["root"]) != project:  # the tree changed between the two looks: keep nothing this time
+            return ctx
+        with self._lock:
+            self._items.pop(key, None)
+            self._items[key] = (ctx, paths, stats, env)
+            while len(self._items) > self.SIZE:
+                self._items.pop(next(iter(self._items)))
+        return ctx
+
+
+class FrameReader:
+    """What pygls' message loop reads from (`pygls.io_.run_async`): `ResyncingStdin` through one worker-thread
+    hop per message. pygls' own reader (`StdinAsyncReader`) takes a hop for every line and for the body, three per
+    message, each one waking a pool thread and then the event loop; `ResyncingStdin` holds a whole frame once its
+    first line is read, so the blank line and the body are answered here without leaving the loop."""
+
+    def __init__(self, stdin: ResyncingStdin, executor: Any):
+        self.stdin = stdin
+        self.executor = executor
+
+    async def readline(self) -> bytes:
+        if self.stdin.buffered:
+            return self.stdin.readline()
+        return await asyncio.get_running_loop().run_in_executor(self.executor, self.stdin.readline)
+
+    async def readexactly(self, n: int) -> bytes:
+        if self.stdin.buffered >= n:
+            return self.stdin.read(n)
+        return await asyncio.get_running_loop().run_in_executor(self.executor, self.stdin.read, n)
 
 
 class MnemoLanguageServer(LanguageServer):
@@ -70,15 +177,39 @@ class MnemoLanguageServer(LanguageServer):
         self._retry_task: asyncio.Task | None = None
         self._last_state: dict[str, Any] = {}
         self.active_uri: str | None = None
+        self.stdin: Any = None  # what pygls reads (`start_io`)
         self.started_at = time.monotonic()
         self.test_delay_s = environment.number("MNEMO_LSP_TEST_DELAY_MS") / 1000.0
         # the pre-handshake's report (preinit.py): did it answer `initialize`, did pygls agree
         self.preinit: dict[str, Any] = {"answered": False}
         self.owner_starter: Any = None  # preinit.OwnerStarter: the owner it started while pygls loaded, if any
+        self.contexts = WorkspaceContexts()  # `ctx_for`'s reads of `.git`, kept while the files are unchanged
         self.documents = DocumentsFeature(self)  # a feature too: `create_server` registers it first
         self.editor = EditorContext(self)
 
     # -- plumbing --------------------------------------------------------------------------------------------
+    def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
+        """pygls' `start_io`, reading with `FrameReader` (one thread hop per message, not three)."""
+        from pygls import IS_WASM
+        from pygls.io_ import StdoutWriter, run_async
+
+        self.stdin = stdin  # its `frame_at` starts a traced request's clock (bench runs, MNEMO_TRACE_FILE)
+        if IS_WASM or not isinstance(stdin, ResyncingStdin):
+            super().start_io(stdin, stdout)
+            return
+        self._stop_event = threading.Event()
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        try:
+            asyncio.run(run_async(stop_event=self._stop_event, reader=FrameReader(stdin, self.thread_pool),
+                                  protocol=self.protocol, logger=logging.getLogger("pygls.server"),
+                                  error_handler=self.report_server_error))
+        except BrokenPipeError:
+            log.error("Connection to the client is lost! Shutting down the server.")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
+
     def report_server_error(self, error: Exception, source: Any) -> None:
         """Errors outside a request's answer (unparsable input, a failing notification handler) go to the log,
         never to a pop-up. Failed requests already carry their error in the response."""
@@ -210,13 +341,12 @@ class MnemoLanguageServer(LanguageServer):
         return Path(os.getcwd())
 
     def ctx_for(self, uri: str | None = None) -> dict[str, Any]:
-        """The Context of the workspace holding `uri`, read live (branch from .git/HEAD) on every call."""
-        from mnemo.core.identity import detect_context  # lazy for start-up speed (~70 ms with core.models)
-
+        """The Context of the workspace holding `uri`, as live as reading `.git` on every call (the branch from
+        .git/HEAD): read once per workspace, then reused while none of the git files it was read from changed
+        (`WorkspaceContexts`: a few `stat` calls instead of reading and parsing them, so a hover can ask on the
+        event loop)."""
         # the editor's setting travels with each request
-        ctx: dict[str, Any] = {**detect_context(self.root_for(uri or self.active_uri)).to_dict(),
-                               "write_policy": self.settings.write_policy}
-        return ctx
+        return {**self.contexts.get(self.root_for(uri or self.active_uri)), "write_policy": self.settings.write_policy}
 
     @staticmethod
     def rel_path(uri: str | None, ctx: dict[str, Any]) -> str | None:
@@ -228,7 +358,7 @@ class MnemoLanguageServer(LanguageServer):
         root = ctx.get("root")
         if root:
             try:
-                return Path(p).resolve().relative_to(Path(root).resolve()).as_posix()
+                return Path(p).resolve().relative_to(_resolved_root(root)).as_posix()
             except ValueError:
                 pass
         return Path(p).as_posix()
