@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack, cast
 
 from mnemo import PROTOCOL_VERSION, __version__, api
-from mnemo.core import environment, trace
+from mnemo.core import environment
+from mnemo import trace
 from mnemo.core.api_types.requests import filled
 from mnemo.core.errors import InvalidInput, MnemoError
 from mnemo.core.models import Context

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Self
 
 from mnemo import PROTOCOL_VERSION, __version__
 from mnemo.api import SERVICE_METHODS, call_arguments
-from mnemo.core import environment, trace
+from mnemo.core import environment
+from mnemo import trace
 from mnemo.core.errors import DaemonError, MnemoError, StoreLocked, VersionMismatch, error_from_dict
 from mnemo.daemon.paths import failure_path, log_path, socket_path
 

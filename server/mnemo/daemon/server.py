@@ -23,7 +23,7 @@ from typing import Any
 
 from mnemo import PROTOCOL_VERSION, __version__
 from mnemo.api import SERVICE_METHODS, accepted, call_arguments, parameters
-from mnemo.core import trace
+from mnemo import trace
 from mnemo.core.errors import InvalidInput, MnemoError, StoreLocked
 from mnemo.daemon.paths import failure_path, info_path, log_path, socket_path
 from mnemo.service import LocalService
@@ -130,9 +130,10 @@ class _Handler(socketserver.StreamRequestHandler):
                     raise InvalidInput(f"{method} does not report progress; nothing was done",
                                        hint=f"drop `_progress`; {method} takes: {accepted(method, wire=True)}")
                 params["progress"] = lambda p, _rid=rid: self._send({"id": _rid, "progress": p})
+            trace.current().mark("arguments")
             if isinstance(params.get("ctx"), dict):  # a merge git made since the last look: offered in Review
                 self.server.service._notice(params["ctx"], method)
-            trace.current().mark("arguments")
+            trace.current().mark("notice")
             result = getattr(self.server.service, method)(**params)
             self._send({"id": rid, "result": result})
         except MnemoError as exc:

@@ -11,7 +11,7 @@ from lsprotocol import types as t
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.protocol import LanguageServerProtocol
 
-from mnemo.core import trace
+from mnemo import trace
 
 log = logging.getLogger("mnemo.lsp")
 

@@ -39,6 +39,7 @@ from mnemo.lsp.logs import rss_mb
 from mnemo.lsp.stdio import ResyncingStdin
 from mnemo.lsp.owner import (
     FIRST_CONNECT_WAIT_S,
+    LOOP_METHODS,
     READY,
     STARTING,
     UNAVAILABLE,
@@ -69,8 +70,7 @@ class WorkspaceContexts:
     and parsing them costs ~0.3-0.5 ms: cheap enough for the event loop, so a hover does not hop to a worker thread
     (and contend for the GIL with its own code lookup) to learn the branch."""
 
-    ENV = ("MNEMO_PROJECT_ROOT", "MNEMO_PROJECT_ID", "MNEMO_PROJECT_NAME", "MNEMO_DEFAULT_BRANCH", "MNEMO_USER",
-           "MNEMO_WRITE_POLICY", "MNEMO_ON_CONFLICT", "MNEMO_SECRETS")
+    ENV = environment.names("request")  # the variables detect_context reads (the project, the user, settings)
     SIZE = 64
 
     def __init__(self) -> None:
@@ -123,7 +123,8 @@ class WorkspaceContexts:
         if hit is not None and hit[3] == env and self._stats(hit[1]) == hit[2]:
             return hit[0]
         # the files' state is taken before they are read: a change made meanwhile is seen by the next call
-        base = Path(env[0]).resolve() if env[0] else root.resolve()
+        env_root = environment.raw("MNEMO_PROJECT_ROOT")
+        base = Path(env_root).resolve() if env_root else root.resolve()
         project = identity.find_git_root(base) or base
         paths = self.watched(base, project)
         stats = self._stats(paths)
@@ -255,6 +256,8 @@ class MnemoLanguageServer(LanguageServer):
         if self.owner is None:
             raise Unavailable("Mnemo unavailable: the language server is starting",
                               hint="wait a moment; it connects after `initialized`")
+        if method in LOOP_METHODS and self.owner.channel.free:  # no thread hop (a second one meanwhile: the pool)
+            return await self.owner.channel.call(method, *args, **kw)
         return await self.run_blocking(self.owner.call, method, *args, **kw)
 
     @property
@@ -507,6 +510,7 @@ class MnemoLanguageServer(LanguageServer):
             task.cancel()
         if self.owner is not None:
             self.owner.close()
+            self.owner.channel.close()  # (on the loop, which owns it)
 
     async def on_configuration(self, params: t.DidChangeConfigurationParams) -> None:
         settings = convert.plain(params.settings)

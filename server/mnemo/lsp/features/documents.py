@@ -79,13 +79,21 @@ class DocumentsFeature(LanguageFeature):
         st = self.states.setdefault(uri, DocState(uri, language=cc.language_for(uri)))
         st.version = params.text_document.version
         self.set_active(uri)
+        self.forget_hovers(uri)
         self.schedule(uri, self.server.settings.debounce_ms / 1000.0)
 
     async def did_save(self, params: t.DidSaveTextDocumentParams) -> None:
         uri = unquote(params.text_document.uri)
+        self.forget_hovers(uri)
         self.schedule(uri, 0.0)
         if self.server.ready:
             self.server.spawn(self.check_anchors(uri), f"check-anchors:{uri}")
+
+    def forget_hovers(self, uri: str) -> None:
+        """An edit or a save: the hover answers kept for this file are dropped (editor.py's lifetime rule)."""
+        editor = self.server.editor
+        if len(editor.hovers) or editor.hovers_asked:  # (the file's path: a few stat calls, only when needed)
+            editor.forget_path(self.server.rel_path(uri, self.server.ctx_for(uri)))
 
     async def check_anchors(self, uri: str, force: bool = False) -> dict:
         """Flag memories anchored into this file whose symbol changed or vanished (on save; SPEC §4 stale
