@@ -15,9 +15,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack, cast
 
-from mnemo import PROTOCOL_VERSION, __version__, api
+from mnemo import PROTOCOL_VERSION, __version__, api, trace
 from mnemo.core import environment
-from mnemo import trace
 from mnemo.core.api_types.requests import filled
 from mnemo.core.errors import InvalidInput, MnemoError
 from mnemo.core.models import Context
@@ -458,7 +457,6 @@ class LocalService:
         st.mark("context")
         if trace.enabled() and query is not None:  # was the query's embedding ready (the lens pass asked it)?
             st.note("embedded", (self.engine.model_id, query) in self.engine._embed_cache)  # noqa: SLF001
-            st.note("q", query[:60])
         if query is not None:
             recalled = recall(self.engine, c, query, limit=limit, include_docs=include_docs,
                               min_confidence=min_confidence)

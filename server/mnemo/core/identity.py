@@ -145,8 +145,10 @@ _REFS_KEPT: dict[tuple[str, str], tuple[tuple[Path, ...], tuple, str | None]] = 
 _REFS_LOCK = threading.Lock()
 
 
-def _file_states(paths: tuple[Path, ...]) -> tuple:
-    out = []
+def file_states(paths: tuple[Path, ...]) -> tuple:
+    """(inode, size, modification time in ns) of each file, None for one that cannot be stat'ed: what tells a
+    file read before from one changed since (git writes a ref or HEAD to a new file and renames it)."""
+    out: list[tuple[int, int, int] | None] = []
     for p in paths:
         try:
             st = os.stat(p)
@@ -164,14 +166,14 @@ def read_ref_kept(root: Path | str, branch: str) -> str | None:
     it, so a moved ref is read again)."""
     key = (str(root), branch)
     hit = _REFS_KEPT.get(key)
-    if hit is not None and _file_states(hit[0]) == hit[1]:
+    if hit is not None and file_states(hit[0]) == hit[1]:
         return hit[2]
     paths: tuple[Path, ...] = (Path(root) / ".git",)
     gd = _git_dir(Path(root))
     if gd is not None and branch and ".." not in branch:
         common = _common_dir(gd)
         paths += (gd / "commondir", common / "refs" / "heads" / branch, common / "packed-refs")
-    states = _file_states(paths)  # before the read: a change meanwhile is read again by the next call
+    states = file_states(paths)  # before the read: a change meanwhile is read again by the next call
     sha = read_ref(root, branch)
     with _REFS_LOCK:
         _REFS_KEPT[key] = (paths, states, sha)

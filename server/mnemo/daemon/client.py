@@ -20,10 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Self
 
-from mnemo import PROTOCOL_VERSION, __version__
+from mnemo import PROTOCOL_VERSION, __version__, trace
 from mnemo.api import SERVICE_METHODS, call_arguments
 from mnemo.core import environment
-from mnemo import trace
 from mnemo.core.errors import DaemonError, MnemoError, StoreLocked, VersionMismatch, error_from_dict
 from mnemo.daemon.paths import failure_path, log_path, socket_path
 

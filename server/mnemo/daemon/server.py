@@ -21,9 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mnemo import PROTOCOL_VERSION, __version__
+from mnemo import PROTOCOL_VERSION, __version__, trace
 from mnemo.api import SERVICE_METHODS, accepted, call_arguments, parameters
-from mnemo import trace
 from mnemo.core.errors import InvalidInput, MnemoError, StoreLocked
 from mnemo.daemon.paths import failure_path, info_path, log_path, socket_path
 from mnemo.service import LocalService

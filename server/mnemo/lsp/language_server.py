@@ -36,7 +36,6 @@ from mnemo.lsp.feature import LanguageFeature
 from mnemo.lsp.features.documents import DocumentsFeature
 from mnemo.lsp.jsonrpc import MnemoProtocol, converter_factory
 from mnemo.lsp.logs import rss_mb
-from mnemo.lsp.stdio import ResyncingStdin
 from mnemo.lsp.owner import (
     FIRST_CONNECT_WAIT_S,
     LOOP_METHODS,
@@ -47,6 +46,7 @@ from mnemo.lsp.owner import (
     Unavailable,
     resolve_home,
 )
+from mnemo.lsp.stdio import ResyncingStdin
 
 log = logging.getLogger("mnemo.lsp")
 
@@ -82,18 +82,6 @@ class WorkspaceContexts:
         return tuple(environment.raw(n) for n in cls.ENV)
 
     @staticmethod
-    def _stats(paths: tuple[Path, ...]) -> tuple:
-        out = []
-        for p in paths:
-            try:
-                st = os.stat(p)
-            except OSError:
-                out.append(None)
-                continue
-            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
-        return tuple(out)
-
-    @staticmethod
     def watched(root: Path, project: Path) -> tuple[Path, ...]:
         """Every file `detect_context(root)` reads or looks for (identity.py) when `project` is the project root it
         finds: `.git` from `root` up to the project (every ancestor's when it is not in git), the git dir's HEAD and
@@ -120,16 +108,16 @@ class WorkspaceContexts:
         key = str(root)
         env = self._env()
         hit = self._items.get(key)
-        if hit is not None and hit[3] == env and self._stats(hit[1]) == hit[2]:
+        if hit is not None and hit[3] == env and identity.file_states(hit[1]) == hit[2]:
             return hit[0]
         # the files' state is taken before they are read: a change made meanwhile is seen by the next call
         env_root = environment.raw("MNEMO_PROJECT_ROOT")
         base = Path(env_root).resolve() if env_root else root.resolve()
         project = identity.find_git_root(base) or base
         paths = self.watched(base, project)
-        stats = self._stats(paths)
-        ctx = identity.detect_context(root).to_dict()
-        if Path(ctx["root"]) != project:  # the tree changed between the two looks: keep nothing this time
+        stats = identity.file_states(paths)
+        ctx = dict(identity.detect_context(root).to_dict())
+        if Path(str(ctx["root"])) != project:  # the tree changed between the two looks: keep nothing this time
             return ctx
         with self._lock:
             self._items.pop(key, None)
