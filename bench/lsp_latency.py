@@ -22,7 +22,12 @@ started and its dense index built. Timed, from the client's side of the pipe:
     `owner_calls_in_timed_hovers` counts them); `owner_cpu_ms_per_hover` / `lsp_cpu_ms_per_hover`: the CPU
     time each process spent over the timed hovers, per hover (the figure that holds still on a loaded box);
   - code_lens p95 over `--lenses` `textDocument/codeLens` requests on engine.py (caches warm);
-  - lsp_rss_mb: the language server process's resident memory at the end (the model lives in the owner).
+  - lsp_rss_mb: the language server process's resident memory at the end (the model lives in the owner);
+  - with `--trace FILE` (MNEMO_TRACE_FILE for both processes), `stages`: per stage of the timed hovers, p50/p95 in
+    ms: in the language server (`lsp.hover`: read, dispatch, code_at, workspace, owner, markdown, answer,
+    respond), the owner (`owner.request:hover_context`: decode, arguments, notice, context, recall, anchored,
+    fresh, encode, send; `query_embedded`: how many found their query's vector ready) and, for a call through the
+    thread pool, the client's side (`client.request:*`: encode, wait, decode).
 The last line is one JSON object.
 """
 
@@ -367,6 +372,8 @@ def trace_summary(path: Path, since: float, until: float) -> dict:
             row[key] = [round(statistics.median(vals), 3), round(pct(vals, 95), 3)]
         row["stages"] = {n: [round(statistics.median(v), 3), round(pct(v, 95), 3)]
                          for n in names for v in [[r["stages"].get(n, 0.0) for r in recs]]}
+        if any("embedded" in r for r in recs):  # the owner had the query's embedding (the lens pass asked it)
+            row["query_embedded"] = sum(1 for r in recs if r.get("embedded"))
         out[op] = row
     return out
 

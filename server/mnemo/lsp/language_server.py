@@ -2,8 +2,11 @@
 
 The executor, the owner link, the settings, the workspace's project and branch, the published state, the open
 documents (`documents`, a feature) and the store's answers for the editor (`editor`, with its caches). Features see
-it through `mnemo.lsp.feature.Server`. Handlers are coroutines; every blocking call (the owner's socket,
-tree-sitter) runs in `self.executor`, so the event loop only reads messages, converts and answers. The store lives
+it through `mnemo.lsp.feature.Server`. Handlers are coroutines; blocking calls (the owner's socket, a tree-sitter
+parse) run in `self.executor`, except on a hover's path, which makes no thread hop: its owner call goes over the
+loop's own connection (`owner.LoopChannel`), its code lookup reads the parse kept for the document's version and
+its workspace context is kept while `.git` is unchanged (`WorkspaceContexts`); messages come in with one hop each
+(`FrameReader`). The store lives
 in the owner process (`mnemo.daemon`); this process imports no model, no chromadb and no numpy.
 """
 
