@@ -113,6 +113,7 @@ class OwnerLink:
                 return False
             self.owner_info = dict(info or {})
             self._drop_pool()
+            svc.autostart = False  # in the pool now: an interactive call never starts an owner (the retry does)
             with self._lock:
                 self._idle.append(svc)
                 self._created = 1
