@@ -61,9 +61,9 @@ class DocumentsFeature(LanguageFeature):
         ran without an owner (an editor opens its files right after `initialize`, before the link is made), so
         their code lenses had no relevance and the owner none of their symbols' queries embedded: the first hover
         on each of those symbols paid the embedding (~4 ms of the owner's CPU), and the lenses waited for an
-        edit."""
+        edit. After the usual debounce: a hover asked at the same moment (an editor's first) goes first."""
         for uri in list(self.states):
-            self.schedule(uri, 0.0)
+            self.schedule(uri, self.server.settings.debounce_ms / 1000.0)
 
     # -- notifications ---------------------------------------------------------------------------------------
     async def did_open(self, params: t.DidOpenTextDocumentParams) -> None:
