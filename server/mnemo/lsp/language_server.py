@@ -530,6 +530,7 @@ class MnemoLanguageServer(LanguageServer):
         ok = await self.run_blocking(self.owner.connect)
         if not ok:
             return  # on_owner_state warned and started the retry loop
+        self.spawn(self.owner.channel.open(), "owner-loop-channel")
         for f in self.features:
             if type(f).owner_ready is not LanguageFeature.owner_ready:
                 self.spawn(f.owner_ready(), f"{type(f).__name__}.owner_ready")

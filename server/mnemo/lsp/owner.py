@@ -234,6 +234,20 @@ class LoopChannel:
         if writer is not None:
             writer.close()
 
+    async def open(self) -> None:
+        """Connect now (after the link's first connection), so the first hover does not wait for the handshake;
+        a failure is left for the first call to meet. A call meanwhile goes through the pool."""
+        if self._busy or self._writer is not None or self.link.state != READY:
+            return
+        self._busy = True
+        try:
+            await self._open()
+        except (MnemoError, OSError, ValueError) as exc:
+            log.debug("the loop's owner connection: %s", exc)
+            self.close()
+        finally:
+            self._busy = False
+
     async def _open(self) -> None:
         import asyncio
 
