@@ -69,8 +69,8 @@ class WorkspaceContexts:
     `detect_context` reads `.git` (HEAD for the branch, the config for the origin, the default branch's refs) and
     this process's `MNEMO_*` variables; an entry is reused while every one of those files has the same
     (inode, size, modification time) and the variables the same values: a checkout rewrites HEAD, a new origin the
-    config, so the next call reads them again. The check is a handful of `stat` calls (~20-40 us), where reading
-    and parsing them costs ~0.3-0.5 ms: cheap enough for the event loop, so a hover does not hop to a worker thread
+    config, so the next call reads them again. The check is about ten `stat` calls (~70 us), where reading
+    and parsing them costs ~0.5 ms: cheap enough for the event loop, so a hover does not hop to a worker thread
     (and contend for the GIL with its own code lookup) to learn the branch."""
 
     ENV = environment.names("request")  # the variables detect_context reads (the project, the user, settings)
