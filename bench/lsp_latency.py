@@ -24,7 +24,12 @@ started and its dense index built. Timed, from the client's side of the pipe:
     `owner_calls_in_timed_hovers` counts them); `owner_cpu_ms_per_hover` / `lsp_cpu_ms_per_hover`: the CPU
     time each process spent over the timed hovers, per hover (the figure that holds still on a loaded box);
   - code_lens p95 over `--lenses` `textDocument/codeLens` requests on engine.py (caches warm);
-  - lsp_rss_mb: the language server process's resident memory at the end (the model lives in the owner).
+  - lsp_rss_mb: the language server process's resident memory at the end (the model lives in the owner);
+  - with `--trace FILE` (MNEMO_TRACE_FILE for both processes), `stages`: per stage of the timed hovers, p50/p95 in
+    ms: in the language server (`lsp.hover`: read, dispatch, code_at, workspace, owner, markdown, answer,
+    respond), the owner (`owner.request:hover_context`: decode, arguments, notice, context, recall, anchored,
+    fresh, encode, send; `query_embedded`: how many found their query's vector ready) and, for a call through the
+    thread pool, the client's side (`client.request:*`: encode, wait, decode).
 The last line is one JSON object.
 """
 
@@ -148,7 +153,7 @@ def rss_mb(pid: int) -> tuple[float, float]:
     return round(cur, 1), round(peak, 1)
 
 
-async def drive(home: Path, hovers: int, lenses: int, init_reps: int) -> dict:
+async def drive(home: Path, hovers: int, lenses: int, init_reps: int, trace_file: Path | None = None) -> dict:
     from lsprotocol import types as t
     from pytest_lsp import ClientServerConfig
     from pytest_lsp.client import LanguageClient, register_lsp_features
@@ -168,6 +173,10 @@ async def drive(home: Path, hovers: int, lenses: int, init_reps: int) -> dict:
 
     env = dict(os.environ, MNEMO_HOME=str(home), MNEMO_IDLE_TIMEOUT="120", HF_HUB_OFFLINE="1",
                MNEMO_USER_SKILLS=str(home / "user-skills"))
+    if trace_file:  # both processes append their stages (the owner the language server starts inherits it)
+        env["MNEMO_TRACE_FILE"] = str(trace_file)
+    else:
+        env.pop("MNEMO_TRACE_FILE", None)
     env.pop("MNEMO_EMBEDDER", None)
     env.pop("MNEMO_LSP_PREINIT", None)
 
@@ -247,6 +256,7 @@ async def drive(home: Path, hovers: int, lenses: int, init_reps: int) -> dict:
         pids = {"owner": (st.get("owner") or {}).get("pid"), "lsp": client._server.pid}
         cpu_before = {k: cpu_ms(p) for k, p in pids.items()}
         lat, fresh, fresh_queries = [], [], []
+        timed_from = time.time()
         for u, line, col in spots[20:]:
             q = query_at(u, line, col)
             ms = await one_hover(u, line, col)
@@ -255,6 +265,9 @@ async def drive(home: Path, hovers: int, lenses: int, init_reps: int) -> dict:
                 seen.add(q)
                 fresh.append(ms)
                 fresh_queries.append(q)
+        timed_until = time.time()
+        if trace_file:
+            out["stages"] = trace_summary(trace_file, timed_from, timed_until)
         for k, p in pids.items():  # CPU per timed hover (stable under load, unlike the wall clock)
             now, was = cpu_ms(p), cpu_before[k]
             if now is not None and was is not None:
@@ -336,6 +349,34 @@ async def drive(home: Path, hovers: int, lenses: int, init_reps: int) -> dict:
         out["initialize_answered_after_ms_server_side"] = server_side
     if "content_spot" in out:
         out.update(await first_hover_sessions(config, init_params, uri, source, out["content_spot"], home))
+    return out
+
+
+def trace_summary(path: Path, since: float, until: float) -> dict:
+    """Per operation (`lsp.hover`, the owner's `hover_context`, the language server's side of that call) and stage:
+    p50 / p95 in ms, from the `MNEMO_TRACE_FILE` lines written while the timed hovers ran."""
+    ops: dict[str, list[dict]] = {}
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if not since <= rec.get("t", 0) <= until + 1:
+            continue
+        op = rec["op"] + (f":{rec['method']}" if "method" in rec else "")
+        ops.setdefault(op, []).append(rec)
+    out = {}
+    for op, recs in sorted(ops.items()):
+        names = list(dict.fromkeys(k for r in recs for k in r["stages"]))
+        row = {"n": len(recs)}
+        for key in ("total_ms", "cpu_ms"):
+            vals = [r[key] for r in recs]
+            row[key] = [round(statistics.median(vals), 3), round(pct(vals, 95), 3)]
+        row["stages"] = {n: [round(statistics.median(v), 3), round(pct(v, 95), 3)]
+                         for n in names for v in [[r["stages"].get(n, 0.0) for r in recs]]}
+        if any("embedded" in r for r in recs):  # the owner had the query's embedding (the lens pass asked it)
+            row["query_embedded"] = sum(1 for r in recs if r.get("embedded"))
+        out[op] = row
     return out
 
 
@@ -425,6 +466,9 @@ def main() -> int:
                     help="extra short sessions timing initialize with and without the pre-handshake (default 5)")
     ap.add_argument("--json", action="store_true", help="(the last line is always one JSON object)")
     ap.add_argument("--home", default=None, help="store to use; filled when empty, reused as is otherwise")
+    ap.add_argument("--trace", default=None, metavar="FILE",
+                    help="set MNEMO_TRACE_FILE=FILE for the language server and its owner and report each stage of "
+                         "the timed hovers (p50 / p95) under `stages` (the timing code runs in both processes)")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -433,7 +477,10 @@ def main() -> int:
     home = reuse_or_fill(args)
     load_start = os.getloadavg()
     try:
-        out = asyncio.run(drive(home, args.hovers, args.lenses, args.init_reps))
+        trace_file = Path(args.trace).resolve() if args.trace else None
+        if trace_file is not None:
+            trace_file.unlink(missing_ok=True)
+        out = asyncio.run(drive(home, args.hovers, args.lenses, args.init_reps, trace_file))
     finally:
         DaemonService(home, autostart=False).shutdown()
     detail = {"memories": args.memories, **out, "machine": f"{os.cpu_count()} cores, {sys.platform}",

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack, cast
 
-from mnemo import PROTOCOL_VERSION, __version__, api
+from mnemo import PROTOCOL_VERSION, __version__, api, trace
 from mnemo.core import environment
 from mnemo.core.api_types.requests import filled
 from mnemo.core.errors import InvalidInput, MnemoError
@@ -447,25 +447,33 @@ class LocalService:
         from mnemo.core.memory.anchored_to_file import anchored_context, check_position
         from mnemo.core.memory.recall import recall
 
+        st = trace.current()  # bench runs only: the stages of this request
         c = _ctx(ctx)
         check_position(path, line, symbol)
         if query is not None and not isinstance(query, str):
             raise InvalidInput(f"hover_context: query must be a string, got {type(query).__name__}")
         out: api.HoverContext = {"path": path, "symbol": symbol, "cards": [], "warnings": [], "anchored": [],
                                  "file_anchors": {}, "skills": None}
+        st.mark("context")
+        if trace.enabled() and query is not None:  # was the query's embedding ready (the lens pass asked it)?
+            st.note("embedded", (self.engine.model_id, query) in self.engine._embed_cache)  # noqa: SLF001
         if query is not None:
             recalled = recall(self.engine, c, query, limit=limit, include_docs=include_docs,
                               min_confidence=min_confidence)
             out["cards"], out["warnings"] = recalled["cards"], recalled["warnings"]
+            st.mark("recall")
         if path:
             out.update(anchored_context(self.engine, c, path, symbol, line))
+            st.mark("anchored")
         self._fresh(c, [*out["cards"], *out["anchored"]])
+        st.mark("fresh")
         if skills:
             try:
                 out["skills"] = self.activate_skills(ctx, path, None, max_skills=max_skills, token_budget=token_budget)
             except MnemoError as exc:  # skills must not take the memories of a hover down with them
                 log.warning("hover_context: skills: %s", exc)
                 out["skills"] = {"activations": [], "total_tokens": 0, "error": str(exc)}
+            st.mark("skills")
         return out
 
     def memory_cards(self, ctx: api.Ctx, ids: list[str]) -> api.MemoryCards:

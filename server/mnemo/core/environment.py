@@ -106,6 +106,10 @@ VARIABLES: dict[str, Var] = {v.name: v for v in (
         "a cancellable pause before requests reach the store: for the cancellation tests only"),
     Var("MNEMO_LSP_PREINIT", "1", "0 | 1", "process", "start",
         "`0` turns off the language server's early `initialize` answer"),
+    Var("MNEMO_TRACE_FILE", None, "a file", "process", "live",
+        "benchmarks only: each hover of the language server and each request of the owner appends its stages' "
+        "timings to this file (one JSON line each; an owner started by the process inherits it). Unset: nothing is "
+        "timed"),
     Var("MNEMO_LSP_MAX_MESSAGE_BYTES", 64 * _MiB, "bytes", "process", "start", "the largest LSP message read"),
     Var("MNEMO_MCP_MAX_MESSAGE_BYTES", 32 * _MiB, "bytes", "process", "start", "the largest MCP message read"),
     Var("MNEMO_LOG_LEVEL", "WARNING", "a logging level", "process", "start", "the MCP server's log level"),

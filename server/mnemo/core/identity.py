@@ -10,6 +10,7 @@ import getpass
 import hashlib
 import os
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,6 +139,47 @@ def read_ref(root: Path | str, branch: str) -> str | None:
         if ref.strip() == f"refs/heads/{branch}" and _SHA.match(sha):
             return sha
     return None
+
+
+_REFS_KEPT: dict[tuple[str, str], tuple[tuple[Path, ...], tuple, str | None]] = {}
+_REFS_LOCK = threading.Lock()
+
+
+def file_states(paths: tuple[Path, ...]) -> tuple:
+    """(inode, size, modification time in ns) of each file, None for one that cannot be stat'ed: what tells a
+    file read before from one changed since (git writes a ref or HEAD to a new file and renames it)."""
+    out: list[tuple[int, int, int] | None] = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except OSError:
+            out.append(None)
+            continue
+        out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def read_ref_kept(root: Path | str, branch: str) -> str | None:
+    """`read_ref`, kept per (root, branch) while the files it reads (`.git`, `commondir`, the loose ref,
+    packed-refs) keep their inode, size and modification time: a few `stat` calls instead of opening and parsing
+    them, for the owner's look at the default branch before every request (git replaces a ref file when it moves
+    it, so a moved ref is read again)."""
+    key = (str(root), branch)
+    hit = _REFS_KEPT.get(key)
+    if hit is not None and file_states(hit[0]) == hit[1]:
+        return hit[2]
+    paths: tuple[Path, ...] = (Path(root) / ".git",)
+    gd = _git_dir(Path(root))
+    if gd is not None and branch and ".." not in branch:
+        common = _common_dir(gd)
+        paths += (gd / "commondir", common / "refs" / "heads" / branch, common / "packed-refs")
+    states = file_states(paths)  # before the read: a change meanwhile is read again by the next call
+    sha = read_ref(root, branch)
+    with _REFS_LOCK:
+        _REFS_KEPT[key] = (paths, states, sha)
+        while len(_REFS_KEPT) > 256:
+            _REFS_KEPT.pop(next(iter(_REFS_KEPT)))
+    return sha
 
 
 def read_branch_start(root: Path | str, branch: str) -> str | None:

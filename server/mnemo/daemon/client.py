@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Self
 
-from mnemo import PROTOCOL_VERSION, __version__
+from mnemo import PROTOCOL_VERSION, __version__, trace
 from mnemo.api import SERVICE_METHODS, call_arguments
 from mnemo.core import environment
 from mnemo.core.errors import DaemonError, MnemoError, StoreLocked, VersionMismatch, error_from_dict
@@ -185,6 +185,7 @@ class DaemonService(_Declared):
 
     # -- calls -----------------------------------------------------------------------------------------------
     def _request(self, method: str, params: dict[str, Any], progress=None) -> Any:
+        st = trace.stages("client.request")  # bench runs only (MNEMO_TRACE_FILE)
         rid = next(self._ids)
         payload = dict(params)
         if progress is not None:
@@ -192,12 +193,16 @@ class DaemonService(_Declared):
         data = (json.dumps({"id": rid, "method": method, "params": payload}) + "\n").encode()
         if self._sock is None or self._rfile is None:
             raise ConnectionError("not connected to the owner")
+        st.mark("encode")
         self._sock.sendall(data)
         while True:
             line = self._rfile.readline()
             if not line:
                 raise ConnectionError("the owner closed the connection")
+            st.mark("wait")
             msg = json.loads(line)
+            st.mark("decode")
+            st.done(method=method, bytes_out=len(data), bytes_in=len(line))
             if msg.get("id") != rid:
                 continue
             if "progress" in msg:

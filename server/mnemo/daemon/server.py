@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mnemo import PROTOCOL_VERSION, __version__
+from mnemo import PROTOCOL_VERSION, __version__, trace
 from mnemo.api import SERVICE_METHODS, accepted, call_arguments, parameters
 from mnemo.core.errors import InvalidInput, MnemoError, StoreLocked
 from mnemo.daemon.paths import failure_path, info_path, log_path, socket_path
@@ -63,6 +63,7 @@ class _Handler(socketserver.StreamRequestHandler):
 
     def _send(self, obj: dict[str, Any]) -> None:
         data = (json.dumps(obj, default=str) + "\n").encode()
+        trace.current().mark("encode")
         with self._wlock:
             self.wfile.write(data)
             self.wfile.flush()
@@ -74,6 +75,7 @@ class _Handler(socketserver.StreamRequestHandler):
             line = self.rfile.readline(MAX_LINE)
             if not line:
                 return
+            st = trace.begin("owner.request")  # bench runs only (MNEMO_TRACE_FILE): the stages of this request
             self.server.touch()
             try:
                 req = json.loads(line)
@@ -108,7 +110,10 @@ class _Handler(socketserver.StreamRequestHandler):
             if method not in SERVICE_METHODS or not isinstance(params, dict):
                 self._send({"id": rid, "error": InvalidInput(f"unknown method {method!r}").to_dict()})
                 continue
+            st.mark("decode")
             self._call(rid, method, params)
+            st.mark("send")
+            trace.end(st, method=method, bytes_in=len(line))
 
     def _call(self, rid: Any, method: str, params: dict[str, Any]) -> None:
         self.server.begin_request()
@@ -124,8 +129,10 @@ class _Handler(socketserver.StreamRequestHandler):
                     raise InvalidInput(f"{method} does not report progress; nothing was done",
                                        hint=f"drop `_progress`; {method} takes: {accepted(method, wire=True)}")
                 params["progress"] = lambda p, _rid=rid: self._send({"id": _rid, "progress": p})
+            trace.current().mark("arguments")
             if isinstance(params.get("ctx"), dict):  # a merge git made since the last look: offered in Review
                 self.server.service._notice(params["ctx"], method)
+            trace.current().mark("notice")
             result = getattr(self.server.service, method)(**params)
             self._send({"id": rid, "result": result})
         except MnemoError as exc:

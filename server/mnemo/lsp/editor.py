@@ -9,6 +9,9 @@ One cache lifetime rule (`AnswerCache`, every cache below follows it):
 - an answer of the owner is used for `CACHE_LIFETIME_S` seconds after it arrived, then asked again;
 - a write through this server, a settings change, a branch change and the owner coming back drop every cache at
   once (`EditorContext.forget`); an answer that arrives after that is used but not kept;
+- an edit or a save of a document drops the hover answers for its file (`EditorContext.forget_path`: what a hover
+  shows of an anchored memory, its staleness, is read from the working tree), with the same rule for an answer
+  in flight;
 - what only a background view reads (a file's anchors and the symbols' relevance, for code lenses) is shown past
   its lifetime while the new answer is asked for, never waited on; a hover or a code action never uses an
   answer past its lifetime.
@@ -72,6 +75,11 @@ class AnswerCache:
     def clear(self) -> None:
         self._items.clear()
 
+    def drop(self, which: Callable[[tuple], bool]) -> None:
+        """Drop the answers whose key `which` accepts."""
+        for key in [k for k in self._items if which(k)]:
+            del self._items[key]
+
     def __len__(self) -> int:
         return len(self._items)
 
@@ -88,6 +96,8 @@ class EditorContext:
         # when the owner link comes up both want the active file's skills at once
         self._skills_inflight: dict[tuple, asyncio.Future] = {}
         self.generation = 0
+        self._path_generation: dict[str | None, int] = {}  # per file: bumped when its hover answers are dropped
+        self.hovers_asked = 0  # hover answers being asked of the owner right now
         self.stats = {"hits": 0, "misses": 0}  # hover answers from the cache / from the owner
 
     def caches(self) -> list[AnswerCache]:
@@ -98,6 +108,12 @@ class EditorContext:
         for cache in self.caches():
             cache.clear()
         self.generation += 1
+
+    def forget_path(self, rel: str | None) -> None:
+        """Drop the hover answers for the file `rel` (an edit or a save of it); an answer for it in flight is used
+        but not kept."""
+        self._path_generation[rel] = self._path_generation.get(rel, 0) + 1
+        self.hovers.drop(lambda key: key[2] == rel)
 
     # -- hovers and code actions -----------------------------------------------------------------------------
     async def hover(self, ctx: dict[str, Any], rel: str | None, *, symbol: str | None, line: int | None,
@@ -116,9 +132,10 @@ class EditorContext:
         skills_key = self._skills_key(ctx, rel, None)
         pending = self._skills_inflight.get(skills_key) if skills and cached_skills is None else None
         ask_skills = skills and cached_skills is None and pending is None
-        gen = self.generation
+        gen, path_gen = self.generation, self._path_generation.get(rel, 0)
         settings = self.server.settings.skills
         mine = self._claim_skills(skills_key) if ask_skills else None
+        self.hovers_asked += 1
         try:
             res = dict(await self.server.service(
                 "hover_context", ctx, rel, line, symbol, query, limit=limit, include_docs=include_docs,
@@ -127,6 +144,8 @@ class EditorContext:
         except BaseException:
             self._release_skills(skills_key, mine, None)  # failed: whoever waits asks for itself
             raise
+        finally:
+            self.hovers_asked -= 1
         if ask_skills:
             res["skills"] = self._keep_skills(ctx, rel, None, res.get("skills"), gen)
             self._release_skills(skills_key, mine, res["skills"])
@@ -138,7 +157,8 @@ class EditorContext:
             res["skills"] = cached_skills
         if gen == self.generation:
             self.anchors.put(ctx, rel, res.get("file_anchors") or {})
-            self.hovers.put(key, {k: v for k, v in res.items() if k != "skills"})  # skills: their own entry
+            if path_gen == self._path_generation.get(rel, 0):  # the file was not edited or saved meanwhile
+                self.hovers.put(key, {k: v for k, v in res.items() if k != "skills"})  # skills: their own entry
         return res
 
     # -- skills (cached per file and branch) -----------------------------------------------------------------

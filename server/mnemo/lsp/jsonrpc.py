@@ -11,6 +11,8 @@ from lsprotocol import types as t
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.protocol import LanguageServerProtocol
 
+from mnemo import trace
+
 log = logging.getLogger("mnemo.lsp")
 
 
@@ -36,7 +38,18 @@ class MnemoProtocol(LanguageServerProtocol):
     """pygls' protocol, but a request whose params do not fit the LSP types gets an InvalidParams answer instead
     of no answer at all (which would leave the client waiting)."""
 
+    traced = frozenset({"textDocument/hover"})  # requests timed stage by stage in a bench run (MNEMO_TRACE_FILE)
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.traces: dict[Any, Any] = {}  # request id -> its `trace.Stages` (bench runs only)
+
     def structure_message(self, data: Any) -> Any:
+        if trace.enabled() and isinstance(data, dict) and data.get("method") in self.traced and "id" in data:
+            stdin = getattr(self._server, "stdin", None)
+            st = trace.stages("lsp." + data["method"].rpartition("/")[2], getattr(stdin, "frame_at", None) or None)
+            st.mark("read")  # from the frame off the pipe to here: pygls' reads (thread hops) and json.loads
+            self.traces[data["id"]] = st
         try:
             return super().structure_message(data)
         except JsonRpcException as exc:
@@ -46,6 +59,20 @@ class MnemoProtocol(LanguageServerProtocol):
                     f"invalid params for {data.get('method')}", data={"code": "invalid_params"}).to_response_error())
                 return _Answered()
             raise
+
+
+    def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        st = self.traces.pop(msg_id, None) if self.traces else None
+        if st is not None:
+            st.mark("answer")  # the handler's return to here (pygls' done callback)
+        super()._send_response(msg_id, result, error)
+        if st is not None:
+            st.mark("respond")  # unstructure, json.dumps, the write to stdout
+            st.done(id=msg_id, empty=result is None)
+
+    def trace_of(self, msg_id: Any) -> Any:
+        """The stages of request `msg_id` (a no-op when it is not traced)."""
+        return self.traces.get(msg_id, trace.OFF) if self.traces else trace.OFF
 
 
 def readable_initialize(server: Any, msg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

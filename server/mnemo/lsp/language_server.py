@@ -2,8 +2,11 @@
 
 The executor, the owner link, the settings, the workspace's project and branch, the published state, the open
 documents (`documents`, a feature) and the store's answers for the editor (`editor`, with its caches). Features see
-it through `mnemo.lsp.feature.Server`. Handlers are coroutines; every blocking call (the owner's socket,
-tree-sitter) runs in `self.executor`, so the event loop only reads messages, converts and answers. The store lives
+it through `mnemo.lsp.feature.Server`. Handlers are coroutines; blocking calls (the owner's socket, a tree-sitter
+parse) run in `self.executor`, except on a hover's path, which makes no thread hop: its owner call goes over the
+loop's own connection (`owner.LoopChannel`), its code lookup reads the parse kept for the document's version and
+its workspace context is kept while `.git` is unchanged (`WorkspaceContexts`); messages come in with one hop each
+(`FrameReader`). The store lives
 in the owner process (`mnemo.daemon`); this process imports no model, no chromadb and no numpy.
 """
 
@@ -38,6 +41,7 @@ from mnemo.lsp.jsonrpc import MnemoProtocol, converter_factory
 from mnemo.lsp.logs import rss_mb
 from mnemo.lsp.owner import (
     FIRST_CONNECT_WAIT_S,
+    LOOP_METHODS,
     READY,
     STARTING,
     UNAVAILABLE,
@@ -45,11 +49,106 @@ from mnemo.lsp.owner import (
     Unavailable,
     resolve_home,
 )
+from mnemo.lsp.stdio import ResyncingStdin
 
 log = logging.getLogger("mnemo.lsp")
 
 HEAVY_MODULES = ("numpy", "chromadb", "onnxruntime", "torch", "sentence_transformers", "transformers",
                  "tokenizers", "scipy")
+
+
+@functools.lru_cache(maxsize=64)
+def _resolved_root(root: str) -> Path:
+    """A workspace root resolved (`detect_context` gives it resolved already: this is for the other callers)."""
+    return Path(root).resolve()
+
+
+class WorkspaceContexts:
+    """`detect_context(root)` per workspace root, kept while the files it read are unchanged.
+
+    `detect_context` reads `.git` (HEAD for the branch, the config for the origin, the default branch's refs) and
+    this process's `MNEMO_*` variables; an entry is reused while every one of those files has the same
+    (inode, size, modification time) and the variables the same values: a checkout rewrites HEAD, a new origin the
+    config, so the next call reads them again. The check is about ten `stat` calls (~70 us), where reading
+    and parsing them costs ~0.5 ms: cheap enough for the event loop, so a hover does not hop to a worker thread
+    (and contend for the GIL with its own code lookup) to learn the branch."""
+
+    ENV = environment.names("request")  # the variables detect_context reads (the project, the user, settings)
+    SIZE = 64
+
+    def __init__(self) -> None:
+        self._items: dict[str, tuple[dict[str, Any], tuple[Path, ...], tuple, tuple]] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def _env(cls) -> tuple:
+        return tuple(environment.raw(n) for n in cls.ENV)
+
+    @staticmethod
+    def watched(root: Path, project: Path) -> tuple[Path, ...]:
+        """Every file `detect_context(root)` reads or looks for (identity.py) when `project` is the project root it
+        finds: `.git` from `root` up to the project (every ancestor's when it is not in git), the git dir's HEAD and
+        `commondir`, the common dir's config, origin's HEAD, packed-refs and the candidate default branches'
+        refs."""
+        from mnemo.core import identity
+
+        gd = identity._git_dir(project)  # noqa: SLF001 - the same resolution detect_context makes
+        levels = [root, *root.parents]
+        if gd is not None and project in levels:
+            levels = levels[: levels.index(project) + 1]
+        paths = [p / ".git" for p in levels]
+        if gd is not None:
+            common = identity._common_dir(gd)  # noqa: SLF001
+            paths += [gd / "HEAD", gd / "commondir", common / "config", common / "packed-refs",
+                      common / "refs" / "remotes" / "origin" / "HEAD",
+                      *(common / "refs" / "heads" / n for n in ("main", "master", "trunk", "develop"))]
+        return tuple(dict.fromkeys(paths))
+
+    def get(self, root: Path) -> dict[str, Any]:
+        """The context of the workspace at `root` (a copy of the kept one is not needed: callers spread it)."""
+        from mnemo.core import identity  # lazy for start-up speed (~70 ms with core.models)
+
+        key = str(root)
+        env = self._env()
+        hit = self._items.get(key)
+        if hit is not None and hit[3] == env and identity.file_states(hit[1]) == hit[2]:
+            return hit[0]
+        # the files' state is taken before they are read: a change made meanwhile is seen by the next call
+        env_root = environment.raw("MNEMO_PROJECT_ROOT")
+        base = Path(env_root).resolve() if env_root else root.resolve()
+        project = identity.find_git_root(base) or base
+        paths = self.watched(base, project)
+        stats = identity.file_states(paths)
+        ctx = dict(identity.detect_context(root).to_dict())
+        if Path(str(ctx["root"])) != project:  # the tree changed between the two looks: keep nothing this time
+            return ctx
+        with self._lock:
+            self._items.pop(key, None)
+            self._items[key] = (ctx, paths, stats, env)
+            while len(self._items) > self.SIZE:
+                self._items.pop(next(iter(self._items)))
+        return ctx
+
+
+class FrameReader:
+    """What pygls' message loop reads from (`pygls.io_.run_async`): `ResyncingStdin` through one worker-thread
+    hop per message. pygls' own reader (`StdinAsyncReader`) takes a hop for every line and for the body, three per
+    message, each one waking a pool thread and then the event loop; `ResyncingStdin` holds a whole frame once its
+    first line is read, so the blank line and the body are answered here without leaving the loop."""
+
+    def __init__(self, stdin: ResyncingStdin, executor: Any):
+        self.stdin = stdin
+        self.executor = executor
+
+    async def readline(self) -> bytes:
+        if self.stdin.buffered:
+            return self.stdin.readline()
+        return await asyncio.get_running_loop().run_in_executor(self.executor, self.stdin.readline)
+
+    async def readexactly(self, n: int) -> bytes:
+        if self.stdin.buffered >= n:
+            return self.stdin.read(n)
+        return await asyncio.get_running_loop().run_in_executor(self.executor, self.stdin.read, n)
 
 
 class MnemoLanguageServer(LanguageServer):
@@ -70,15 +169,39 @@ class MnemoLanguageServer(LanguageServer):
         self._retry_task: asyncio.Task | None = None
         self._last_state: dict[str, Any] = {}
         self.active_uri: str | None = None
+        self.stdin: Any = None  # what pygls reads (`start_io`)
         self.started_at = time.monotonic()
         self.test_delay_s = environment.number("MNEMO_LSP_TEST_DELAY_MS") / 1000.0
         # the pre-handshake's report (preinit.py): did it answer `initialize`, did pygls agree
         self.preinit: dict[str, Any] = {"answered": False}
         self.owner_starter: Any = None  # preinit.OwnerStarter: the owner it started while pygls loaded, if any
+        self.contexts = WorkspaceContexts()  # `ctx_for`'s reads of `.git`, kept while the files are unchanged
         self.documents = DocumentsFeature(self)  # a feature too: `create_server` registers it first
         self.editor = EditorContext(self)
 
     # -- plumbing --------------------------------------------------------------------------------------------
+    def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
+        """pygls' `start_io`, reading with `FrameReader` (one thread hop per message, not three)."""
+        from pygls import IS_WASM
+        from pygls.io_ import StdoutWriter, run_async
+
+        self.stdin = stdin  # its `frame_at` starts a traced request's clock (bench runs, MNEMO_TRACE_FILE)
+        if IS_WASM or not isinstance(stdin, ResyncingStdin):
+            super().start_io(stdin, stdout)
+            return
+        self._stop_event = threading.Event()
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        try:
+            asyncio.run(run_async(stop_event=self._stop_event, reader=FrameReader(stdin, self.thread_pool),
+                                  protocol=self.protocol, logger=logging.getLogger("pygls.server"),
+                                  error_handler=self.report_server_error))
+        except BrokenPipeError:
+            log.error("Connection to the client is lost! Shutting down the server.")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
+
     def report_server_error(self, error: Exception, source: Any) -> None:
         """Errors outside a request's answer (unparsable input, a failing notification handler) go to the log,
         never to a pop-up. Failed requests already carry their error in the response."""
@@ -124,6 +247,8 @@ class MnemoLanguageServer(LanguageServer):
         if self.owner is None:
             raise Unavailable("Mnemo unavailable: the language server is starting",
                               hint="wait a moment; it connects after `initialized`")
+        if method in LOOP_METHODS and self.owner.channel.free:  # no thread hop (a second one meanwhile: the pool)
+            return await self.owner.channel.call(method, *args, **kw)
         return await self.run_blocking(self.owner.call, method, *args, **kw)
 
     @property
@@ -210,13 +335,12 @@ class MnemoLanguageServer(LanguageServer):
         return Path(os.getcwd())
 
     def ctx_for(self, uri: str | None = None) -> dict[str, Any]:
-        """The Context of the workspace holding `uri`, read live (branch from .git/HEAD) on every call."""
-        from mnemo.core.identity import detect_context  # lazy for start-up speed (~70 ms with core.models)
-
+        """The Context of the workspace holding `uri`, as live as reading `.git` on every call (the branch from
+        .git/HEAD): read once per workspace, then reused while none of the git files it was read from changed
+        (`WorkspaceContexts`: a few `stat` calls instead of reading and parsing them, so a hover can ask on the
+        event loop)."""
         # the editor's setting travels with each request
-        ctx: dict[str, Any] = {**detect_context(self.root_for(uri or self.active_uri)).to_dict(),
-                               "write_policy": self.settings.write_policy}
-        return ctx
+        return {**self.contexts.get(self.root_for(uri or self.active_uri)), "write_policy": self.settings.write_policy}
 
     @staticmethod
     def rel_path(uri: str | None, ctx: dict[str, Any]) -> str | None:
@@ -228,7 +352,7 @@ class MnemoLanguageServer(LanguageServer):
         root = ctx.get("root")
         if root:
             try:
-                return Path(p).resolve().relative_to(Path(root).resolve()).as_posix()
+                return Path(p).resolve().relative_to(_resolved_root(root)).as_posix()
             except ValueError:
                 pass
         return Path(p).as_posix()
@@ -377,6 +501,7 @@ class MnemoLanguageServer(LanguageServer):
             task.cancel()
         if self.owner is not None:
             self.owner.close()
+            self.owner.channel.close()  # (on the loop, which owns it)
 
     async def on_configuration(self, params: t.DidChangeConfigurationParams) -> None:
         settings = convert.plain(params.settings)
@@ -405,6 +530,7 @@ class MnemoLanguageServer(LanguageServer):
         ok = await self.run_blocking(self.owner.connect)
         if not ok:
             return  # on_owner_state warned and started the retry loop
+        self.spawn(self.owner.channel.open(), "owner-loop-channel")
         for f in self.features:
             if type(f).owner_ready is not LanguageFeature.owner_ready:
                 self.spawn(f.owner_ready(), f"{type(f).__name__}.owner_ready")

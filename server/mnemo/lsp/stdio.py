@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 from mnemo.core import environment
 
@@ -31,6 +32,7 @@ class ResyncingStdin:
         self.raw = raw
         self.max_message = max_message or environment.integer("MNEMO_LSP_MAX_MESSAGE_BYTES")
         self._out = b""
+        self.frame_at = 0.0  # when the latest frame was read off the pipe (`time.perf_counter()`): bench traces
 
     def _next_frame(self) -> bytes:
         while True:
@@ -69,12 +71,18 @@ class ResyncingStdin:
             body = self.raw.read(length) if length else b""
             if length and len(body) < length:
                 return b""  # EOF inside a body
+            self.frame_at = time.perf_counter()
             return b"Content-Length: %d\r\n\r\n" % len(body) + body
 
     def next_frame(self) -> bytes:
         """The next well-formed frame (a `Content-Length` header, a blank line, the body), b"" at EOF: exactly
         what pygls would have read next."""
         return self._next_frame()
+
+    @property
+    def buffered(self) -> int:
+        """Bytes of the current frame not read yet (read without blocking)."""
+        return len(self._out)
 
     def push_front(self, frame: bytes) -> None:
         """Make `frame` the next bytes pygls reads (the pre-handshake's replay)."""

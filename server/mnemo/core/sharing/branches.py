@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from mnemo.core.api_types.records import BriefMemory
 from mnemo.core.api_types.results import BranchDelete, BranchMergeReport, MergedBranch, MergedBranches
 from mnemo.core.errors import InvalidInput
-from mnemo.core.identity import read_branch_start, read_ref
+from mnemo.core.identity import read_branch_start, read_ref, read_ref_kept
 from mnemo.core.models import Context, Memory
 from mnemo.core.store import blob_to_vec
 
@@ -275,7 +275,7 @@ def notice_merges(engine: Engine, ctx: Context, *, wait: bool = True) -> list[in
     raises: a git or store problem is logged and that head is not looked at again."""
     if not ctx.root or not ctx.default_branch:
         return []
-    head = read_ref(ctx.root, ctx.default_branch)
+    head = read_ref_kept(ctx.root, ctx.default_branch)
     if head is None:
         return []
     key = (ctx.project_id, ctx.root, ctx.default_branch)

@@ -10,6 +10,7 @@ lifetime is shown while the next pass re-checks it); a `workspace/codeLens/refre
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from lsprotocol import types as t
@@ -54,6 +55,7 @@ class CodeLensFeature(LanguageFeature):
             key = self._key(ctx, sym)
             if self._relevant.get(key) is not None:  # within its lifetime
                 continue
+            await self._after_hovers()
             try:
                 res = await self.server.service("recall", ctx, cc.symbol_query(sym), limit=3, include_docs=False,
                                                 min_confidence=settings.min_confidence)
@@ -69,6 +71,15 @@ class CodeLensFeature(LanguageFeature):
             changed = changed or (ids != (old[0] if old else []))
         if changed:
             self.server.refresh_code_lenses()
+
+    async def _after_hovers(self, limit_s: float = 1.0) -> None:
+        """Let the hovers being asked of the owner right now go first (up to `limit_s`): this pass is background
+        work, and a recall of its own beside a hover's call slows both in the owner."""
+        editor = self.server.editor
+        waited = 0.0
+        while editor.hovers_asked and waited < limit_s:
+            await asyncio.sleep(0.005)
+            waited += 0.005
 
     async def code_lens(self, params: t.CodeLensParams) -> list[t.CodeLens]:
         settings = self.server.settings.code_lens

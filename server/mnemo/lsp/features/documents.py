@@ -55,6 +55,16 @@ class DocumentsFeature(LanguageFeature):
         super().__init__(server)
         self.states: dict[str, DocState] = {}
 
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    async def owner_ready(self) -> None:
+        """After the first connection to the owner: analyze again the documents opened before it. Their analysis
+        ran without an owner (an editor opens its files right after `initialize`, before the link is made), so
+        their code lenses had no relevance and the owner none of their symbols' queries embedded: the first hover
+        on each of those symbols paid the embedding (~4 ms of the owner's CPU), and the lenses waited for an
+        edit. After the usual debounce: a hover asked at the same moment (an editor's first) goes first."""
+        for uri in list(self.states):
+            self.schedule(uri, self.server.settings.debounce_ms / 1000.0)
+
     # -- notifications ---------------------------------------------------------------------------------------
     async def did_open(self, params: t.DidOpenTextDocumentParams) -> None:
         doc = params.text_document
@@ -69,13 +79,21 @@ class DocumentsFeature(LanguageFeature):
         st = self.states.setdefault(uri, DocState(uri, language=cc.language_for(uri)))
         st.version = params.text_document.version
         self.set_active(uri)
+        self.forget_hovers(uri)
         self.schedule(uri, self.server.settings.debounce_ms / 1000.0)
 
     async def did_save(self, params: t.DidSaveTextDocumentParams) -> None:
         uri = unquote(params.text_document.uri)
+        self.forget_hovers(uri)
         self.schedule(uri, 0.0)
         if self.server.ready:
             self.server.spawn(self.check_anchors(uri), f"check-anchors:{uri}")
+
+    def forget_hovers(self, uri: str) -> None:
+        """An edit or a save: the hover answers kept for this file are dropped (editor.py's lifetime rule)."""
+        editor = self.server.editor
+        if len(editor.hovers) or editor.hovers_asked:  # (the file's path: a few stat calls, only when needed)
+            editor.forget_path(self.server.rel_path(uri, self.server.ctx_for(uri)))
 
     async def check_anchors(self, uri: str, force: bool = False) -> dict:
         """Flag memories anchored into this file whose symbol changed or vanished (on save; SPEC §4 stale
@@ -224,6 +242,8 @@ class DocumentsFeature(LanguageFeature):
                                    cancelled=cancelled)
             return ctx
 
+        if cached is not None and len(snap.text) <= cc.WINDOW_THRESHOLD:
+            return compute(), snap  # a lookup in the kept parse (~0.2 ms): on the loop, not worth a thread's hop
         try:
             ctx = await self.server.run_cancellable(compute)
         except cc.ParseCancelled:

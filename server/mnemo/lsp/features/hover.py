@@ -15,7 +15,6 @@ unavailable" hover per document and outage, then nothing.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from lsprotocol import types as t
@@ -38,23 +37,20 @@ class HoverFeature(LanguageFeature):
         settings = self.server.settings.hover
         if not settings.enabled or settings.max_memories <= 0:
             return None
+        st = self.server.protocol.trace_of(self.server.protocol.msg_id)  # bench runs only (MNEMO_TRACE_FILE)
+        st.mark("dispatch")
         uri = params.text_document.uri
         self.server.documents.set_active(uri)
         await self.server.test_delay()
         if not self.server.ready and not await self.server.until_connected(FIRST_CONNECT_WAIT_S):
             return self._unavailable_hover(uri)
-        # the workspace's context is read in another worker meanwhile: one wait less on a hover's path
-        ctx_job = asyncio.ensure_future(self.server.run_blocking(self.server.ctx_for, uri))
-        try:
-            found = await self.server.documents.context_at(uri, params.position)
-        except BaseException:
-            ctx_job.cancel()
-            raise
+        found = await self.server.documents.context_at(uri, params.position)
         if found is None or not found[0].word or not on_definition(found[0], params.position.line):
-            ctx_job.cancel()
             return None
         code, snap = found
-        ctx = await ctx_job
+        st.mark("code_at")
+        ctx = self.server.ctx_for(uri)  # on the loop: kept while .git is unchanged (`WorkspaceContexts`)
+        st.mark("workspace")
         rel = self.server.rel_path(uri, ctx)
         symbol, query = hover_text.query(code)
         try:
@@ -67,11 +63,14 @@ class HoverFeature(LanguageFeature):
         except MnemoError as exc:
             log.info("hover: %s", exc)
             return None
+        st.mark("owner")
         md = hover_text.markdown(answer, code, settings.max_memories, self._edit_links())
         if md is None:
             return None
-        return t.Hover(contents=t.MarkupContent(kind=t.MarkupKind.Markdown, value=md),
-                       range=self.server.documents.word_range(snap, params.position, code.word))
+        hover = t.Hover(contents=t.MarkupContent(kind=t.MarkupKind.Markdown, value=md),
+                        range=self.server.documents.word_range(snap, params.position, code.word))
+        st.mark("markdown")
+        return hover
 
     def _edit_links(self) -> bool:
         """Whether the client runs `mnemo.editMemory` links in a hover: it says so in
