@@ -27,6 +27,7 @@ LSP_METHODS: dict[str, dict[str, object] | None] = {
     "initialize": None,
     "initialized": None,
     "shutdown": None,
+    "exit": None,
     "workspace/didChangeConfiguration": None,
     "textDocument/didOpen": None,
     "textDocument/didChange": None,

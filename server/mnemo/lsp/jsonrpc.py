@@ -60,6 +60,27 @@ class MnemoProtocol(LanguageServerProtocol):
                 return _Answered()
             raise
 
+    def answer_pending(self) -> None:
+        """At `exit`: every request not answered yet gets its answer now, before pygls ends the process. A request
+        still running (or cancelled by `shutdown`, whose answer a callback of the loop would write next) is answered
+        RequestCancelled, one already finished with its result. A client that sends `shutdown` and `exit` at once
+        would otherwise see the process end with those requests unanswered; each is answered exactly once (the
+        future leaves ``_request_futures`` here, as pygls' own answer does)."""
+        from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcRequestCancelled
+
+        for msg_id, future in list(self._request_futures.items()):
+            self._request_futures.pop(msg_id, None)
+            if future.done() and not future.cancelled():
+                exc = future.exception()
+                if exc is None:
+                    self._send_response(msg_id, result=future.result())
+                elif isinstance(exc, JsonRpcException):
+                    self._send_response(msg_id, error=exc.to_response_error())
+                else:
+                    self._send_response(msg_id, error=JsonRpcInternalError(str(exc)).to_response_error())
+            else:
+                self._send_response(msg_id, error=JsonRpcRequestCancelled(
+                    f'Request with id "{msg_id}" is canceled').to_response_error())
 
     def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
         st = self.traces.pop(msg_id, None) if self.traces else None

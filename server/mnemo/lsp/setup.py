@@ -81,6 +81,10 @@ def _lifecycle(server: MnemoLanguageServer) -> None:
     async def on_shutdown(params: Any) -> None:
         await server.on_shutdown()
 
+    @server.feature(t.EXIT)
+    def on_exit(params: Any) -> None:  # synchronous: pygls exits right after it, reading no further message
+        server.protocol.answer_pending()
+
     @server.feature(t.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def on_configuration(params: t.DidChangeConfigurationParams) -> None:
         await server.on_configuration(params)
