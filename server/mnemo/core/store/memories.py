@@ -21,6 +21,7 @@ from mnemo.core.store.schema import JSON_COLUMNS, MEMORY_COLUMNS, VISIBILITY_COL
 # The memories one project sees: its own project-scope memories and the global ones.
 PROJECT_OR_GLOBAL = "((scope='project' AND project_id=?) OR scope='global')"
 LIVE = "status='active' AND superseded_by IS NULL AND deprecated=0"
+VISIBILITY_SELECT = ", ".join(VISIBILITY_COLUMNS)
 
 
 def chunked(ids: Iterable[str], size: int = 500) -> Iterable[list[str]]:
@@ -178,13 +179,16 @@ class MemoryTable:
                 out[r["id"]] = Memory.from_row(r)
         return out
 
-    def visibility_rows(self, ids: Iterable[str]) -> dict[str, sqlite3.Row]:
-        """The few columns recall filters on, without building full `Memory` objects."""
-        out: dict[str, sqlite3.Row] = {}
-        cols = ", ".join(VISIBILITY_COLUMNS)
+    def visibility_rows(self, ids: Iterable[str]) -> dict[str, tuple]:
+        """The few columns recall filters on (`VISIBILITY_COLUMNS`, in that order: `id` first), without building
+        full `Memory` objects: plain tuples (no `sqlite3.Row`), read on every recall for each of its candidates."""
+        out: dict[str, tuple] = {}
+        cur = self.conn().cursor()
+        cur.row_factory = None
         for chunk in chunked(ids):
-            for r in self.conn().execute(f"SELECT {cols} FROM memories WHERE id IN ({marks(len(chunk))})", chunk):
-                out[r["id"]] = r
+            for r in cur.execute(f"SELECT {VISIBILITY_SELECT} FROM memories WHERE id IN ({marks(len(chunk))})",
+                                 chunk):
+                out[r[0]] = r
         return out
 
     def query_memories(self, where: str = "1=1", params: Sequence[Any] = (), order: str = "updated_at DESC, id",
