@@ -351,6 +351,7 @@ class Engine:
             self.vector_file().verify()
             self.keywords.build_all()  # loads the saved postings first; builds a partition they lack
             self.persist()
+            self.store.warm_visibility()  # recall's visibility columns of a store up to 20k memories, in memory
         except Exception as exc:  # noqa: BLE001 - derived files: queries scan the store meanwhile
             log.warning("could not prepare %s: %s; next attempt in a minute", self.cache_dir, exc)
             self._persist_after = time.monotonic() + 60.0
