@@ -313,6 +313,8 @@ class _Matrix:
                 self._fd = os.dup(f.fileno())
         else:
             self.mat = np.zeros((0, max(self.dim, 1)), dtype=np.float32)
+        # the same memory as a plain array: `np.memmap` indexes through Python code and wraps every result
+        self._arr = self.mat.view(np.ndarray)
 
     def __del__(self):
         fd, self._fd = getattr(self, "_fd", -1), -1
@@ -338,7 +340,7 @@ class _Matrix:
     def touch(self, a: int, b: int) -> None:
         """Fault in the mapping's pages of rows [a, b) (one read per page)."""
         if b > a:
-            self.mat[a:b].reshape(-1)[:: mmap.PAGESIZE // 4].sum()
+            self._arr[a:b].reshape(-1)[:: mmap.PAGESIZE // 4].sum()
 
     def trim(self, a: int, b: int) -> None:
         """Drop the mapping's resident pages of rows [a, b) (they are re-read from the page cache if touched
@@ -381,7 +383,7 @@ class _Matrix:
             else:
                 # einsum's own loop, not BLAS: a threaded gemv is ~20x slower when the cores are busy
                 # (docs/benchmarks.md)
-                sims = np.einsum("ij,j->i", self.mat[a:b], q)
+                sims = np.einsum("ij,j->i", self._arr[a:b], q)
                 top = np.argpartition(-sims, want - 1)[:want] if want < b - a else np.arange(b - a)
                 pairs = ((i, sims[i]) for i in top.tolist())
             for i, sim in pairs:
@@ -418,7 +420,7 @@ class _Matrix:
             # pread, not the mapping: its touched pages would stay in the RSS
             mat = compact.pread_rows(self._fd, self.data_at, self.dim, np.asarray([row for _, row in found]))
         else:  # partitions whose pages stay mapped (a full scan touches them anyway): a gather, no read calls
-            mat = self.mat[np.asarray([row for _, row in found])]
+            mat = self._arr[np.asarray([row for _, row in found])]
         sims = mat @ q
         return {item_id: float(v) for (item_id, _), v in zip(found, sims.tolist(), strict=True)}, rest
 
@@ -427,7 +429,7 @@ class _Matrix:
         the RSS, else gathered from the mapping."""
         if part in self.trimmed:
             return compact.pread_rows(self._fd, self.data_at, self.dim, rows)
-        return self.mat[rows]
+        return self._arr[rows]
 
 
 def _open(path: Path, store: Store, model_id: str) -> tuple[_Matrix | None, str | None]:
