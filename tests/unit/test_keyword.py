@@ -66,7 +66,7 @@ def _per_posting_scores(idx: PartitionIndex, tokens: list[str], k: int) -> list[
 
     import numpy as np
 
-    from mnemo.core.indexes.keyword import B, K1
+    from mnemo.core.indexes.keyword import K1, B
 
     n = len(idx.ids)
     alive = np.frombuffer(idx.alive, dtype=np.uint8)
