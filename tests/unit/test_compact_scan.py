@@ -81,12 +81,16 @@ def _store_with(home, texts, vecs, model_id: str) -> Store:
     return store
 
 
-def test_vector_file_search_through_the_compact_scan_is_the_exact_one(home, locomo, real_embedder, monkeypatch):
+@pytest.mark.parametrize("trim_rows", [1000, 20000], ids=["pread", "mapped"])
+def test_vector_file_search_through_the_compact_scan_is_the_exact_one(home, locomo, real_embedder, monkeypatch,
+                                                                     trim_rows):
     """Through the vector file an owner searches: once `ensure_compact` gave the partition its int8 copy, every
     search returns the same items with the same float32 cosines as the float32 scan of the mapped matrix, and
-    items changed after the file are still left to the caller's exact tail."""
+    items changed after the file are still left to the caller's exact tail; whether the candidates are re-scored
+    from rows read with pread (a partition of `TRIM_ROWS` or more) or gathered from the mapping (a smaller one)."""
     texts, vecs, queries = locomo
     monkeypatch.setattr(compact, "MIN_ROWS", 1000)
+    monkeypatch.setattr(compact, "TRIM_ROWS", trim_rows)
     store = _store_with(home, texts, vecs, real_embedder.model_id)
     try:
         vf = VectorFile(home / "cache", store, real_embedder.model_id)
@@ -94,6 +98,12 @@ def test_vector_file_search_through_the_compact_scan_is_the_exact_one(home, loco
         m = vf.matrix()
         assert vf.ensure_compact() == 1 and set(m.compact) == {"p-p1"}
         assert vf.ensure_compact() == 0  # built once per file
+        assert m.trimmed == ({"p-p1"} if trim_rows <= len(texts) else set())
+        ids = [m.ids[i] for i in range(0, m.count, 37)]
+        for q in queries[:5]:  # the keyword-only hits' cosines: the rows' own, by either read
+            got_scores, rest = vf.scores_for(["p-p1"], q, ids)
+            assert not rest and got_scores == {i: float(v) for i, v in zip(
+                ids, (np.array(m.read(0, m.count))[list(range(0, m.count, 37))] @ q).tolist(), strict=True)}
         for q in queries[:30]:
             for k in (5, 50):
                 got, tail = vf.search(["p-p1", "g"], q, k)
@@ -120,6 +130,7 @@ def test_verify_and_compact_keep_the_float_rows_out_of_the_owner(home, locomo, r
     dropped: the float32 matrix does not stay in the owner's RSS (what the 100k owner's size needs)."""
     texts, vecs, _ = locomo
     monkeypatch.setattr(compact, "MIN_ROWS", 1000)
+    monkeypatch.setattr(compact, "TRIM_ROWS", 1000)
     store = _store_with(home, texts, vecs, real_embedder.model_id)
     try:
         VectorFile(home / "cache", store, real_embedder.model_id).write()
@@ -130,6 +141,23 @@ def test_verify_and_compact_keep_the_float_rows_out_of_the_owner(home, locomo, r
         assert _mapped_rss_kb(m.path) >= vecs.nbytes // 1024 * 0.9
         vf.ensure_compact()
         assert _mapped_rss_kb(m.path) <= 16  # at most the pages around the partition's ends
+    finally:
+        store.close()
+
+
+def test_a_partition_below_the_trim_keeps_its_pages_mapped(home, locomo, real_embedder, monkeypatch):
+    """Below `TRIM_ROWS` the compact scan's candidates are gathered from the mapping: its pages are mapped once
+    when the scan is built (not one fault per row in the first queries), and stay (~15 MB at 10k rows)."""
+    texts, vecs, _ = locomo
+    monkeypatch.setattr(compact, "MIN_ROWS", 1000)
+    store = _store_with(home, texts, vecs, real_embedder.model_id)
+    try:
+        VectorFile(home / "cache", store, real_embedder.model_id).write()
+        vf = VectorFile(home / "cache", store, real_embedder.model_id)
+        m = vf.matrix()
+        assert vf.verify()
+        assert vf.ensure_compact() == 1 and not m.trimmed
+        assert _mapped_rss_kb(m.path) >= vecs.nbytes // 1024 * 0.9
     finally:
         store.close()
 

@@ -57,3 +57,53 @@ def test_store_changes_reach_the_keyword_index(engine, ctx):
     other = replace(ctx, project_id="elsewhere")
     remember(engine, other, "webhook elsewhere")
     assert engine.keywords.search([part], "webhook", 5) == []  # partitions never mix
+
+
+def _per_posting_scores(idx: PartitionIndex, tokens: list[str], k: int) -> list[tuple[str, float]]:
+    """The search as it was before issue 22's fourth pass: the length term made per posting, the dead slots
+    masked per term (the float32 operations the new search must repeat to the bit)."""
+    import math
+
+    import numpy as np
+
+    from mnemo.core.indexes.keyword import K1, B
+
+    n = len(idx.ids)
+    alive = np.frombuffer(idx.alive, dtype=np.uint8)
+    dl = np.frombuffer(idx.doc_len, dtype=np.float32)
+    avgdl = idx.total_len / idx.n_alive
+    scores = np.zeros(n, dtype=np.float32)
+    hit = np.zeros(n, dtype=bool)
+    for term in set(tokens):
+        plist = idx.postings.get(term)
+        if plist is None:
+            continue
+        docs, tfs = np.frombuffer(plist[0], dtype=np.int32), np.frombuffer(plist[1], dtype=np.float32)
+        live = alive[docs] == 1
+        df = int(live.sum())
+        if not df:
+            continue
+        idf = math.log(1 + (idx.n_alive - df + 0.5) / (df + 0.5))
+        d, tf = docs[live], tfs[live]
+        scores[d] += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl[d] / avgdl))
+        hit[d] = True
+    cand = np.flatnonzero(hit)
+    top = cand[np.argpartition(-scores[cand], k - 1)[:k]] if len(cand) > k else cand
+    return [(idx.ids[i], float(scores[i])) for i in sorted(top.tolist(), key=lambda i: (-scores[i], idx.ids[i]))]
+
+
+def test_scores_are_the_per_posting_ones_to_the_bit():
+    """The length term computed once per state of the partition (and no dead-slot mask when none is dead) gives
+    the same float32 scores, in the same order, as the per-posting formula; also after removals and additions."""
+    rng = random.Random(7)
+    vocab = [f"w{i}" for i in range(80)]
+    idx = PartitionIndex()
+    for i in range(400):
+        idx.add(f"d{i:03d}", tokenize(" ".join(rng.choice(vocab) for _ in range(rng.randint(3, 30)))))
+    queries = [tokenize(" ".join(rng.choice(vocab) for _ in range(4))) for _ in range(30)]
+    for step in range(3):
+        for q in queries:
+            assert idx.search(q, 10) == _per_posting_scores(idx, q, 10)
+        for i in rng.sample(range(400), 40):  # dead slots (then a state the cached length term must follow)
+            idx.remove(f"d{i:03d}")
+        idx.add(f"new{step}", tokenize("w1 w2 w3 w1"))

@@ -292,6 +292,19 @@ def accepted(method: str, wire: bool = False) -> str:
     return ", ".join(f"{n} (required)" if p.default is p.empty else n for n, p in names) or "no arguments"
 
 
+@cache
+def _plan(method: str, wire: bool) -> tuple[tuple[str, ...], frozenset[str], frozenset[str], tuple[str, ...], bool]:
+    """(every name in order, the names a call may give, the required ones, the positional ones in order, whether
+    every parameter is positional-or-keyword or keyword-only) of `method`, for `call_arguments`."""
+    params = signature(method).parameters
+    order = tuple(params)
+    taken = frozenset(n for n in order if not (wire and n in LOCAL_ONLY))
+    required = frozenset(n for n, p in params.items() if p.default is p.empty)
+    positional = tuple(n for n, p in params.items() if p.kind is p.POSITIONAL_OR_KEYWORD)
+    simple = all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params.values())
+    return order, taken, required, positional, simple
+
+
 def call_arguments(method: str, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None,
                    *, wire: bool = False) -> dict[str, Any]:
     """The named arguments of a call to `method`, checked against its declaration: an argument it does not take,
@@ -300,6 +313,15 @@ def call_arguments(method: str, args: tuple[Any, ...] = (), kwargs: dict[str, An
     parameters (`progress`) cannot appear."""
     kwargs = kwargs or {}
     sig = signature(method)
+    order, taken, required, positional, simple = _plan(method, wire)
+    if simple and len(args) <= len(positional) and taken.issuperset(kwargs):
+        # the common case without `inspect`'s binding (~20 us a call on each side of the socket, issue 22): every
+        # name declared, none given twice, every required one given; anything else is bound below for its error
+        given = dict(zip(positional, args, strict=False))
+        if given.keys().isdisjoint(kwargs):
+            given.update(kwargs)
+            if required <= given.keys():
+                return {n: given[n] for n in order if n in given}
     names = [n for n in sig.parameters if not (wire and n in LOCAL_ONLY)]
     unknown = [k for k in kwargs if k not in names]
     hint = f"{method} takes: {accepted(method, wire)}"

@@ -16,8 +16,9 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mnemo.core import environment
 from mnemo.core import store_settings as config
@@ -32,6 +33,8 @@ from mnemo.core.team.address import load_settings, retry_interval
 from mnemo.core.team.client import TeamClient
 
 if TYPE_CHECKING:  # pragma: no cover
+    from concurrent.futures import Future
+
     from mnemo.core.models import Context
     from mnemo.core.skills import SkillEngine
 
@@ -138,6 +141,8 @@ class Engine:
         self._store_checked = threading.Event()
         self.reembed: dict | None = None  # {"model_id", "done", "total", "running"} of a re-embedding at start
         self._skill_engines: dict[str, SkillEngine] = {}  # one per (starter skills on/off, project root)
+        self._beside: Any = None  # a ThreadPoolExecutor, see `beside`
+        self._beside_lock = threading.Lock()
         self._skills_lock = threading.Lock()
         if start_indexer:
             import numpy  # noqa: F401 - import here, not first in two threads at once (partial-import race)
@@ -240,6 +245,31 @@ class Engine:
         if not texts:
             return self.embed([])
         return np.stack([hits[t] for t in texts])
+
+    def beside(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        """`fn(*args)` in the engine's helper thread (made on first use): work a request does not need the query's
+        vector for runs there while the request's thread embeds the query (onnxruntime releases the GIL while the
+        model runs, on one core by default), e.g. recall's keyword side (issue 22, fourth pass). After `close`, or
+        when the thread cannot start, it runs here and now (the future is done)."""
+        from concurrent.futures import Future, ThreadPoolExecutor
+
+        pool = self._beside
+        if pool is None and not self._stop.is_set():
+            with self._beside_lock:
+                if self._beside is None and not self._stop.is_set():
+                    self._beside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-beside")
+                pool = self._beside
+        if pool is not None:
+            try:
+                return pool.submit(fn, *args)
+            except RuntimeError:  # shut down meanwhile
+                pass
+        done: Future = Future()
+        try:
+            done.set_result(fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future, as the pool would
+            done.set_exception(exc)
+        return done
 
     def embed_query(self, text: str):
         return self.embedder.embed([text])[0]
@@ -351,6 +381,7 @@ class Engine:
             self.vector_file().verify()
             self.keywords.build_all()  # loads the saved postings first; builds a partition they lack
             self.persist()
+            self.store.warm_visibility()  # recall's visibility columns of a store up to 20k memories, in memory
         except Exception as exc:  # noqa: BLE001 - derived files: queries scan the store meanwhile
             log.warning("could not prepare %s: %s; next attempt in a minute", self.cache_dir, exc)
             self._persist_after = time.monotonic() + 60.0
@@ -501,6 +532,9 @@ class Engine:
     def close(self) -> None:
         self._stop.set()
         self._wake.set()
+        with self._beside_lock:
+            if self._beside is not None:
+                self._beside.shutdown(wait=True)
         for t in self._threads:
             t.join(timeout=10)
         try:

@@ -48,6 +48,13 @@ def unicode_problem(params: dict[str, Any]) -> None:
                            "that were not UTF-8); nothing was done", hint="send the text as UTF-8")
 
 
+def may_hold_surrogate(line: bytes) -> bool:
+    """Whether the decoded request can hold a lone surrogate: JSON decodes one only from a `\\u` escape, or from
+    UTF-8-encoded surrogate bytes (0xED 0xA0..0xBF; `json.loads` decodes bytes with `surrogatepass`), or from a
+    request in UTF-16/32 (NUL bytes). Every other line skips the walk of `unicode_problem` (~0.1 ms a recall)."""
+    return b"\\u" in line or b"\xed" in line or b"\x00" in line
+
+
 class _Handler(socketserver.StreamRequestHandler):
     server: OwnerServer
 
@@ -111,17 +118,18 @@ class _Handler(socketserver.StreamRequestHandler):
                 self._send({"id": rid, "error": InvalidInput(f"unknown method {method!r}").to_dict()})
                 continue
             st.mark("decode")
-            self._call(rid, method, params)
+            self._call(rid, method, params, may_hold_surrogate(line))
             st.mark("send")
             trace.end(st, method=method, bytes_in=len(line))
 
-    def _call(self, rid: Any, method: str, params: dict[str, Any]) -> None:
+    def _call(self, rid: Any, method: str, params: dict[str, Any], check_unicode: bool = True) -> None:
         self.server.begin_request()
         try:
             damaged = self.server.store_problem() if method not in UNGUARDED else None
             if damaged is not None:  # a damaged store answers every request with what to run, at once
                 raise damaged
-            unicode_problem(params)
+            if check_unicode:
+                unicode_problem(params)
             wants_progress = params.pop("_progress", False)
             params = call_arguments(method, (), params, wire=True)  # InvalidInput naming what it takes
             if wants_progress:

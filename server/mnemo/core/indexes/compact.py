@@ -23,9 +23,13 @@ if TYPE_CHECKING:  # numpy is imported where it is used (the CLI imports this mo
     import numpy as np
 
 # A partition with at least this many rows gets a compact scan once the vector file is checked; smaller ones are
-# scanned in float32: below ~20k rows that scan (~1 ms of CPU) costs no more than the compact one with its re-scoring
-# reads, and the session holds more than the float32 pages it would spare (docs/benchmarks.md).
-MIN_ROWS = 20000
+# scanned in float32. At 10k rows the float32 scan costs ~0.6 ms of CPU, the compact one ~0.15 ms with its candidates
+# re-scored from the mapped rows; at 1k both ~0.07 ms (issue 22, fourth pass: docs/benchmarks.md).
+MIN_ROWS = 2000
+# A partition with at least this many rows also drops its float32 pages from the owner's RSS once its compact scan
+# is built (~30 MB at this size), and its candidates are re-scored with pread; a smaller one keeps the mapped pages
+# and re-scores from them (a gather, not ~100 reads: pread's calls cost more than the scan itself at 10k rows).
+TRIM_ROWS = 20000
 SLACK = 1e-4  # float32 rounding of the approximate and of the exact scores (both ~1e-6 here): far above both
 
 
@@ -177,4 +181,4 @@ def pread_rows(fd: int, data_at: int, dim: int, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-__all__ = ["MIN_ROWS", "CompactScan", "build", "matmul_integer_model", "pread_rows", "quantize"]
+__all__ = ["MIN_ROWS", "TRIM_ROWS", "CompactScan", "build", "matmul_integer_model", "pread_rows", "quantize"]

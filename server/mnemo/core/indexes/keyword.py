@@ -103,6 +103,7 @@ class PartitionIndex:
         self.postings = Postings()
         self.total_len = 0.0
         self.n_alive = 0
+        self._norm_cache: tuple | None = None
 
     def add(self, item_id: str, tokens: list[str]) -> None:
         if item_id in self.slot:
@@ -171,6 +172,20 @@ class PartitionIndex:
             raise ValueError("keyword alive count does not match")
         return idx
 
+    def _norm(self, np):
+        """BM25's length term of every slot, `K1 * (1 - B + B * doc_len / avgdl)`, computed by the same float32
+        operations a query made per posting before (the scores are the same to the bit), once per state of the
+        partition instead of once per query term."""
+        key = (len(self.ids), self.total_len, self.n_alive)
+        cached = self._norm_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        dl = np.frombuffer(self.doc_len, dtype=np.float32)
+        avgdl = self.total_len / self.n_alive if self.n_alive else 1.0
+        norm = K1 * (1 - B + B * dl / avgdl)
+        self._norm_cache = (key, norm)
+        return norm
+
     def dead_fraction(self) -> float:
         return 1 - self.n_alive / len(self.ids) if self.ids else 0.0
 
@@ -181,8 +196,8 @@ class PartitionIndex:
             return []
         n = len(self.ids)
         alive = np.frombuffer(self.alive, dtype=np.uint8)
-        dl = np.frombuffer(self.doc_len, dtype=np.float32)
-        avgdl = self.total_len / self.n_alive if self.n_alive else 1.0
+        all_alive = self.n_alive == n  # no dead slot: every posting counts as it is (no mask to make per term)
+        norm = self._norm(np)
         scores = np.zeros(n, dtype=np.float32)
         hit = np.zeros(n, dtype=bool)
         for term in set(tokens):
@@ -191,13 +206,16 @@ class PartitionIndex:
                 continue
             docs = np.frombuffer(plist[0], dtype=np.int32)
             tfs = np.frombuffer(plist[1], dtype=np.float32)
-            live = alive[docs] == 1
-            df = int(live.sum())
+            if all_alive:
+                df, d, tf = len(docs), docs, tfs
+            else:
+                live = alive[docs] == 1
+                df = int(live.sum())
+                d, tf = docs[live], tfs[live]
             if not df:
                 continue
             idf = math.log(1 + (self.n_alive - df + 0.5) / (df + 0.5))
-            d, tf = docs[live], tfs[live]
-            scores[d] += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl[d] / avgdl))
+            scores[d] += idf * tf * (K1 + 1) / (tf + norm[d])
             hit[d] = True
         cand = np.flatnonzero(hit)
         if not len(cand):
@@ -206,8 +224,10 @@ class PartitionIndex:
             top = cand[np.argpartition(-scores[cand], k - 1)[:k]]
         else:
             top = cand
-        order = sorted(top.tolist(), key=lambda i: (-scores[i], self.ids[i]))
-        return [(self.ids[i], float(scores[i])) for i in order]
+        ids = self.ids
+        found = [(ids[i], s) for i, s in zip(top.tolist(), scores[top].tolist(), strict=True)]
+        found.sort(key=lambda f: (-f[1], f[0]))
+        return found
 
 
 class KeywordIndex:

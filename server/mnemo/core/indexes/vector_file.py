@@ -234,8 +234,9 @@ class VectorFile:
 
     def ensure_compact(self) -> int:
         """Give every partition of at least `compact.MIN_ROWS` rows of the checked file its compact exact scan
-        (core/indexes/compact.py), then drop the float32 pages the mapping holds for them (the first queries
-        scanned them); the indexer's step. Returns how many partitions it built."""
+        (core/indexes/compact.py), then, for those of at least `compact.TRIM_ROWS` rows, drop the float32 pages the
+        mapping holds for them (the first queries scanned them); the indexer's step. Returns how many partitions it
+        built."""
         m = self.matrix()
         if m is None or not m.verified:
             return 0
@@ -243,14 +244,21 @@ class VectorFile:
         built = 0
         for part, (a, b) in sorted(m.parts.items()):
             if b - a >= compact.MIN_ROWS and part not in m.compact and part not in m.compact_failed:
-                m.trim(a, b)  # before too: the build's own peak should not come on top of the scanned pages
+                trim = b - a >= compact.TRIM_ROWS
+                if trim:
+                    m.trim(a, b)  # before too: the build's own peak should not come on top of the scanned pages
                 try:
-                    m.compact[part] = compact.build(m.read, a, b - a, m.dim)
+                    scan = compact.build(m.read, a, b - a, m.dim)
                 except Exception as exc:  # noqa: BLE001 - an optimisation: the float32 scan answers the same
                     m.compact_failed.add(part)
                     log.warning("no compact exact scan of %s (%s); it is scanned in float32", part, exc)
                     continue
-                m.trim(a, b)
+                if trim:
+                    m.trimmed.add(part)  # before the scan is published: its candidates are then read with pread
+                    m.trim(a, b)
+                else:  # its candidates are gathered from the mapping: map its pages now, not one fault per row
+                    m.touch(a, b)  # in the queries' first minutes (what the float32 scan's first query did)
+                m.compact[part] = scan
                 built += 1
                 log.info("compact exact scan of %s: %d rows", part, b - a)
         return built
@@ -296,6 +304,7 @@ class _Matrix:
         self.data_at = int(header["data_at"])
         self.compact: dict[str, compact.CompactScan] = {}  # partition -> its compact exact scan (ensure_compact)
         self.compact_failed: set[str] = set()  # partitions whose build failed (not retried for this file)
+        self.trimmed: set[str] = set()  # partitions whose float32 pages are kept out of the RSS (read with pread)
         self._fd = -1  # for pread: the file this matrix maps, even after a rewrite renamed another over it
         if self.count and self.dim:
             with open(path, "rb") as f:
@@ -304,6 +313,8 @@ class _Matrix:
                 self._fd = os.dup(f.fileno())
         else:
             self.mat = np.zeros((0, max(self.dim, 1)), dtype=np.float32)
+        # the same memory as a plain array: `np.memmap` indexes through Python code and wraps every result
+        self._arr = self.mat.view(np.ndarray)
 
     def __del__(self):
         fd, self._fd = getattr(self, "_fd", -1), -1
@@ -325,6 +336,11 @@ class _Matrix:
         if len(buf) != (b - a) * width:
             raise OSError(f"{self.path}: shorter than its header says")
         return self._np.frombuffer(buf, dtype=self._np.float32).reshape(b - a, self.dim)
+
+    def touch(self, a: int, b: int) -> None:
+        """Fault in the mapping's pages of rows [a, b) (one read per page)."""
+        if b > a:
+            self._arr[a:b].reshape(-1)[:: mmap.PAGESIZE // 4].sum()
 
     def trim(self, a: int, b: int) -> None:
         """Drop the mapping's resident pages of rows [a, b) (they are re-read from the page cache if touched
@@ -361,13 +377,13 @@ class _Matrix:
                 # the compact scan's candidates (a superset of the float32 top `want`), re-scored in float32
                 rows = scan.candidates(q, want)
                 # einsum like the float32 scan below: the same cosines to the last bit, whichever path answers
-                sims = np.einsum("ij,j->i", compact.pread_rows(self._fd, self.data_at, self.dim, rows + a), q)
+                sims = np.einsum("ij,j->i", self._rows_of(part, rows + a), q)
                 top = np.argpartition(-sims, want - 1)[:want] if want < len(rows) else np.arange(len(rows))
                 pairs = ((int(rows[i]), sims[i]) for i in top.tolist())
             else:
                 # einsum's own loop, not BLAS: a threaded gemv is ~20x slower when the cores are busy
                 # (docs/benchmarks.md)
-                sims = np.einsum("ij,j->i", self.mat[a:b], q)
+                sims = np.einsum("ij,j->i", self._arr[a:b], q)
                 top = np.argpartition(-sims, want - 1)[:want] if want < b - a else np.arange(b - a)
                 pairs = ((i, sims[i]) for i in top.tolist())
             for i, sim in pairs:
@@ -398,9 +414,22 @@ class _Matrix:
                 rest.append(item_id)
         if not found:
             return {}, rest
-        found.sort(key=lambda f: f[1])  # pread, not the mapping (its touched pages would stay in the RSS)
-        sims = compact.pread_rows(self._fd, self.data_at, self.dim, np.asarray([row for _, row in found])) @ q
+        found.sort(key=lambda f: f[1])
+        trimmed = [self.parts[p] for p in parts if p in self.trimmed and p in self.parts]
+        if any(a <= row < b for a, b in trimmed for _, row in found):
+            # pread, not the mapping: its touched pages would stay in the RSS
+            mat = compact.pread_rows(self._fd, self.data_at, self.dim, np.asarray([row for _, row in found]))
+        else:  # partitions whose pages stay mapped (a full scan touches them anyway): a gather, no read calls
+            mat = self._arr[np.asarray([row for _, row in found])]
+        sims = mat @ q
         return {item_id: float(v) for (item_id, _), v in zip(found, sims.tolist(), strict=True)}, rest
+
+    def _rows_of(self, part: str, rows):
+        """The float32 rows `rows` (sorted) of partition `part`: read with pread where its pages are kept out of
+        the RSS, else gathered from the mapping."""
+        if part in self.trimmed:
+            return compact.pread_rows(self._fd, self.data_at, self.dim, rows)
+        return self._arr[rows]
 
 
 def _open(path: Path, store: Store, model_id: str) -> tuple[_Matrix | None, str | None]:

@@ -66,9 +66,16 @@ def ranked(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", l
     # a filter drops candidates after the search: a larger pool keeps `limit` hits within reach
     pool = max(50, limit * 10) if filters.is_empty() else max(200, limit * 40)
     warnings: list[str] = []
-    if qvec is None:  # through the engine's LRU of texts: a query asked again (the same symbol hovered again, a
-        qvec = engine.embed_cached([query])[0]  # code lens pass then a hover on it) is embedded once (issue 22)
-    cands = _candidates(engine, parts, query, qvec, pool, warnings)
+    keyword = None
+    if qvec is None:
+        # The keyword side needs no vector: it runs in the engine's helper thread while this one embeds the query
+        # (the model runs without the GIL, on one core), off the recall's path on a machine with a core to spare.
+        keyword = engine.beside(_keyword_side, engine, parts, query, pool)
+        # through the engine's LRU of texts: a query asked again (the same symbol hovered again, a code lens pass
+        # then a hover on it) is embedded once (issue 22)
+        qvec = engine.embed_cached([query])[0]
+    cands = _candidates(engine, parts, query, qvec, pool, warnings,
+                        keyword.result() if keyword is not None else _keyword_side(engine, parts, query, pool))
     visible = _visible(engine, ctx, cands, filters, include_docs=include_docs, include_cold=include_cold)
     # Cosines for keyword-only hits: they place those hits in the dense ranking too (RRF below), and give them
     # a confidence.
@@ -103,17 +110,22 @@ def floor_for(min_confidence: Any, filters: Filter) -> float:
     return check_min_confidence(min_confidence)
 
 
-def _candidates(engine: Engine, parts: list[str], query: str, qvec, pool: int,
-                warnings: list[str]) -> dict[str, Candidate]:
-    """The dense side (the ANN index and its unreplayed tail, or an exact scan) and the keyword side (the
-    in-memory BM25 index of core/indexes/keyword.py; FTS5 while a large partition's index is still being built)."""
-    hits = dense_search(engine, parts, qvec, pool)
-    if not hits.used_index:
-        warnings.append("dense index warming up: exact scan used")
+def _keyword_side(engine: Engine, parts: list[str], query: str, pool: int) -> list[tuple[str, float]]:
+    """The keyword candidates: the in-memory BM25 index of core/indexes/keyword.py; FTS5 while a large partition's
+    index is still being built."""
     keyword = engine.keywords.search(parts, query, pool)
     if keyword is None:  # the in-memory index of a large partition is still being built: FTS5 meanwhile
         q = fts_query(tokenize(query, stem=False))
         keyword = engine.store.fts_search(parts, q, pool) if q else []
+    return keyword
+
+
+def _candidates(engine: Engine, parts: list[str], query: str, qvec, pool: int, warnings: list[str],
+                keyword: list[tuple[str, float]]) -> dict[str, Candidate]:
+    """The dense side (the ANN index and its unreplayed tail, or an exact scan) and the keyword side's hits."""
+    hits = dense_search(engine, parts, qvec, pool)
+    if not hits.used_index:
+        warnings.append("dense index warming up: exact scan used")
     cands: dict[str, Candidate] = {}
     for item_id, cos in sorted(hits.scores.items(), key=lambda kv: -kv[1])[: pool * 2]:
         cands[item_id] = Candidate(item_id, cosine=cos)

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from mnemo.core.errors import StoreCorrupt, StoreError, StoreNotWritable
+from mnemo.core.store.memories import VisibilityCache
 from mnemo.core.store.schema import SCHEMA, SCHEMA_VERSION, migrate
 from mnemo.core.store_settings import default_home
 
@@ -55,6 +56,7 @@ class Database:
         self._conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
         self.damage: str | None = None  # what SQLite said when it found the file damaged (then nothing is served)
+        self.visibility_cache = VisibilityCache()  # recall's visibility columns (store/memories.py)
         self._check_dir()
         try:
             with self._write_lock:
@@ -132,6 +134,8 @@ class Database:
                 except sqlite3.DatabaseError as exc:
                     self._rollback(c)
                     raise self.store_error(exc, "commit") from exc
+            finally:
+                self.visibility_cache.settled()  # committed or rolled back: the rows it changed are read again
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
@@ -142,6 +146,7 @@ class Database:
             yield
         finally:
             conn.execute("COMMIT")
+            self.visibility_cache.settled()  # a write that joined this transaction
 
     @staticmethod
     @contextlib.contextmanager
@@ -201,6 +206,7 @@ class Database:
                           hint="run `mnemo doctor`", sqlite=msg)
 
     def close(self) -> None:
+        self.visibility_cache.clear()
         with self._conns_lock:
             for c in self._conns:
                 with contextlib.suppress(Exception):
