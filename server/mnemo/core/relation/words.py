@@ -171,14 +171,17 @@ def _alt_stems() -> dict[str, str]:
 
 
 def tokens(text: str) -> list[Token]:
-    t = _NOT_RE.sub(r"\1 not", text)  # don't -> do not, isn't -> is not
+    # each substitution only where its literal part is in the text (most notes hold none): the same tokens
+    t = _NOT_RE.sub(r"\1 not", text) if "'" in text or "’" in text else text  # don't -> do not, isn't -> is not
     t = _CANNOT_RE.sub("can not", t)
     low = t.lower()
     if any(phrase in low for phrase in _PHRASE_STRINGS):
         for pattern, rep in _PHRASE_RES:
             low = pattern.sub(rep, low)
-    low = _PREFER_RE.sub(r"\1instead", low)
-    low = _NON_RE.sub("not ", low)  # "a non-root user" says "not root"
+    if "over" in low:
+        low = _PREFER_RE.sub(r"\1instead", low)
+    if "non-" in low:
+        low = _NON_RE.sub("not ", low)  # "a non-root user" says "not root"
     low = _CLOCK_RE.sub(_clock, low)  # "3 am" / "3:00 pm" -> "3:00" / "15:00"
     # a new Token per occurrence (`compare._before` finds a token by identity), its reading cached per spelling
     return [Token(raw, *_read(raw)) for raw in _TOKEN_RE.findall(low)]
