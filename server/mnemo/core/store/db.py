@@ -133,6 +133,10 @@ class Database:
                     self._rollback(c)
                     raise self.store_error(exc, "commit") from exc
 
+    def in_transaction(self) -> bool:
+        """Whether this thread's connection is inside a transaction (what it reads may not be committed yet)."""
+        return self.conn().in_transaction
+
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
         """One consistent read of several statements (a read transaction on this thread's connection)."""
