@@ -191,7 +191,15 @@ def _diff(a: Sequence[str], b: Sequence[str]) -> list[tuple[str, int, int, int, 
     hi = 0
     while hi < len(a) - lo and hi < len(b) - lo and a[-1 - hi] == b[-1 - hi]:
         hi += 1
-    sm = difflib.SequenceMatcher(a=a[lo:len(a) - hi], b=b[lo:len(b) - hi], autojunk=False)
+    ma, mb = a[lo:len(a) - hi], b[lo:len(b) - hi]
+    if not ma or not mb or set(ma).isdisjoint(mb):
+        # what difflib answers when the middles share no word (most pairs: one span replaced), without it:
+        # nothing, an insertion, a deletion or one replacement of the whole middle
+        if not ma and not mb:
+            return []
+        op = "insert" if not ma else "delete" if not mb else "replace"
+        return [(op, lo, len(a) - hi, lo, len(b) - hi)]
+    sm = difflib.SequenceMatcher(a=ma, b=mb, autojunk=False)
     return [(op, i1 + lo, i2 + lo, j1 + lo, j2 + lo) for op, i1, i2, j1, j2 in sm.get_opcodes() if op != "equal"]
 
 
