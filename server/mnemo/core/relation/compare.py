@@ -165,7 +165,7 @@ def _preferred(toks: Sequence[Token]) -> tuple[str, str] | None:
     return None
 
 
-def _swapped_alternatives(ca: Sequence[Token], cb: Sequence[Token], shared: set[str]) -> tuple[str, str] | None:
+def _swapped_alternatives(ca: Sequence[Token], cb: Sequence[Token], shared: AbstractSet[str]) -> tuple[str, str] | None:
     """Two alternatives both notes name, in the opposite order ("spaces, never tabs" / "tabs, never spaces")."""
     alts = sorted(w for w in shared if w in _ALT_INDEX)
     if len(alts) < 2:  # most pairs: no two listed alternatives in common, nothing to order
