@@ -395,7 +395,9 @@ def features(old: str, new: str, cosine: float, vocab: frozenset[str] = frozense
     f.unexplained = len((sa ^ sb) - f.explained - LIGHT_VERBS)
     # the same content words in another order (different words: neither check can find anything)
     f.reordered = _reordered(ta, tb) if sa == sb and na.norms != nb.norms else None
-    f.roles_swapped = None if f.reordered or len(na.content) != len(nb.content) else _roles_swapped(ta, tb)
+    # two things in exchanged places: the same content words, each as often (other words: nothing to find)
+    f.roles_swapped = None if f.reordered or sa != sb or len(na.content) != len(nb.content) else \
+        _roles_swapped(ta, tb)
     f.broadened = _broadened(f, ta, tb, names) if (na.raws | nb.raws) & UNIVERSAL else None
     f.contain = len(sa & sb) / (min(len(sa), len(sb)) or 1)
     f.added, f.removed = len(sb - sa), len(sa - sb)
