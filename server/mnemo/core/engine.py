@@ -74,6 +74,19 @@ class _LazyEmbedder:
 
 
 
+_frozen = threading.Lock()
+_frozen_done = False
+
+
+def _freeze_once() -> None:
+    """`gc.freeze()` the first time an engine of this process has loaded its indexes (see `_prepare_cache`)."""
+    global _frozen_done
+    with _frozen:
+        if not _frozen_done:
+            _frozen_done = True
+            gc.freeze()
+
+
 class OwnerLock:
     """The exclusive owner lock of a store. The kernel drops it when the process dies: no stale pid files."""
 
@@ -357,7 +370,9 @@ class Engine:
             # ~200 writes, ~0.2 s of CPU at 100k: ~1 ms per write, growing with the store; issue 22, fourth pass).
             # Frozen, the full passes traverse only what came after. Nothing is collected by it (no `gc.collect`
             # here: a pause of the requests being served); objects frozen are still freed by their reference count.
-            gc.freeze()
+            # Once per process (the owner has one engine; a process that opens many, a test run, would otherwise
+            # freeze its reference cycles over and over, never to be collected).
+            _freeze_once()
         except Exception as exc:  # noqa: BLE001 - derived files: queries scan the store meanwhile
             log.warning("could not prepare %s: %s; next attempt in a minute", self.cache_dir, exc)
             self._persist_after = time.monotonic() + 60.0
