@@ -69,6 +69,8 @@ def main() -> int:
 
     wrap(neighbours, "neighbours", "neighbours")
     wrap(search, "exact_scores", "nb: exact scores of the changed items")
+    if hasattr(vector_file.VectorFile, "tail_scores"):  # since issue 22's fourth pass (the same segment)
+        wrap(vector_file.VectorFile, "tail_scores", "nb: exact scores of the changed items")
     wrap(vector_file.VectorFile, "search", "nb: vector file scan")
     wrap(type(eng.store), "visibility_rows", "nb: visibility rows")
     wrap(type(eng.store), "get_memories", "nb: kept memories loaded")

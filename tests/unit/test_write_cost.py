@@ -6,6 +6,10 @@ its note once) and parses each note once."""
 from __future__ import annotations
 
 import random
+import shutil
+import subprocess
+import sys
+import textwrap
 
 from mnemo.core.engine import Engine
 from mnemo.core.errors import MnemoError
@@ -395,3 +399,125 @@ def test_a_remember_runs_the_model_once(tmp_path, real_embedder, ctx):
         assert statuses.count("conflict") >= 2  # the contradiction and the replaced value are still conflicts
     finally:
         engine.close()
+
+
+# -- the items changed after the vector file (issue 22, fourth pass) ------------------------------------------------
+def _tail_setup(engine, ctx):
+    """A store whose vector file lags 25 writes behind: every neighbour search scores those 25 exactly."""
+    from mnemo.core.search import scope_parts
+
+    _fill(engine, ctx, 40)
+    engine.vector_file().write()
+    _fill(engine, ctx, 25, start=40)
+    vf = engine.vector_file()
+    return vf, scope_parts(ctx, "hybrid"), vf.matrix().seq
+
+
+def _truth(engine, parts, vec, tail):
+    """What `dense.exact_scores` finds for the tail's written items, read from SQLite."""
+    from mnemo.core.indexes.dense import exact_scores
+
+    ids = sorted({c["item_id"] for c in tail if c["op"] == "upsert"})
+    return dict(exact_scores(engine.store, parts, vec, ids=ids, model_id=engine.model_id))
+
+
+def _counting_vector_reads(monkeypatch, store) -> list[int]:
+    read: list[int] = []
+    for name in ("vectors", "vector_rows"):
+        real = getattr(type(store), name)
+
+        def counting(self, ids, *a, _real=real, **kw):
+            ids = list(ids)
+            read.append(len(ids))
+            return _real(self, ids, *a, **kw)
+
+        monkeypatch.setattr(type(store), name, counting)
+    return read
+
+
+def test_the_changed_items_vectors_are_read_once_not_by_every_search(home, hash_embedder, ctx, monkeypatch):
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    try:
+        _tail_setup(engine, ctx)
+        read = _counting_vector_reads(monkeypatch, engine.store)
+        vec = engine.embed_query("redis cache retry")
+        first = nearest_memories(engine, ctx, vec, k=10)
+        # the 25 writes' own checks read the tail as it grew: at most the last write's vector is new here (the old
+        # code read all 25, for every write's check and every recall)
+        assert sum(read) <= 1
+        read.clear()
+        again = nearest_memories(engine, ctx, vec, k=10)
+        assert [(m.id, s) for m, s in again] == [(m.id, s) for m, s in first]
+        assert sum(read) == 0
+        write.remember(engine, ctx, "redis cache retry backoff queue note 99", on_conflict="keep_both")
+        read.clear()
+        nearest_memories(engine, ctx, vec, k=10)
+        assert sum(read) == 1  # only the new note's vector
+    finally:
+        engine.close()
+
+
+def test_the_kept_tail_vectors_follow_every_change(home, hash_embedder, ctx):
+    """A vector replaced, an item deleted, a write rolled back: the scores are what SQLite holds, each time."""
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    try:
+        vf, parts, seq = _tail_setup(engine, ctx)
+        store = engine.store
+        vec = engine.embed_query("webhook signature deploy")
+        tail = store.changes_after(seq)
+        assert vf.tail_scores(parts, vec, tail) == _truth(engine, parts, vec, tail)
+        ids = sorted({c["item_id"] for c in tail})
+        victim, moved = ids[0], ids[1]
+        part = next(c["part"] for c in tail if c["item_id"] == moved)
+        with store.write() as c:
+            store.set_vector(c, moved, part, engine.embed(["a different text altogether"])[0], engine.model_id)
+            store.delete_item(c, victim)
+        tail = store.changes_after(seq)
+        got = vf.tail_scores(parts, vec, tail)
+        assert got == _truth(engine, parts, vec, tail)
+        assert victim not in got and moved in got
+        # read inside a transaction that is then rolled back: never kept
+        new_id = "mem-rolledback0000000000"
+        try:
+            with store.write() as c:
+                store.set_vector(c, new_id, part, vec, engine.model_id)
+                inside = vf.tail_scores(parts, vec, store.changes_after(seq))
+                assert new_id in inside
+                raise RuntimeError("roll back")
+        except RuntimeError:
+            pass
+        tail = store.changes_after(seq)
+        got = vf.tail_scores(parts, vec, tail)
+        assert new_id not in got and got == _truth(engine, parts, vec, tail)
+    finally:
+        engine.close()
+
+
+def test_the_indexes_loaded_at_start_are_out_of_the_collectors_full_passes(home, hash_embedder, ctx):
+    """The keyword postings (two arrays and a tuple per term: ~300k objects at 100k notes) were traversed by every
+    full pass of the garbage collector, one every ~200 writes: ~1 ms per write at 100k, growing with the store. The
+    engine freezes what it loaded at start (`gc.freeze`, once per process: checked in a fresh one)."""
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    try:
+        _fill(engine, ctx, 30)
+    finally:
+        engine.close()
+    shutil.rmtree(engine.cache_dir)  # the postings are built at start, every term's arrays made
+    child = textwrap.dedent(f"""
+        import gc, time
+        from mnemo.core.embedding.embedder import HashEmbedder
+        from mnemo.core.engine import Engine
+        engine = Engine({str(home)!r}, embedder=HashEmbedder())
+        deadline = time.monotonic() + 60
+        while not (engine.index is not None and engine.index.ready) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        parts = list(engine.keywords._parts.values())
+        plists = [part.postings[term] for part in parts for term in part.postings]
+        tracked = {{id(o) for o in gc.get_objects()}}  # what the collector traverses (not the frozen)
+        objs = [*parts, *plists, *(a for plist in plists for a in plist)]
+        print(len(plists), sum(id(o) in tracked for o in objs))
+        engine.close()
+    """)
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120, check=True)
+    made, traversed = map(int, out.stdout.split())
+    assert made > 20 and traversed == 0

@@ -162,10 +162,9 @@ def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequen
 
 
 def _with_tail(engine: Engine, parts: Sequence[str], qvec, scores: dict[str, float], tail: list) -> dict[str, float]:
-    """`scores` plus the exact cosines of the items of the change-log rows `tail` (what an index has not seen)."""
-    upserts = {c["item_id"] for c in tail if c["op"] == "upsert"}
-    if upserts:
-        scores.update(exact_scores(engine.store, parts, qvec, ids=list(upserts), model_id=engine.model_id))
+    """`scores` plus the exact cosines of the items of the change-log rows `tail` (what an index has not seen), their
+    vectors kept between calls while unchanged (`VectorFile.tail_scores`)."""
+    scores.update(engine.vector_file().tail_scores(parts, qvec, tail))
     return scores
 
 

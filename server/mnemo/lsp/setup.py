@@ -16,6 +16,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from mnemo.core.errors import MnemoError
 from mnemo.lsp import capabilities, convert
 from mnemo.lsp.feature import Handler
+from mnemo.lsp.jsonrpc import MnemoProtocol
 
 if TYPE_CHECKING:
     from mnemo.lsp.language_server import MnemoLanguageServer
@@ -83,7 +84,9 @@ def _lifecycle(server: MnemoLanguageServer) -> None:
 
     @server.feature(t.EXIT)
     def on_exit(params: Any) -> None:  # synchronous: pygls exits right after it, reading no further message
-        server.protocol.answer_pending()
+        protocol = server.protocol
+        if isinstance(protocol, MnemoProtocol):
+            protocol.answer_pending()
 
     @server.feature(t.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def on_configuration(params: t.DidChangeConfigurationParams) -> None:

@@ -57,6 +57,10 @@ class VectorFile:
         self._lock = threading.Lock()
         self._loaded: _Matrix | None = None
         self.last_problem: str | None = None
+        # the stored vectors of the items changed after the file, by item: (seq, time) of the item's last change
+        # when read, its partition, model and vector (None: no vector then); see `tail_scores`
+        self._tail: dict[str, tuple] = {}
+        self._tail_lock = threading.Lock()
 
     # -- open ------------------------------------------------------------------------------------------------
     def matrix(self) -> _Matrix | None:
@@ -277,6 +281,48 @@ class VectorFile:
         if m is None:
             return None
         return m.search(parts, qvec, k, self.store)
+
+    def tail_scores(self, parts: Sequence[str], qvec, tail: Sequence) -> dict[str, float]:
+        """Exact cosines of the items the change-log rows `tail` wrote (`op` upsert), in `parts`, this model's
+        vectors only: what the file (or an index) does not reflect, as `dense.exact_scores(ids=...)` finds them.
+        The tail is up to `_refresh_after(count)` rows (200 at 10k, 2,000 at 100k) and every write's neighbour
+        search and every recall scores it again: an item's vector read from SQLite is kept here while its last
+        change in the log is the same one (every change of a vector is logged, with a new `seq`), so each is read
+        once (issue 22, fourth pass). Nothing read inside a transaction is kept (it may be rolled back)."""
+        import numpy as np
+
+        last: dict[str, tuple] = {}
+        for c in tail:  # in `seq` order: the last change of each item wins
+            last[c["item_id"]] = (int(c["seq"]), float(c["at"]))
+        upserts = sorted({c["item_id"] for c in tail if c["op"] == "upsert"})
+        if not upserts:
+            return {}
+        with self._tail_lock:
+            known = {i: e for i in upserts if (e := self._tail.get(i)) is not None and e[0] == last[i]}
+        missing = [i for i in upserts if i not in known]
+        if missing:
+            rows = self.store.vector_rows(missing)
+            fresh = {}
+            for i in missing:
+                r = rows.get(i)
+                fresh[i] = (last[i], None, None, None) if r is None else \
+                    (last[i], r["part"], r["model_id"], np.frombuffer(r["vec"], dtype=np.float32))
+            known.update(fresh)
+            if not self.store.in_transaction():
+                with self._tail_lock:
+                    self._tail.update(fresh)
+                    if len(self._tail) > 2 * len(last) + 256:  # the file was rewritten: drop what left the tail
+                        self._tail = {i: e for i, e in self._tail.items() if i in last}
+        wanted = set(parts)
+        keys = [i for i in upserts if known[i][1] in wanted and known[i][2] == self.model_id]
+        if not keys:
+            return {}
+        q = np.asarray(qvec, dtype=np.float32)
+        vecs = [known[i][3] for i in keys]
+        if any(v.shape[0] != q.shape[0] for v in vecs):
+            return {}
+        sims = np.stack(vecs) @ q
+        return dict(zip(keys, sims.tolist(), strict=True))
 
     def scores_for(self, parts: Sequence[str], qvec, ids: Sequence[str]) -> tuple[dict[str, float], list[str]]:
         """Exact cosines of the given items from the file (those in `parts` and unchanged since it was written),

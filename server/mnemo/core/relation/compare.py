@@ -50,6 +50,7 @@ import re
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from mnemo.core.relation.words import (
     _ALT_INDEX,
@@ -164,14 +165,16 @@ def _preferred(toks: Sequence[Token]) -> tuple[str, str] | None:
     return None
 
 
-def _swapped_alternatives(ca: Sequence[Token], cb: Sequence[Token], shared: set[str]) -> tuple[str, str] | None:
+def _swapped_alternatives(ca: Sequence[Token], cb: Sequence[Token], shared: AbstractSet[str]) -> tuple[str, str] | None:
     """Two alternatives both notes name, in the opposite order ("spaces, never tabs" / "tabs, never spaces")."""
+    alts = sorted(w for w in shared if w in _ALT_INDEX)
+    if len(alts) < 2:  # most pairs: no two listed alternatives in common, nothing to order
+        return None
     first_a: dict[str, int] = {}
     first_b: dict[str, int] = {}
     for seq, first in ((ca, first_a), (cb, first_b)):
         for i, t in enumerate(seq):
             first.setdefault(t.norm, i)
-    alts = sorted(w for w in shared if w in _ALT_INDEX)
     for i, x in enumerate(alts):
         for y in alts[i + 1:]:
             if _ALT_INDEX[x] & _ALT_INDEX[y] and (first_a[x] < first_a[y]) != (first_b[x] < first_b[y]):
@@ -188,7 +191,15 @@ def _diff(a: Sequence[str], b: Sequence[str]) -> list[tuple[str, int, int, int, 
     hi = 0
     while hi < len(a) - lo and hi < len(b) - lo and a[-1 - hi] == b[-1 - hi]:
         hi += 1
-    sm = difflib.SequenceMatcher(a=a[lo:len(a) - hi], b=b[lo:len(b) - hi], autojunk=False)
+    ma, mb = a[lo:len(a) - hi], b[lo:len(b) - hi]
+    if not ma or not mb or set(ma).isdisjoint(mb):
+        # what difflib answers when the middles share no word (most pairs: one span replaced), without it:
+        # nothing, an insertion, a deletion or one replacement of the whole middle
+        if not ma and not mb:
+            return []
+        op = "insert" if not ma else "delete" if not mb else "replace"
+        return [(op, lo, len(a) - hi, lo, len(b) - hi)]
+    sm = difflib.SequenceMatcher(a=ma, b=mb, autojunk=False)
     return [(op, i1 + lo, i2 + lo, j1 + lo, j2 + lo) for op, i1, i2, j1, j2 in sm.get_opcodes() if op != "equal"]
 
 
@@ -204,12 +215,20 @@ def _names(text: str, vocab: frozenset[str]) -> frozenset[str]:
         while k >= 0 and text[k].isspace():
             k -= 1
         inner = k >= 0 and text[k] not in ".!?:;"
-        low = w.lower()
-        rare = bool(vocab) and any(p.isalpha() and len(p) >= 3 and p not in vocab and p not in STOP
-                                   for p in low.split("-"))  # zerolog, date-fns
-        if (inner and w[0].isupper()) or _DIGIT_RE.search(w) or _INNER_CAPITAL_RE.search(w) or rare:
-            out.add(_norm_word(low))
+        norm, always = _name_word(w, vocab)
+        if always or (inner and w[0].isupper()):
+            out.add(norm)
     return frozenset(out)
+
+
+@functools.lru_cache(maxsize=65536)
+def _name_word(w: str, vocab: frozenset[str]) -> tuple[str, bool]:
+    """A word's normalized form, and whether it reads as a name wherever it stands: mixed with digits or inner
+    capitals (k8s, gRPC), or not an everyday word of the vocabulary (zerolog, date-fns). Cached per spelling."""
+    low = w.lower()
+    rare = bool(vocab) and any(p.isalpha() and len(p) >= 3 and p not in vocab and p not in STOP
+                               for p in low.split("-"))  # zerolog, date-fns
+    return _norm_word(low), bool(_DIGIT_RE.search(w) or _INNER_CAPITAL_RE.search(w) or rare)
 
 
 _NAME_WORD_RE = re.compile(r"(?<![\w.-])([A-Za-z][\w-]*)")
@@ -219,7 +238,10 @@ _INNER_CAPITAL_RE = re.compile(r"[a-z][A-Z]")
 
 def _split_clauses(text: str) -> str:
     """Clause breaks as " , " tokens (a comma, semicolon, colon or dash; not inside 10,000 or 02:00)."""
-    return re.sub(r"\s*(?:;|,(?!\d)|:(?!\d)|—|–)\s*|\s+-\s+", " , ", text)
+    return _CLAUSE_BREAK_RE.sub(" , ", text)
+
+
+_CLAUSE_BREAK_RE = re.compile(r"\s*(?:;|,(?!\d)|:(?!\d)|—|–)\s*|\s+-\s+")
 
 
 SECONDS = {"ms": 0.001, "millisecond": 0.001, "second": 1, "sec": 1, "s": 1, "minut": 60, "minute": 60,
@@ -290,10 +312,10 @@ def _value_signals(f: Features, ca: Sequence[Token], cb: Sequence[Token], qa: di
         f.kinds.add("value")
 
 
-def _listed_signals(f: Features, ta: Sequence[Token], tb: Sequence[Token], ca: Sequence[Token],
-                    cb: Sequence[Token]) -> None:
+def _listed_signals(f: Features, na: _Note, nb: _Note) -> None:
     """Listed alternatives, identifiers, change markers, swapped preferences."""
-    sa, sb = {t.norm for t in ca}, {t.norm for t in cb}
+    ta, tb, ca, cb = na.toks, nb.toks, na.content, nb.content
+    sa, sb = na.words, nb.words
     only_a, only_b = sa - sb, sb - sa
     before = len(f.signals)
     for wa in sorted(w for w in only_a if w in _ALT_INDEX):  # a word of no listed group pairs with none
@@ -307,12 +329,11 @@ def _listed_signals(f: Features, ta: Sequence[Token], tb: Sequence[Token], ca: S
         f.signals.append(f"{', '.join(sorted(ia))} -> {', '.join(sorted(ib))}")
         f.explained |= ia | ib
     # a change announced by one note only ("we moved CI to GitHub Actions; Jenkins is gone")
-    marks_a, marks_b = {t.norm for t in ta} & CHANGE_MARKERS, {t.norm for t in tb} & CHANGE_MARKERS
-    if bool(marks_a) != bool(marks_b) and sa & sb:
+    if bool(na.marks) != bool(nb.marks) and sa & sb:
         f.signals.append("change: " + ", ".join(sorted({t.raw for t in [*ta, *tb] if t.norm in CHANGE_MARKERS})))
         f.explained |= {w for w in sa | sb if any(_ALT_INDEX.get(w, set()) & _ALT_INDEX.get(v, set())
                                                   for v in sa | sb if v != w)}
-    pa, pb = _preferred(ta), _preferred(tb)
+    pa, pb = na.preferred, nb.preferred
     if pa and pb and pa == pb[::-1]:
         f.signals.append(f"preference swapped: {pa[0]} over {pa[1]} -> {pb[0]} over {pb[1]}")
         f.explained |= set(pa)
@@ -331,30 +352,53 @@ def clause_tokens(text: str) -> tuple[Token, ...]:
     return tuple(tokens(_split_clauses(text)))
 
 
+class _Note(NamedTuple):
+    """What `features` reads of one note whatever the other (read only: cached and shared)."""
+    toks: tuple[Token, ...]  # its tokens, with clause breaks
+    content: tuple[Token, ...]  # its content tokens (`_content`)
+    words: frozenset[str]  # their normalized words
+    negated: bool  # whether it negates (`_negated`)
+    quantities: dict  # what it counts (`_quantities`)
+    aligned: tuple[Token, ...]  # the content tokens `_align` compares (light verbs left out)
+    aligned_norms: tuple[str, ...]  # ... their normalized words
+    norms: tuple[str, ...]  # the content tokens' normalized words, in order
+    marks: frozenset[str]  # the change markers it holds ("moved", "no longer")
+    preferred: tuple[str, str] | None  # `_preferred`
+    raws: frozenset[str]  # its tokens as written
+
+
 @functools.lru_cache(maxsize=8192)
-def _parsed(text: str) -> tuple[tuple[Token, ...], tuple[Token, ...], frozenset[str], bool, dict]:
-    """What `features` reads of one note whatever the other: its tokens, its content tokens, their normalized
-    words, whether it negates, what it counts (`_quantities`: read only). Cached like `clause_tokens`: a note meets
-    up to ten neighbours, one after the other."""
+def _parsed(text: str) -> _Note:
+    """What `features` reads of one note whatever the other, computed once per note. Cached like `clause_tokens`:
+    a note meets up to ten neighbours, one after the other."""
     toks = clause_tokens(text)
     content = tuple(_content(toks))
-    return toks, content, frozenset(t.norm for t in content), _negated(toks), _quantities(content)
+    aligned = tuple(t for t in content if t.norm not in LIGHT_VERBS)
+    return _Note(toks, content, frozenset(t.norm for t in content), _negated(toks), _quantities(content), aligned,
+                 tuple(t.norm for t in aligned), tuple(t.norm for t in content),
+                 frozenset(t.norm for t in toks) & CHANGE_MARKERS, _preferred(toks), frozenset(t.raw for t in toks))
 
 
 def features(old: str, new: str, cosine: float, vocab: frozenset[str] = frozenset()) -> Features:
-    (ta, ca, sa, neg_a, qa), (tb, cb, sb, neg_b, qb) = _parsed(old), _parsed(new)
+    na, nb = _parsed(old), _parsed(new)
+    ta, sa, neg_a = na.toks, na.words, na.negated
+    tb, sb, neg_b = nb.toks, nb.words, nb.negated
     f = Features(cosine)
-    _value_signals(f, ca, cb, qa, qb)
+    _value_signals(f, na.content, nb.content, na.quantities, nb.quantities)
     # a negation added or removed over the shared statement
     if neg_a != neg_b and not _own_clause_negations(ta if neg_a else tb, sb if neg_a else sa):
         f.signals.append("negation " + ("removed" if neg_a else "added"))
         f.kinds.add("negation")
-    _listed_signals(f, ta, tb, ca, cb)
-    _align(f, ta, tb, _names(old, vocab) | _names(new, vocab), vocab)
+    _listed_signals(f, na, nb)
+    names = _names(old, vocab) | _names(new, vocab)
+    _align(f, na, nb, names, vocab)
     f.unexplained = len((sa ^ sb) - f.explained - LIGHT_VERBS)
-    f.reordered = _reordered(ta, tb)
-    f.roles_swapped = None if f.reordered else _roles_swapped(ta, tb)
-    f.broadened = _broadened(f, ta, tb, _names(old, vocab) | _names(new, vocab))
+    # the same content words in another order (different words: neither check can find anything)
+    f.reordered = _reordered(ta, tb) if sa == sb and na.norms != nb.norms else None
+    # two things in exchanged places: the same content words, each as often (other words: nothing to find)
+    f.roles_swapped = None if f.reordered or sa != sb or len(na.content) != len(nb.content) else \
+        _roles_swapped(ta, tb)
+    f.broadened = _broadened(f, ta, tb, names) if (na.raws | nb.raws) & UNIVERSAL else None
     f.contain = len(sa & sb) / (min(len(sa), len(sb)) or 1)
     f.added, f.removed = len(sb - sa), len(sa - sb)
     return f
@@ -400,14 +444,13 @@ def _before(toks: Sequence[Token], first: Token) -> str:
     return next((t.raw for t in reversed(toks[:i]) if t.raw not in ("a", "an", "the")), "")
 
 
-def _align(f: Features, ta: Sequence[Token], tb: Sequence[Token], names: AbstractSet[str], vocab: frozenset[str]) -> None:
+def _align(f: Features, na: _Note, nb: _Note, names: AbstractSet[str], vocab: frozenset[str]) -> None:
     """The two notes' content words aligned in order (light verbs left out): how many differ, how many of them
     replace a word in place with no signal to account for it, a replaced word that is the opposite of the other
     by form, and the one replaced slot when that is all that differs (unless its sides share a word: "a two-pane
     design" / "two panes" is a rewording)."""
-    a = [t for t in _content(ta) if t.norm not in LIGHT_VERBS]
-    b = [t for t in _content(tb) if t.norm not in LIGHT_VERBS]
-    ops = _diff([t.norm for t in a], [t.norm for t in b])
+    ta, tb, a, b = na.toks, nb.toks, na.aligned, nb.aligned
+    ops = _diff(na.aligned_norms, nb.aligned_norms)
     # one sentence with one slot of 1-2 words replaced ("uses zerolog" / "uses zap"), a swapped light verb aside
     f.one_slot = len(ops) == 1 and ops[0][0] == "replace" and ops[0][2] - ops[0][1] <= 2 and ops[0][4] - ops[0][3] <= 2
     f.diff_words = sum(i2 - i1 + j2 - j1 for _, i1, i2, j1, j2 in ops)

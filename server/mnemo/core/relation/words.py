@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from mnemo.core.text import _stem
 
@@ -124,8 +124,9 @@ _TOKEN_RE = re.compile(
     re.I)
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
+    """One token of a note (immutable: parsed notes are cached and shared). A tuple, which is quicker to make than a
+    frozen dataclass: a write parses each of its ten neighbours (issue 22, fourth pass)."""
     raw: str  # as written (for masking)
     norm: str  # normalized (stemmed, synonyms folded)
     kind: str  # word | number | ident | stop
@@ -170,38 +171,43 @@ def _alt_stems() -> dict[str, str]:
 
 
 def tokens(text: str) -> list[Token]:
-    t = _NOT_RE.sub(r"\1 not", text)  # don't -> do not, isn't -> is not
+    # each substitution only where its literal part is in the text (most notes hold none): the same tokens
+    t = _NOT_RE.sub(r"\1 not", text) if "'" in text or "’" in text else text  # don't -> do not, isn't -> is not
     t = _CANNOT_RE.sub("can not", t)
     low = t.lower()
     if any(phrase in low for phrase in _PHRASE_STRINGS):
         for pattern, rep in _PHRASE_RES:
             low = pattern.sub(rep, low)
-    low = _PREFER_RE.sub(r"\1instead", low)
-    low = _NON_RE.sub("not ", low)  # "a non-root user" says "not root"
+    if "over" in low:
+        low = _PREFER_RE.sub(r"\1instead", low)
+    if "non-" in low:
+        low = _NON_RE.sub("not ", low)  # "a non-root user" says "not root"
     low = _CLOCK_RE.sub(_clock, low)  # "3 am" / "3:00 pm" -> "3:00" / "15:00"
-    out: list[Token] = []
-    for m in _TOKEN_RE.finditer(low):
-        raw = m.group(0)
-        if raw == ",":
-            out.append(Token(",", ",", "stop"))
-        elif raw.startswith("`") or raw.startswith(("http://", "https://", "#", "@", "-")) or "/" in raw \
-                or _EMAIL_RE.fullmatch(raw) \
-                or "\\" in raw or _DOTTED_RE.search(raw) and not _VERSION_RE.fullmatch(raw) \
-                or raw.endswith("()"):
-            out.append(Token(raw, raw.strip("`").rstrip(".,;:"), "ident"))
-        elif _NUMBER_TOKEN_RE.fullmatch(raw):
-            part = _NUMBER_PART_RE.match(raw)
-            assert part is not None  # the token pattern starts with the part pattern: a full match implies this one
-            num = part.group(1)
-            if _CLOCK_NUM_RE.fullmatch(num):  # a time of day: "03:00" is "3:00"
-                num = f"{int(num[:-3])}:{num[-2:]}"
-            out.append(Token(raw, num, "number"))
-        elif raw in STOP:
-            out.append(Token(raw, raw, "stop"))
-        elif raw in NEGATIONS:  # as written: "discourage" and "outside" are negations, their stems are not
-            out.append(Token(raw, raw, "word"))
-        else:
-            n = _norm_word(raw.replace("-", "_") if raw.replace("-", "_") in _ALT_INDEX else raw)
-            kind = "number" if n.isdigit() else "word"
-            out.append(Token(raw, n, kind))
-    return out
+    # a new Token per occurrence (`compare._before` finds a token by identity), its reading cached per spelling
+    return [Token(raw, *_read(raw)) for raw in _TOKEN_RE.findall(low)]
+
+
+@functools.lru_cache(maxsize=65536)
+def _read(raw: str) -> tuple[str, str]:
+    """(norm, kind) of one token as `_TOKEN_RE` found it: a pure function of its spelling, cached (a note's words
+    recur across the notes a write compares)."""
+    if raw == ",":
+        return ",", "stop"
+    if raw.startswith("`") or raw.startswith(("http://", "https://", "#", "@", "-")) or "/" in raw \
+            or _EMAIL_RE.fullmatch(raw) \
+            or "\\" in raw or _DOTTED_RE.search(raw) and not _VERSION_RE.fullmatch(raw) \
+            or raw.endswith("()"):
+        return raw.strip("`").rstrip(".,;:"), "ident"
+    if _NUMBER_TOKEN_RE.fullmatch(raw):
+        part = _NUMBER_PART_RE.match(raw)
+        assert part is not None  # the token pattern starts with the part pattern: a full match implies this one
+        num = part.group(1)
+        if _CLOCK_NUM_RE.fullmatch(num):  # a time of day: "03:00" is "3:00"
+            num = f"{int(num[:-3])}:{num[-2:]}"
+        return num, "number"
+    if raw in STOP:
+        return raw, "stop"
+    if raw in NEGATIONS:  # as written: "discourage" and "outside" are negations, their stems are not
+        return raw, "word"
+    n = _norm_word(raw.replace("-", "_") if raw.replace("-", "_") in _ALT_INDEX else raw)
+    return n, "number" if n.isdigit() else "word"

@@ -19,7 +19,7 @@ class ChangeLog:
 
     def changes_after(self, seq: int, limit: int = 100000) -> list[sqlite3.Row]:
         return self.conn().execute(
-            "SELECT seq, item_id, part, op FROM changes WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
+            "SELECT seq, item_id, part, op, at FROM changes WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
         ).fetchall()
 
     def change_at(self, seq: int) -> tuple[str, float] | None:

@@ -137,6 +137,10 @@ class Database:
             finally:
                 self.visibility_cache.settled()  # committed or rolled back: the rows it changed are read again
 
+    def in_transaction(self) -> bool:
+        """Whether this thread's connection is inside a transaction (what it reads may not be committed yet)."""
+        return self.conn().in_transaction
+
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
         """One consistent read of several statements (a read transaction on this thread's connection)."""
