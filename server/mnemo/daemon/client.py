@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Self
 from mnemo import PROTOCOL_VERSION, __version__, trace
 from mnemo.api import SERVICE_METHODS, call_arguments
 from mnemo.core import environment
-from mnemo.core.errors import DaemonError, MnemoError, StoreLocked, VersionMismatch, error_from_dict
+from mnemo.core.errors import DaemonError, MnemoError, StoreLocked, error_from_dict
 from mnemo.daemon.paths import failure_path, log_path, socket_path
 
 log = logging.getLogger("mnemo.client")
@@ -210,10 +210,7 @@ class DaemonService(_Declared):
                     progress(msg["progress"])
                 continue
             if "error" in msg:
-                err = error_from_dict(msg["error"])
-                if msg["error"].get("type") == "VersionMismatch":
-                    err = VersionMismatch(err.message, err.hint, **err.details)
-                raise err
+                raise error_from_dict(msg["error"])  # its class by name (VersionMismatch included)
             return msg.get("result")
 
     def call(self, method: str, *args: Any, **kw: Any) -> Any:

@@ -10,12 +10,14 @@ pygls is still loading, on a thread that must not wait for lsprotocol's import.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 import time
 import urllib.parse
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mnemo.core.errors import MnemoError
@@ -101,6 +103,24 @@ def lsp_error(exc: MnemoError) -> JsonRpcException:
 
 
 # -- positions ---------------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=64)
+def _resolved_root(root: str) -> Path:
+    """A workspace root resolved (`detect_context` gives it resolved already: this is for the other callers)."""
+    return Path(root).resolve()
+
+
+def rel_path(path: str, ctx: Mapping[str, Any]) -> str:
+    """A file's path (as the client's URI gives it) relative to the context's root, POSIX form; the path itself
+    when it lies outside the root or there is none. The hover feature and the early hover send the same."""
+    root = ctx.get("root")
+    if root:
+        try:
+            return Path(path).resolve().relative_to(_resolved_root(root)).as_posix()
+        except ValueError:
+            pass
+    return Path(path).as_posix()
+
+
 def _units(text: str, encoding: str) -> int:
     if encoding == UTF8:
         return len(text.encode("utf-8", errors="surrogatepass"))

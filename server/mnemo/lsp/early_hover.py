@@ -285,7 +285,7 @@ class EarlyHover(threading.Thread):
         if not code.word or not hover_text.on_definition(code, line):
             return respond(None)
         ctx = {**detect_context(root).to_dict(), "write_policy": settings.write_policy}
-        rel = self._rel_path(path, ctx)
+        rel = convert.rel_path(path, ctx)
         symbol, query = hover_text.query(code)
         skills = settings.skills
         try:
@@ -339,16 +339,6 @@ class EarlyHover(threading.Thread):
             if best is None or len(str(r)) > len(str(best)):
                 best = r
         return best
-
-    @staticmethod
-    def _rel_path(path: str, ctx: dict[str, Any]) -> str:
-        root = ctx.get("root")
-        if root:
-            try:
-                return Path(path).resolve().relative_to(Path(root).resolve()).as_posix()
-            except ValueError:
-                pass
-        return Path(path).as_posix()
 
 
 class HoverJob:

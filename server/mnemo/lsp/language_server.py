@@ -57,12 +57,6 @@ HEAVY_MODULES = ("numpy", "chromadb", "onnxruntime", "torch", "sentence_transfor
                  "tokenizers", "scipy")
 
 
-@functools.lru_cache(maxsize=64)
-def _resolved_root(root: str) -> Path:
-    """A workspace root resolved (`detect_context` gives it resolved already: this is for the other callers)."""
-    return Path(root).resolve()
-
-
 class WorkspaceContexts:
     """`detect_context(root)` per workspace root, kept while the files it read are unchanged.
 
@@ -347,15 +341,7 @@ class MnemoLanguageServer(LanguageServer):
         if not uri:
             return None
         p = to_fs_path(uri)
-        if not p:
-            return None
-        root = ctx.get("root")
-        if root:
-            try:
-                return Path(p).resolve().relative_to(_resolved_root(root)).as_posix()
-            except ValueError:
-                pass
-        return Path(p).as_posix()
+        return convert.rel_path(p, ctx) if p else None
 
     def forget_caches(self) -> None:
         self.editor.forget()

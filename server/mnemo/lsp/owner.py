@@ -260,7 +260,7 @@ class LoopChannel:
         await self._exchange("hello", {"protocol": PROTOCOL_VERSION, "version": __version__, "client": "lsp"})
 
     async def _exchange(self, method: str, params: dict[str, Any]) -> Any:
-        from mnemo.core.errors import VersionMismatch, error_from_dict
+        from mnemo.core.errors import error_from_dict
 
         rid = next(self._ids)
         self._writer.write((json.dumps({"id": rid, "method": method, "params": params}) + "\n").encode())
@@ -272,10 +272,7 @@ class LoopChannel:
             if msg.get("id") != rid or "progress" in msg:  # the answer to a call cancelled before it came
                 continue
             if "error" in msg:
-                err = error_from_dict(msg["error"])
-                if msg["error"].get("type") == "VersionMismatch":
-                    err = VersionMismatch(err.message, err.hint, **err.details)
-                raise err
+                raise error_from_dict(msg["error"])  # its class by name (VersionMismatch included)
             return msg.get("result")
 
     async def call(self, method: str, *args: Any, **kw: Any) -> Any:
