@@ -27,37 +27,30 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from lsp_latency import HOVER_FILES, REPO, TARGET, cpu_ms, fill_store, hover_positions, pct, settle  # noqa: E402
+from lsp_latency import (  # noqa: E402
+    HOVER_FILES,
+    REPO,
+    TARGET,
+    client_factory,
+    cpu_ms,
+    fill_store,
+    hover_positions,
+    initialize_params,
+    pct,
+    settle,
+)
 
 
 async def start_tree(name: str, tree: str, home: Path):
-    from lsprotocol import types as t
     from pytest_lsp import ClientServerConfig
-    from pytest_lsp.client import LanguageClient, register_lsp_features
-
-    from mnemo.lsp.jsonrpc import converter_factory
-
-    def factory():
-        c = LanguageClient(converter_factory=converter_factory)
-        register_lsp_features(c)
-        c.states = []
-
-        @c.feature("mnemo/stateChanged")
-        def _state(ls, params):
-            c.states.append(params)
-
-        return c
 
     env = dict(os.environ, MNEMO_HOME=str(home), MNEMO_IDLE_TIMEOUT="120", HF_HUB_OFFLINE="1",
                MNEMO_USER_SKILLS=str(home / "user-skills"), PYTHONPATH=str(Path(tree).resolve()))
     for k in ("MNEMO_EMBEDDER", "MNEMO_LSP_PREINIT", "MNEMO_TRACE_FILE"):
         env.pop(k, None)
     client = await ClientServerConfig(server_command=[sys.executable, "-m", "mnemo", "lsp"], server_env=env,
-                                      client_factory=factory).start()
-    await client.initialize_session(t.InitializeParams(
-        capabilities=t.ClientCapabilities(), root_uri=REPO.as_uri(),
-        workspace_folders=[t.WorkspaceFolder(uri=REPO.as_uri(), name=REPO.name)],
-        initialization_options={"docs": {"indexOnStartup": False}}))
+                                      client_factory=client_factory).start()
+    await client.initialize_session(initialize_params())
     client.name = name
     return client
 

@@ -153,23 +153,36 @@ def rss_mb(pid: int) -> tuple[float, float]:
     return round(cur, 1), round(peak, 1)
 
 
-async def drive(home: Path, hovers: int, lenses: int, init_reps: int, trace_file: Path | None = None) -> dict:
-    from lsprotocol import types as t
-    from pytest_lsp import ClientServerConfig
+def client_factory():
+    """pytest-lsp's client with Mnemo's converter, keeping the `mnemo/stateChanged` notifications (`.states`)."""
     from pytest_lsp.client import LanguageClient, register_lsp_features
 
     from mnemo.lsp.jsonrpc import converter_factory
 
-    def factory():
-        c = LanguageClient(converter_factory=converter_factory)
-        register_lsp_features(c)
-        c.states = []
+    c = LanguageClient(converter_factory=converter_factory)
+    register_lsp_features(c)
+    c.states = []
 
-        @c.feature("mnemo/stateChanged")
-        def _state(ls, params):
-            c.states.append(params)
+    @c.feature("mnemo/stateChanged")
+    def _state(ls, params):
+        c.states.append(params)
 
-        return c
+    return c
+
+
+def initialize_params():
+    """What the bench's client sends: this repository as the workspace, docs not indexed at start."""
+    from lsprotocol import types as t
+
+    return t.InitializeParams(
+        capabilities=t.ClientCapabilities(), root_uri=REPO.as_uri(),
+        workspace_folders=[t.WorkspaceFolder(uri=REPO.as_uri(), name=REPO.name)],
+        initialization_options={"docs": {"indexOnStartup": False}})
+
+
+async def drive(home: Path, hovers: int, lenses: int, init_reps: int, trace_file: Path | None = None) -> dict:
+    from lsprotocol import types as t
+    from pytest_lsp import ClientServerConfig
 
     env = dict(os.environ, MNEMO_HOME=str(home), MNEMO_IDLE_TIMEOUT="120", HF_HUB_OFFLINE="1",
                MNEMO_USER_SKILLS=str(home / "user-skills"))
@@ -182,12 +195,9 @@ async def drive(home: Path, hovers: int, lenses: int, init_reps: int, trace_file
 
     def config(**extra: str) -> ClientServerConfig:
         return ClientServerConfig(server_command=[sys.executable, "-m", "mnemo", "lsp"], server_env={**env, **extra},
-                                  client_factory=factory)
+                                  client_factory=client_factory)
 
-    init_params = t.InitializeParams(
-        capabilities=t.ClientCapabilities(), root_uri=REPO.as_uri(),
-        workspace_folders=[t.WorkspaceFolder(uri=REPO.as_uri(), name=REPO.name)],
-        initialization_options={"docs": {"indexOnStartup": False}})
+    init_params = initialize_params()
     source = TARGET.read_text()
     uri = TARGET.as_uri()
     sources = {f.as_uri(): f.read_text() for f in HOVER_FILES if f.is_file()}
