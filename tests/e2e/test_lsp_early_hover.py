@@ -73,6 +73,18 @@ def status(srv: Raw) -> dict:
     return srv.answer("st")["result"]
 
 
+def first_and_next_hover(srv: Raw, root: Path, uri: str) -> tuple[dict, dict, dict]:
+    """What an editor does: initialize, then initialized + didOpen + hover at once; then `mnemo/status` and the same
+    hover again (pygls' path by then). (first answer, status, second answer)."""
+    srv.send(initialize(1, root, helper_capabilities()))
+    srv.answer(1)
+    srv.send(*opening(uri), hover_msg(2, uri))
+    first = srv.answer(2)
+    st = status(srv)
+    srv.send(hover_msg(3, uri))
+    return first, st, srv.answer(3)
+
+
 def answers(srv: Raw, msg_id) -> list[dict]:
     return [m for m in srv.messages if m.get("id") == msg_id and "method" not in m]
 
@@ -88,13 +100,7 @@ def test_first_hover_equals_pygls_hover_raw(tmp_path, home):
     def one(mode: str) -> dict:
         srv = Raw(root, server_env(home, MNEMO_LSP_PREINIT=mode))
         try:
-            srv.send(initialize(1, root, helper_capabilities()))
-            srv.answer(1)
-            srv.send(*opening(uri), hover_msg(2, uri))
-            first = srv.answer(2)
-            st = status(srv)
-            srv.send(hover_msg(3, uri))
-            again = srv.answer(3)
+            first, st, again = first_and_next_hover(srv, root, uri)
             rc = srv.close()
             return {"first": first, "again": again, "status": st, "rc": rc, "srv": srv}
         finally:
@@ -155,13 +161,7 @@ def test_first_hover_when_the_language_server_starts_the_owner(tmp_path, home):
     uri = (root / "src" / "client.py").as_uri()
     srv = Raw(root, server_env(home))
     try:
-        srv.send(initialize(1, root, helper_capabilities()))
-        srv.answer(1)
-        srv.send(*opening(uri), hover_msg(2, uri))
-        first = srv.answer(2)
-        st = status(srv)
-        srv.send(hover_msg(3, uri))
-        again = srv.answer(3)
+        first, st, again = first_and_next_hover(srv, root, uri)
         # (set once pygls' start-up joined the starter: after its `workspace/configuration` request, which this
         # client leaves unanswered until the server's 5 s timeout)
         n = 0
