@@ -16,6 +16,7 @@ import signal
 import socket
 import socketserver
 import sqlite3
+import sys
 import threading
 import time
 from pathlib import Path
@@ -267,10 +268,21 @@ def _warm(server: OwnerServer, root: str | None) -> None:
         server.warming = False
 
 
+def _quiet_blas() -> None:
+    """numpy's BLAS threads (OpenBLAS starts one per core) sleep as soon as a product is done instead of spinning
+    for it: with the default wait, the second core spun through the Python work after every product (recall's scan,
+    an import's chunk of notes against the store), ~3 ms of CPU per recall and ~1 ms per imported note at 10k, on
+    the core an import embeds its next notes on (issue 22, fifth pass). The products keep both cores. Set before
+    numpy loads (OpenBLAS reads it once); a value the user set is kept."""
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
+
 def run_owner(home: Path, idle_timeout: float | None = None, embedder=None, warm: str | None = None) -> int:
     """Run the owner in this process until stopped or idle. Returns 0, or 3 when another owner holds the store.
     `warm`: a project root whose first context is prepared in the background as the owner starts (the model, the
     project's skill engine, the corrections detector): a hook that started the owner waits for that block."""
+    _quiet_blas()
     from mnemo.core.engine import Engine
 
     home = Path(home)

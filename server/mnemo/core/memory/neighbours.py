@@ -110,6 +110,8 @@ class ChunkSearch:
         self._changed: set[str] = set()  # every item changed after the file (any operation)
         self._upserts: set[str] = set()  # ... written (scored exactly while their vector exists)
         self._tail: dict[str, object] = {}  # their current vectors (this model's, in these partitions)
+        self._tail_ids: list[str] = []  # ... as one matrix, in the order of `_tail` (made again when it changes)
+        self._tail_mat = None
         self._catch_up()
         # room for the chunk's own changes: each note changes a few items at most (itself, what it supersedes)
         room = self.want + len(self._changed) + 4 * len(q)
@@ -118,13 +120,15 @@ class ChunkSearch:
             a, b = m.parts.get(part, (0, 0))
             if b <= a:
                 continue
-            sims = m.mat[a:b] @ q.T  # (rows, notes): one product for the chunk
+            # one product for the chunk, each note's cosines as one contiguous row (a partition along rows of a
+            # (rows, notes) array read it column-wise, ~2.5x slower)
+            sims = np.ascontiguousarray((m.mat[a:b] @ q.T).T)  # (notes, rows)
             width = min(b - a, room)
-            idx = np.argpartition(-sims, width - 1, axis=0)[:width] if width < b - a else \
-                np.broadcast_to(np.arange(b - a)[:, None], sims.shape)
-            vals = np.take_along_axis(sims, idx, axis=0)
-            order = np.argsort(-vals, axis=0, kind="stable")
-            self._top[part] = (a, b - a, np.take_along_axis(idx, order, axis=0), np.take_along_axis(vals, order, axis=0))
+            idx = np.argpartition(-sims, width - 1, axis=1)[:, :width] if width < b - a else \
+                np.broadcast_to(np.arange(b - a)[None, :], sims.shape)
+            vals = np.take_along_axis(sims, idx, axis=1)
+            order = np.argsort(-vals, axis=1, kind="stable")
+            self._top[part] = (a, b - a, np.take_along_axis(idx, order, axis=1), np.take_along_axis(vals, order, axis=1))
 
     def _catch_up(self) -> None:
         """Read the change log past what was read (the chunk's own writes) and the vectors of what it wrote."""
@@ -145,27 +149,38 @@ class ChunkSearch:
                 self._tail.pop(item_id, None)
             else:
                 self._tail[item_id] = vec
+        self._tail_ids = list(self._tail)
+        self._tail_mat = np.stack([self._tail[t] for t in self._tail_ids]) if self._tail_ids else None
 
     def scores(self, i: int, vec) -> dict[str, float] | None:
-        """Note `i`'s exact cosines as `dense_search` finds them; None when the chunk's search cannot answer."""
+        """Note `i`'s exact cosines as `dense_search` finds them, as far as `nearest_from_scores` reads them (the
+        `4k` best besides the document blocks: per partition, the first `4k` such of the file's best `max(20, 4k)`
+        plus one per changed item, the changed ones dropped; then every changed item, scored exactly); None when
+        the chunk's search cannot answer."""
         if self._top is None:
             return None
         self._catch_up()
-        m, changed = self._m, self._changed
+        changed, ids = self._changed, self._m.ids
+        limit = 4 * self.k
         out: dict[str, float] = {}
         for a, rows, idx, vals in self._top.values():
             want = min(rows, self.want + len(changed))
-            if want > idx.shape[0]:
+            if want > idx.shape[1]:
                 return None  # more changes than the room kept: search this note alone
-            for r, v in zip(idx[:want, i].tolist(), vals[:want, i].tolist(), strict=True):
-                item_id = m.ids[a + r]
-                if item_id not in changed:
-                    out[item_id] = float(v)
-        if self._tail:
-            np = self._np
-            ids = list(self._tail)
-            sims = np.stack([self._tail[t] for t in ids]) @ np.asarray(vec, dtype=np.float32)
-            out.update(zip(ids, sims.tolist(), strict=True))
+            kept = 0
+            # in the file's order (best first): entries past the `4k`-th kept one are never read
+            for r, v in zip(idx[i, :want].tolist(), vals[i, :want].tolist(), strict=True):
+                item_id = ids[a + r]
+                if item_id in changed:
+                    continue
+                out[item_id] = float(v)
+                if not item_id.startswith("blk-"):
+                    kept += 1
+                    if kept == limit:
+                        break
+        if self._tail_mat is not None:
+            sims = self._tail_mat @ self._np.asarray(vec, dtype=self._np.float32)
+            out.update(zip(self._tail_ids, sims.tolist(), strict=True))
         return out
 
     def nearest(self, i: int):

@@ -364,32 +364,86 @@ def remember_batch(engine: Engine, ctx: Context, items: list[Any], *, source: st
         raise InvalidInput(f"{len(items):,} items in one batch; the limit is {MAX_BATCH_ITEMS:,}; nothing was stored",
                            hint="send them in several batches (`mnemo import` does), or raise MNEMO_MAX_BATCH_ITEMS")
     out: list[BatchItem] = []
-    for start in range(0, len(items), BATCH_CHUNK):
-        out += _land_chunk(engine, ctx, items[start:start + BATCH_CHUNK], start, source, status, on_conflict)
-        engine.changed()
-        if progress is not None:
-            progress({"done": len(out), "total": len(items)})
+    with _Ahead(engine, ctx, items, source, status) as ahead:
+        for n, start in enumerate(range(0, len(items), BATCH_CHUNK)):
+            drafts, embedded = ahead.take(n)
+            out += _land_chunk(engine, ctx, drafts, embedded, start, on_conflict)
+            engine.changed()
+            if progress is not None:
+                progress({"done": len(out), "total": len(items)})
     counts: dict[str, int] = {}
     for it in out:
         counts[it["status"]] = counts.get(it["status"], 0) + 1
     return {"total": len(items), "counts": counts, "items": out}
 
 
-def _land_chunk(engine: Engine, ctx: Context, chunk: list[Any], start: int, source: str, status: str,
-                on_conflict: str) -> list[BatchItem]:
-    drafts: list[Any] = []
+Drafted = list[Any]  # per item of a chunk: its (memory, suspicious flags) from `draft`, or the MnemoError refusing it
+
+
+def _drafts(ctx: Context, chunk: list[Any], source: str, status: str) -> Drafted:
+    drafts: Drafted = []
     for item in chunk:
         try:
             drafts.append(_draft_item(ctx, item, source, status))
         except MnemoError as exc:
             drafts.append(exc)
-    texts = [d[0].text for d in drafts if not isinstance(d, MnemoError)]
-    embedded = engine.embed(texts) if texts else []
+    return drafts
+
+
+class _Ahead:
+    """The drafts and embeddings of a batch's chunks, one chunk ahead: while chunk n lands (its checks and its
+    transaction, Python work holding the interpreter), chunk n + 1 is embedded on a second thread (the model runs
+    without the interpreter lock), so an import uses the second core. What lands, and in which order, is
+    unchanged: a draft and a vector depend on the note alone, never on the store (each vector is the same as
+    embedded alone: the int8 model embeds one text per run). A batch of one chunk embeds on the caller's thread."""
+
+    def __init__(self, engine: Engine, ctx: Context, items: list[Any], source: str, status: str):
+        self.engine, self.ctx, self.items, self.source, self.status = engine, ctx, items, source, status
+        self.chunks = (len(items) + BATCH_CHUNK - 1) // BATCH_CHUNK
+        self._pool = None
+        self._next: tuple[int, Drafted, Any] | None = None  # the chunk prepared ahead: (n, drafts, future)
+
+    def __enter__(self) -> _Ahead:
+        if self.chunks > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-embed-ahead")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:  # an embedding under way finishes (a chunk's worth at most); none is left
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _drafts(self, n: int) -> Drafted:
+        start = n * BATCH_CHUNK
+        return _drafts(self.ctx, self.items[start:start + BATCH_CHUNK], self.source, self.status)
+
+    def _embed(self, drafts: Drafted):
+        texts = [d[0].text for d in drafts if not isinstance(d, MnemoError)]
+        return self.engine.embed(texts) if texts else []
+
+    def take(self, n: int) -> tuple[Drafted, Any]:
+        """Chunk n's drafts and vectors (in the order of its drafted items); starts embedding chunk n + 1."""
+        if self._next is not None and self._next[0] == n:
+            _, drafts, future = self._next
+            embedded = future.result()
+        else:
+            drafts = self._drafts(n)
+            embedded = self._embed(drafts)
+        self._next = None
+        if self._pool is not None and n + 1 < self.chunks:
+            ahead = self._drafts(n + 1)
+            self._next = (n + 1, ahead, self._pool.submit(self._embed, ahead))
+        return drafts, embedded
+
+
+def _land_chunk(engine: Engine, ctx: Context, drafts: Drafted, embedded, start: int,
+                on_conflict: str) -> list[BatchItem]:
     vecs = iter(enumerate(embedded))
     out: list[BatchItem] = []
     with engine.store.write() as c:
         # the chunk's neighbour searches together, inside its transaction (it sees the chunk's own writes)
-        search = ChunkSearch(engine, ctx, embedded) if texts else None
+        search = ChunkSearch(engine, ctx, embedded) if len(embedded) else None
         for i, d in enumerate(drafts):
             if isinstance(d, MnemoError):
                 out.append(_error_item(start + i, d))
