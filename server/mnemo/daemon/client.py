@@ -24,7 +24,7 @@ from mnemo import PROTOCOL_VERSION, __version__, trace
 from mnemo.api import SERVICE_METHODS, call_arguments
 from mnemo.core import environment
 from mnemo.core.errors import DaemonError, MnemoError, StoreLocked, error_from_dict
-from mnemo.daemon.paths import failure_path, log_path, socket_path
+from mnemo.daemon.paths import failure_path, log_path, quiet_blas_env, socket_path
 
 log = logging.getLogger("mnemo.client")
 REQUEST_SHAPED_ENV = environment.names("request")
@@ -40,6 +40,7 @@ def spawn_owner(home: Path, warm: str | None = None) -> subprocess.Popen:
     # policy, conflict resolution, secrets mode), come with each call; one client's must not become everyone's.
     for name in REQUEST_SHAPED_ENV:
         env.pop(name, None)
+    quiet_blas_env(env)
     with open(lp, "ab") as logf:
         return subprocess.Popen(
             [sys.executable, "-m", "mnemo", "daemon", "run", "--home", str(home), *(["--warm", warm] if warm else [])],

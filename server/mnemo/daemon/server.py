@@ -25,7 +25,7 @@ from typing import Any
 from mnemo import PROTOCOL_VERSION, __version__, trace
 from mnemo.api import SERVICE_METHODS, accepted, call_arguments, parameters
 from mnemo.core.errors import InvalidInput, MnemoError, StoreLocked
-from mnemo.daemon.paths import failure_path, info_path, log_path, socket_path
+from mnemo.daemon.paths import failure_path, info_path, log_path, quiet_blas_env, socket_path
 from mnemo.service import LocalService
 
 log = logging.getLogger("mnemo.daemon")
@@ -269,13 +269,10 @@ def _warm(server: OwnerServer, root: str | None) -> None:
 
 
 def _quiet_blas() -> None:
-    """numpy's BLAS threads (OpenBLAS starts one per core) sleep as soon as a product is done instead of spinning
-    for it: with the default wait, the second core spun through the Python work after every product (recall's scan,
-    an import's chunk of notes against the store), ~3 ms of CPU per recall and ~1 ms per imported note at 10k, on
-    the core an import embeds its next notes on (issue 22, fifth pass). The products keep both cores. Set before
-    numpy loads (OpenBLAS reads it once); a value the user set is kept."""
+    """An owner run by hand (`mnemo daemon run`) gets the BLAS setting a spawned one is given (`quiet_blas_env`):
+    set before numpy loads (OpenBLAS reads it once); a value the user set is kept."""
     if "numpy" not in sys.modules:
-        os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+        quiet_blas_env(os.environ)
 
 
 def run_owner(home: Path, idle_timeout: float | None = None, embedder=None, warm: str | None = None) -> int:

@@ -80,6 +80,37 @@ def relate(engine: Engine, ctx: Context, mem: Memory, vec, threshold: float | No
     return found
 
 
+def _chunk_tops(m, parts: list[str], q, room: int) -> dict[str, tuple]:
+    """Per partition of the vector file's matrix `m`: each note's best `room` rows (offsets and cosines, best
+    first) from one product of the chunk's vectors `q` (notes x dim) with the partition. numpy alone (it releases
+    the interpreter): `ChunkSearch.ahead` runs it on the thread that embeds the next chunk."""
+    import numpy as np
+
+    out: dict[str, tuple] = {}
+    for part in parts:
+        a, b = m.parts.get(part, (0, 0))
+        if b <= a:
+            continue
+        # each note's cosines as one contiguous row (a partition along the rows of a (rows, notes) array read it
+        # column-wise, ~2.5x slower)
+        sims = np.ascontiguousarray((m.mat[a:b] @ q.T).T)  # (notes, rows)
+        width = min(b - a, room)
+        idx = np.argpartition(-sims, width - 1, axis=1)[:, :width] if width < b - a else \
+            np.broadcast_to(np.arange(b - a)[None, :], sims.shape)
+        vals = np.take_along_axis(sims, idx, axis=1)
+        order = np.argsort(-vals, axis=1, kind="stable")
+        out[part] = (a, b - a, np.take_along_axis(idx, order, axis=1), np.take_along_axis(vals, order, axis=1))
+    return out
+
+
+@dataclass
+class Tops:
+    """A chunk's top lists computed ahead (`ChunkSearch.ahead`): from this matrix, with this much room."""
+    matrix: object
+    room: int
+    parts: dict[str, tuple]
+
+
 class ChunkSearch:
     """The store's part of the neighbour check for the notes of one `remember_batch` chunk, searched together: one
     matrix product of the chunk's vectors with the mapped vector file (instead of a scan of it per note), and the
@@ -88,9 +119,11 @@ class ChunkSearch:
     which each note still sees (the change log is read again before each note). Each note gets what
     `nearest_memories` finds for it alone: per partition the same top of the file (its best `max(20, 4k)` plus
     one per changed item, the changed ones dropped), the same exact cosines of the changed items; when the ANN
-    index answers instead (partitions past `EXACT_ROWS`) or the file is unusable, each note is searched alone."""
+    index answers instead (partitions past `EXACT_ROWS`) or the file is unusable, each note is searched alone.
+    The product and the top lists may be computed ahead, while the previous chunk lands (`ahead`): they are used
+    when made from the matrix in use with room enough for the changes since, else made again here."""
 
-    def __init__(self, engine: Engine, ctx: Context, vecs, k: int = 10):
+    def __init__(self, engine: Engine, ctx: Context, vecs, k: int = 10, tops: Tops | None = None):
         import numpy as np
 
         self.engine, self.ctx, self.k = engine, ctx, k
@@ -98,12 +131,8 @@ class ChunkSearch:
         self.want = max(20, k * 4)
         self._top: dict[str, tuple] | None = None
         q = np.asarray(vecs, dtype=np.float32)
-        index, vf = engine.index, engine.vector_file()
-        if len(q) < 2 or (index is not None and index.ready and not index.dormant
-                          and not vf.small(self.parts, EXACT_ROWS)):
-            return
-        m = vf.matrix()
-        if m is None or (m.count and m.dim != q.shape[1]):
+        m = self._matrix(engine, self.parts)
+        if len(q) < 2 or m is None or (m.count and m.dim != q.shape[1]):
             return
         self._m, self._np, self._dim = m, np, q.shape[1]
         self._last = m.seq
@@ -115,20 +144,41 @@ class ChunkSearch:
         self._catch_up()
         # room for the chunk's own changes: each note changes a few items at most (itself, what it supersedes)
         room = self.want + len(self._changed) + 4 * len(q)
-        self._top = {}
-        for part in self.parts:
-            a, b = m.parts.get(part, (0, 0))
-            if b <= a:
-                continue
-            # one product for the chunk, each note's cosines as one contiguous row (a partition along rows of a
-            # (rows, notes) array read it column-wise, ~2.5x slower)
-            sims = np.ascontiguousarray((m.mat[a:b] @ q.T).T)  # (notes, rows)
-            width = min(b - a, room)
-            idx = np.argpartition(-sims, width - 1, axis=1)[:, :width] if width < b - a else \
-                np.broadcast_to(np.arange(b - a)[None, :], sims.shape)
-            vals = np.take_along_axis(sims, idx, axis=1)
-            order = np.argsort(-vals, axis=1, kind="stable")
-            self._top[part] = (a, b - a, np.take_along_axis(idx, order, axis=1), np.take_along_axis(vals, order, axis=1))
+        if tops is not None and tops.matrix is m and tops.room >= room:
+            self._top = tops.parts
+        else:
+            self._top = _chunk_tops(m, self.parts, q, room)
+
+    @staticmethod
+    def _matrix(engine: Engine, parts: list[str]):
+        """The vector file's matrix the chunk's search reads, or None when the ANN index answers instead (or no
+        usable file exists): each note is then searched alone."""
+        index, vf = engine.index, engine.vector_file()
+        if index is not None and index.ready and not index.dormant and not vf.small(parts, EXACT_ROWS):
+            return None
+        return vf.matrix()
+
+    @classmethod
+    def ahead(cls, engine: Engine, ctx: Context, before: int, k: int = 10):
+        """On the caller's thread, before the previous chunk lands (`before`: its notes): what the next chunk's
+        top lists need from the store; returns a function of the next chunk's vectors that computes them (numpy
+        alone, for another thread), or None when the chunk's search will not read the file."""
+        import numpy as np
+
+        parts = scope_parts(ctx, "hybrid")
+        m = cls._matrix(engine, parts)
+        if m is None:
+            return None
+        # the changes after the file now, those the previous chunk will make (a few per note), and the chunk's own
+        since = max(0, engine.store.max_seq() - m.seq) + 4 * before
+
+        def tops(vecs) -> Tops | None:
+            q = np.asarray(vecs, dtype=np.float32)
+            if len(q) < 2 or (m.count and m.dim != q.shape[1]):
+                return None
+            room = max(20, k * 4) + since + 4 * len(q)
+            return Tops(m, room, _chunk_tops(m, parts, q, room))
+        return tops
 
     def _catch_up(self) -> None:
         """Read the change log past what was read (the chunk's own writes) and the vectors of what it wrote."""

@@ -366,8 +366,8 @@ def remember_batch(engine: Engine, ctx: Context, items: list[Any], *, source: st
     out: list[BatchItem] = []
     with _Ahead(engine, ctx, items, source, status) as ahead:
         for n, start in enumerate(range(0, len(items), BATCH_CHUNK)):
-            drafts, embedded = ahead.take(n)
-            out += _land_chunk(engine, ctx, drafts, embedded, start, on_conflict)
+            drafts, embedded, tops = ahead.take(n)
+            out += _land_chunk(engine, ctx, drafts, embedded, tops, start, on_conflict)
             engine.changed()
             if progress is not None:
                 progress({"done": len(out), "total": len(items)})
@@ -391,16 +391,18 @@ def _drafts(ctx: Context, chunk: list[Any], source: str, status: str) -> Drafted
 
 
 class _Ahead:
-    """The drafts and embeddings of a batch's chunks, one chunk ahead: while chunk n lands (its checks and its
-    transaction, Python work holding the interpreter), chunk n + 1 is embedded on a second thread (the model runs
-    without the interpreter lock), so an import uses the second core. What lands, and in which order, is
-    unchanged: a draft and a vector depend on the note alone, never on the store (each vector is the same as
-    embedded alone: the int8 model embeds one text per run). A batch of one chunk embeds on the caller's thread."""
+    """The drafts, embeddings and store-wide top lists of a batch's chunks, one chunk ahead: while chunk n lands
+    (its checks and its transaction, Python work holding the interpreter), chunk n + 1 is embedded and multiplied
+    with the vector file on a second thread (the model and numpy run without the interpreter lock), so an import
+    uses the second core. What lands, and in which order, is unchanged: a draft and a vector depend on the note
+    alone, never on the store (the int8 model embeds one text per run: a vector is the same as embedded alone),
+    and the top lists are used only when they still hold (`ChunkSearch`). The first chunk of a call is embedded
+    on both threads, half each, when the model embeds one text per run."""
 
     def __init__(self, engine: Engine, ctx: Context, items: list[Any], source: str, status: str):
         self.engine, self.ctx, self.items, self.source, self.status = engine, ctx, items, source, status
         self.chunks = (len(items) + BATCH_CHUNK - 1) // BATCH_CHUNK
-        self._pool = None
+        self._pool: Any = None  # a ThreadPoolExecutor of one thread, for a batch of more than one chunk
         self._next: tuple[int, Drafted, Any] | None = None  # the chunk prepared ahead: (n, drafts, future)
 
     def __enter__(self) -> _Ahead:
@@ -418,32 +420,52 @@ class _Ahead:
         start = n * BATCH_CHUNK
         return _drafts(self.ctx, self.items[start:start + BATCH_CHUNK], self.source, self.status)
 
-    def _embed(self, drafts: Drafted):
-        texts = [d[0].text for d in drafts if not isinstance(d, MnemoError)]
-        return self.engine.embed(texts) if texts else []
+    @staticmethod
+    def _texts(drafts: Drafted) -> list[str]:
+        return [d[0].text for d in drafts if not isinstance(d, MnemoError)]
 
-    def take(self, n: int) -> tuple[Drafted, Any]:
-        """Chunk n's drafts and vectors (in the order of its drafted items); starts embedding chunk n + 1."""
+    def _prepare(self, drafts: Drafted, tops) -> tuple[Any, Any]:
+        """On the second thread: the chunk's vectors, and its top lists when `tops` (`ChunkSearch.ahead`)."""
+        texts = self._texts(drafts)
+        embedded = self.engine.embed(texts) if texts else []
+        return embedded, (tops(embedded) if tops is not None and len(texts) else None)
+
+    def _embed_now(self, texts: list[str]):
+        """The first chunk's vectors, on both threads when the model embeds one text per run (its vectors then
+        do not depend on how the texts are grouped)."""
+        if self._pool is None or len(texts) < 8 or not getattr(self.engine.embedder, "quantized", False):
+            return self.engine.embed(texts) if texts else []
+        import numpy as np
+
+        half = len(texts) // 2
+        first = self._pool.submit(self.engine.embed, texts[:half])
+        rest = self.engine.embed(texts[half:])
+        return np.concatenate([first.result(), rest])
+
+    def take(self, n: int) -> tuple[Drafted, Any, Any]:
+        """Chunk n's drafts, vectors (in the order of its drafted items) and top lists made ahead (or None); starts
+        preparing chunk n + 1."""
         if self._next is not None and self._next[0] == n:
             _, drafts, future = self._next
-            embedded = future.result()
+            embedded, tops = future.result()
         else:
             drafts = self._drafts(n)
-            embedded = self._embed(drafts)
+            embedded, tops = self._embed_now(self._texts(drafts)), None
         self._next = None
         if self._pool is not None and n + 1 < self.chunks:
             ahead = self._drafts(n + 1)
-            self._next = (n + 1, ahead, self._pool.submit(self._embed, ahead))
-        return drafts, embedded
+            tops_fn = ChunkSearch.ahead(self.engine, self.ctx, before=len(drafts))
+            self._next = (n + 1, ahead, self._pool.submit(self._prepare, ahead, tops_fn))
+        return drafts, embedded, tops
 
 
-def _land_chunk(engine: Engine, ctx: Context, drafts: Drafted, embedded, start: int,
+def _land_chunk(engine: Engine, ctx: Context, drafts: Drafted, embedded, tops, start: int,
                 on_conflict: str) -> list[BatchItem]:
     vecs = iter(enumerate(embedded))
     out: list[BatchItem] = []
     with engine.store.write() as c:
         # the chunk's neighbour searches together, inside its transaction (it sees the chunk's own writes)
-        search = ChunkSearch(engine, ctx, embedded) if len(embedded) else None
+        search = ChunkSearch(engine, ctx, embedded, tops=tops) if len(embedded) else None
         for i, d in enumerate(drafts):
             if isinstance(d, MnemoError):
                 out.append(_error_item(start + i, d))

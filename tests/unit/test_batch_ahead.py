@@ -1,0 +1,162 @@
+"""Issue 22, fifth pass: `remember_batch` embeds the next chunk (and multiplies it with the vector file) on a second
+thread while a chunk lands, and the owner's BLAS threads sleep after a product. Nothing a batch decides changes
+(tests/unit/test_remember_batch.py and test_write_cost.py compare it with one remember after another); these tests
+show the second thread at work, that top lists made ahead are used only while they hold, and the owner's setting."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+import time
+from pathlib import Path
+
+from mnemo.core.engine import Engine
+from mnemo.core.memory import neighbours, write
+from mnemo.core.search import nearest_memories
+
+WORDS = ["redis", "cache", "postgres", "replica", "retry", "backoff", "webhook", "signature", "deploy", "canary",
+         "token", "expiry", "queue", "worker", "schema", "migration", "flag", "rollout", "metric", "alert"]
+
+
+def _texts(n: int, seed: int, tag: str) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.sample(WORDS, 5)) + f" {tag} {i}" for i in range(n)]
+
+
+def test_the_next_chunk_is_embedded_on_a_second_thread_while_a_chunk_lands(home, hash_embedder, ctx, monkeypatch):
+    """Chunk n + 1 is embedded, on the `mnemo-embed-ahead` thread, before chunk n's landing ends; the batch lands
+    every note in order, as before."""
+    monkeypatch.setattr(write, "BATCH_CHUNK", 8)
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    events: list[tuple[str, str, float]] = []
+    real_embed, real_land = Engine.embed, write._land_chunk
+
+    def embed(self, texts):
+        events.append(("embed", threading.current_thread().name, time.monotonic()))
+        time.sleep(0.02)  # long enough to overlap with the landing of the chunk before
+        return real_embed(self, texts)
+
+    def land(*a, **kw):
+        events.append(("land start", threading.current_thread().name, time.monotonic()))
+        try:
+            return real_land(*a, **kw)
+        finally:
+            events.append(("land end", threading.current_thread().name, time.monotonic()))
+
+    monkeypatch.setattr(Engine, "embed", embed)
+    monkeypatch.setattr(write, "_land_chunk", land)
+    try:
+        texts = _texts(30, 1, "note")
+        res = write.remember_batch(engine, ctx, [{"text": t} for t in texts], on_conflict="keep_both")
+        assert [it["index"] for it in res["items"]] == list(range(30))
+        assert res["counts"] == {"created": 30}
+        stored = engine.store.get_memories([it["id"] for it in res["items"]])
+        assert [stored[it["id"]].text for it in res["items"]] == texts
+        ahead = [e for e in events if e[0] == "embed" and e[1].startswith("mnemo-embed-ahead")]
+        assert len(ahead) == 3  # chunks 2, 3 and 4 of 4 (the first is embedded before anything can land)
+        lands = [e for e in events if e[0].startswith("land")]
+        first_end = next(t for name, _, t in lands if name == "land end")
+        assert ahead[0][2] < first_end  # chunk 2 was being embedded while chunk 1 landed
+        assert not [t for t in threading.enumerate() if t.name.startswith("mnemo-embed-ahead")]  # none left
+    finally:
+        engine.close()
+
+
+def test_an_embedding_failure_ahead_is_raised_and_earlier_chunks_stay(home, hash_embedder, ctx, monkeypatch):
+    """A chunk whose embedding fails on the second thread fails the call at that chunk, as it did on the caller's
+    thread: the chunks before it are committed (acknowledged chunk by chunk), nothing after it lands."""
+    monkeypatch.setattr(write, "BATCH_CHUNK", 8)
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    real_embed = Engine.embed
+
+    def embed(self, texts):
+        if any("poison" in t for t in texts):
+            raise RuntimeError("the model failed")
+        return real_embed(self, texts)
+
+    monkeypatch.setattr(Engine, "embed", embed)
+    try:
+        texts = _texts(24, 2, "note")
+        texts[17] = "poison " + texts[17]  # in the third chunk
+        try:
+            write.remember_batch(engine, ctx, [{"text": t} for t in texts], on_conflict="keep_both")
+        except RuntimeError as exc:
+            assert "the model failed" in str(exc)
+        else:
+            raise AssertionError("the failure was not raised")
+        assert sorted(m.text for m in engine.store.live_memories(ctx.project_id)) == sorted(texts[:16])
+    finally:
+        engine.close()
+
+
+def test_top_lists_made_ahead_are_used_only_while_they_hold(home, hash_embedder, ctx):
+    """`ChunkSearch.ahead` computes a chunk's top lists from the vector file in use; the chunk's search takes them
+    when made from the same file with room for the changes since, and makes them again otherwise (the file was
+    rewritten, or more changes came than the room kept). Each note gets what it finds alone either way."""
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    try:
+        for t in _texts(60, 3, "stored"):
+            write.remember(engine, ctx, t, on_conflict="keep_both")
+        engine.vector_file().write()
+        texts = _texts(6, 4, "chunk")
+        vecs = engine.embed(texts)
+
+        def check(tops, used: bool) -> None:
+            with engine.store.write():
+                chunk = neighbours.ChunkSearch(engine, ctx, vecs, tops=tops)
+                assert chunk._top is not None
+                assert (chunk._top is tops.parts) is used
+                for j in range(len(texts)):
+                    got = chunk.nearest(j)(vecs[j], 10)
+                    alone = nearest_memories(engine, ctx, vecs[j], 10)
+                    assert [m.id for m, _ in got] == [m.id for m, _ in alone]
+                    assert [round(s, 5) for _, s in got] == [round(s, 5) for _, s in alone]
+
+        made = neighbours.ChunkSearch.ahead(engine, ctx, before=0)
+        assert made is not None
+        check(made(vecs), used=True)
+        stale = made(vecs)
+        for t in _texts(3, 5, "later"):  # three changes after the file: more than a room made for none
+            write.remember(engine, ctx, t, on_conflict="keep_both")
+        tight = neighbours.Tops(stale.matrix, stale.room - 1, stale.parts)
+        check(tight, used=False)
+        check(neighbours.ChunkSearch.ahead(engine, ctx, before=0)(vecs), used=True)
+        engine.vector_file().write()  # a new file: lists made from the old one are not used
+        check(stale, used=False)
+    finally:
+        engine.close()
+
+
+def test_the_owner_lets_blas_threads_sleep_and_keeps_a_users_setting(home, monkeypatch):
+    """The owner sets OPENBLAS_THREAD_TIMEOUT before numpy loads (its BLAS threads spun through the Python work
+    after every product, on the core an import embeds on); a value the user set is kept."""
+    from mnemo.daemon.client import DaemonService
+    from mnemo.daemon.paths import info_path
+
+    def owner_env(value: str | None) -> dict[str, str]:
+        if value is None:
+            monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
+        else:
+            monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", value)
+        monkeypatch.setenv("MNEMO_EMBEDDER", "hash")
+        svc = DaemonService(home, client_name="test")
+        try:
+            svc.connect()
+            pid = json.loads(info_path(home).read_text())["pid"]
+            raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            return dict(e.decode().split("=", 1) for e in raw if b"=" in e)
+        finally:
+            svc.shutdown()
+            for _ in range(200):
+                if not info_path(home).exists():
+                    break
+                time.sleep(0.05)
+
+    if not os.path.exists("/proc/self/environ"):
+        import pytest
+
+        pytest.skip("reads the owner's environment from /proc")
+    assert owner_env(None).get("OPENBLAS_THREAD_TIMEOUT") == "4"
+    assert owner_env("9").get("OPENBLAS_THREAD_TIMEOUT") == "9"
