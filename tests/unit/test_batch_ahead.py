@@ -15,6 +15,7 @@ from pathlib import Path
 from mnemo.core.engine import Engine
 from mnemo.core.memory import neighbours, write
 from mnemo.core.search import nearest_memories
+from mnemo.core.store.codec import partition_for
 
 WORDS = ["redis", "cache", "postgres", "replica", "retry", "backoff", "webhook", "signature", "deploy", "canary",
          "token", "expiry", "queue", "worker", "schema", "migration", "flag", "rollout", "metric", "alert"]
@@ -160,3 +161,90 @@ def test_the_owner_lets_blas_threads_sleep_and_keeps_a_users_setting(home, monke
         pytest.skip("reads the owner's environment from /proc")
     assert owner_env(None).get("OPENBLAS_THREAD_TIMEOUT") == "4"
     assert owner_env("9").get("OPENBLAS_THREAD_TIMEOUT") == "9"
+
+
+def test_the_changed_items_are_followed_row_by_row_with_the_same_cosines(home, hash_embedder, ctx):
+    """The chunk's tail of changed items (`neighbours._Tail`) keeps their vectors as one matrix updated row by row:
+    after new items, replaced vectors, a deleted item and its return, its cosines are those of the vectors stored
+    now, exactly (the same product as a matrix made afresh)."""
+    import numpy as np
+
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    try:
+        for t in _texts(20, 6, "stored"):
+            write.remember(engine, ctx, t, on_conflict="keep_both")
+        engine.vector_file().write()
+        seq = engine.store.max_seq()
+        parts = neighbours.scope_parts(ctx, "hybrid")
+        tail = neighbours._Tail(seq, engine.embedder.dim)
+        rng = random.Random(9)
+        mems = []
+        query = engine.embed(["redis cache retry"])[0]
+
+        def check() -> None:
+            tail.catch_up(engine.store, parts, engine.model_id, np)
+            blobs = engine.store.vectors(sorted(tail.upserts), parts, engine.model_id)
+            fresh = {i: np.frombuffer(b, dtype=np.float32) for i, b in blobs.items()}
+            got = tail.scores(query, np)
+            assert set(got) == set(fresh)
+            ids = list(tail.vecs)
+            made = np.stack([tail.vecs[i] for i in ids]) @ query if ids else np.zeros(0)
+            assert got == dict(zip(ids, made.tolist(), strict=True))  # bit for bit
+            for i, v in fresh.items():
+                assert abs(got[i] - float(v @ query)) < 1e-6
+
+        for step in range(120):
+            op = rng.random()
+            with engine.store.write() as c:
+                if op < 0.5 or not mems:
+                    mem, _ = write.draft(ctx, " ".join(rng.sample(WORDS, 4)) + f" step {step}")
+                    engine.store.insert_memory(c, mem, engine.embed([mem.text])[0], engine.model_id)
+                    mems.append(mem)
+                elif op < 0.8:  # a new vector for a memory written before
+                    mem = rng.choice(mems)
+                    c.execute("UPDATE vectors SET vec=? WHERE item_id=?",
+                              (engine.embed([f"replaced {step}"])[0].tobytes(), mem.id))
+                    engine.store.log_change(c, mem.id, partition_for(mem.scope, mem.project_id), "upsert")
+                else:  # deleted
+                    mem = mems.pop(rng.randrange(len(mems)))
+                    engine.store.delete_item(c, mem.id)
+            if step % 7 == 0:
+                check()
+        check()
+    finally:
+        engine.close()
+
+
+def test_a_chunk_reads_the_change_log_only_past_the_chunk_before(home, hash_embedder, ctx, monkeypatch):
+    """The chunks of a batch read the same vector file: each takes over what the one before read of the change log
+    and reads only the rows after it (at 100k the log holds up to 2,000 rows past the file), and decides what it
+    decides reading it all (tests/unit/test_write_cost.py compares a batch with one remember after another)."""
+    monkeypatch.setattr(write, "BATCH_CHUNK", 8)
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    try:
+        for t in _texts(40, 7, "stored"):
+            write.remember(engine, ctx, t, on_conflict="keep_both")
+        engine.vector_file().write()
+        for t in _texts(10, 8, "tail"):
+            write.remember(engine, ctx, t, on_conflict="keep_both")
+        file_seq = engine.vector_file().matrix().seq
+        reads: list[int] = []
+        real = type(engine.store).changes_after
+        monkeypatch.setattr(type(engine.store), "changes_after",
+                            lambda self, seq, *a, **kw: reads.append(seq) or real(self, seq, *a, **kw))
+        inits: list[int] = []
+        real_init = neighbours.ChunkSearch.__init__
+
+        def init(self, *a, **kw):
+            n = len(reads)
+            real_init(self, *a, **kw)
+            inits.append(reads[n] if len(reads) > n else -1)
+
+        monkeypatch.setattr(neighbours.ChunkSearch, "__init__", init)
+        res = write.remember_batch(engine, ctx, [{"text": t} for t in _texts(32, 9, "batch")], on_conflict="keep_both")
+        assert res["counts"] == {"created": 32}
+        assert len(inits) == 4
+        assert inits[0] == file_seq  # the first chunk reads the log from the file's end
+        assert all(seq > file_seq for seq in inits[1:])  # the next ones past what the chunk before read
+    finally:
+        engine.close()

@@ -5,7 +5,7 @@ or of a more general one (an override), or another fact. The decision per pair i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mnemo.core.api_types.records import Conflict
 from mnemo.core.models import Context, Memory
@@ -111,6 +111,66 @@ class Tops:
     parts: dict[str, tuple]
 
 
+class _Tail:
+    """The items changed after the vector file, as a chunk's search follows them: every item changed (any operation),
+    those written, and the current vectors of those (this model's, in the chunk's partitions) as one matrix in the
+    order they were first seen, kept up to date row by row (a rebuild only when a vector is gone). A batch's next
+    chunk takes it over from the one before when both read the same file: the change log is then read only
+    past what that chunk read, not again from the file's end (2,000 rows and vectors per chunk at 100k)."""
+
+    def __init__(self, seq: int, dim: int):
+        self.last = seq
+        self.dim = dim
+        self.changed: set[str] = set()
+        self.upserts: set[str] = set()
+        self.vecs: dict[str, object] = {}
+        self.pos: dict[str, int] = {}  # item -> its row in `buf` (the order of `vecs`)
+        self.buf: Any = None  # float32 rows, room to grow
+        self.n = 0
+
+    def catch_up(self, store, parts: list[str], model_id: str, np) -> None:
+        rows = store.changes_after(self.last)
+        if not rows:
+            return
+        self.last = int(rows[-1]["seq"])
+        touched = {r["item_id"] for r in rows}
+        self.changed |= touched
+        self.upserts |= {r["item_id"] for r in rows if r["op"] == "upsert"}
+        reload = [i for i in touched if i in self.upserts]
+        blobs = store.vectors(reload, parts, model_id) if reload else {}
+        gone = False
+        for item_id in reload:
+            blob = blobs.get(item_id)
+            vec = np.frombuffer(blob, dtype=np.float32) if blob is not None else None
+            if vec is None or vec.shape[0] != self.dim:
+                gone |= self.vecs.pop(item_id, None) is not None
+                continue
+            self.vecs[item_id] = vec
+            if gone:
+                continue  # rebuilt below
+            row = self.pos.get(item_id)
+            if row is None:
+                row = self.pos[item_id] = self.n
+                if self.buf is None or row == len(self.buf):
+                    grown = np.empty((max(64, 2 * row), self.dim), dtype=np.float32)
+                    if self.buf is not None:
+                        grown[:row] = self.buf[:row]
+                    self.buf = grown
+                self.n += 1
+            self.buf[row] = vec
+        if gone:
+            self.pos = {item_id: row for row, item_id in enumerate(self.vecs)}
+            self.n = len(self.vecs)
+            self.buf = np.stack(list(self.vecs.values())) if self.vecs else None
+
+    def scores(self, vec, np) -> dict[str, float]:
+        """Exact cosines of the written items' current vectors (as one C-ordered matrix, the same product as ever)."""
+        if not self.n:
+            return {}
+        sims = self.buf[:self.n] @ np.asarray(vec, dtype=np.float32)
+        return dict(zip(self.vecs, sims.tolist(), strict=True))
+
+
 class ChunkSearch:
     """The store's part of the neighbour check for the notes of one `remember_batch` chunk, searched together: one
     matrix product of the chunk's vectors with the mapped vector file (instead of a scan of it per note), and the
@@ -123,7 +183,8 @@ class ChunkSearch:
     The product and the top lists may be computed ahead, while the previous chunk lands (`ahead`): they are used
     when made from the matrix in use with room enough for the changes since, else made again here."""
 
-    def __init__(self, engine: Engine, ctx: Context, vecs, k: int = 10, tops: Tops | None = None):
+    def __init__(self, engine: Engine, ctx: Context, vecs, k: int = 10, tops: Tops | None = None,
+                 after: ChunkSearch | None = None):
         import numpy as np
 
         self.engine, self.ctx, self.k = engine, ctx, k
@@ -135,15 +196,15 @@ class ChunkSearch:
         if len(q) < 2 or m is None or (m.count and m.dim != q.shape[1]):
             return
         self._m, self._np, self._dim = m, np, q.shape[1]
-        self._last = m.seq
-        self._changed: set[str] = set()  # every item changed after the file (any operation)
-        self._upserts: set[str] = set()  # ... written (scored exactly while their vector exists)
-        self._tail: dict[str, object] = {}  # their current vectors (this model's, in these partitions)
-        self._tail_ids: list[str] = []  # ... as one matrix, in the order of `_tail` (made again when it changes)
-        self._tail_mat = None
+        # the changes after the file: taken over from the batch's chunk before when it read the same file and
+        # committed (`after`), else read from the file's end
+        self._tail: _Tail = _Tail(m.seq, self._dim)
+        if after is not None and after._top is not None and after._m is m and after.parts == self.parts \
+                and after._tail.dim == self._dim:
+            self._tail = after._tail  # the chunk before is done with it
         self._catch_up()
         # room for the chunk's own changes: each note changes a few items at most (itself, what it supersedes)
-        room = self.want + len(self._changed) + 4 * len(q)
+        room = self.want + len(self._tail.changed) + 4 * len(q)
         if tops is not None and tops.matrix is m and tops.room >= room:
             self._top = tops.parts
         else:
@@ -182,25 +243,7 @@ class ChunkSearch:
 
     def _catch_up(self) -> None:
         """Read the change log past what was read (the chunk's own writes) and the vectors of what it wrote."""
-        np, store = self._np, self.engine.store
-        rows = store.changes_after(self._last)
-        if not rows:
-            return
-        self._last = int(rows[-1]["seq"])
-        touched = {r["item_id"] for r in rows}
-        self._changed |= touched
-        self._upserts |= {r["item_id"] for r in rows if r["op"] == "upsert"}
-        reload = [i for i in touched if i in self._upserts]
-        blobs = store.vectors(reload, self.parts, self.engine.model_id) if reload else {}
-        for item_id in reload:
-            blob = blobs.get(item_id)
-            vec = np.frombuffer(blob, dtype=np.float32) if blob is not None else None
-            if vec is None or vec.shape[0] != self._dim:
-                self._tail.pop(item_id, None)
-            else:
-                self._tail[item_id] = vec
-        self._tail_ids = list(self._tail)
-        self._tail_mat = np.stack([self._tail[t] for t in self._tail_ids]) if self._tail_ids else None
+        self._tail.catch_up(self.engine.store, self.parts, self.engine.model_id, self._np)
 
     def scores(self, i: int, vec) -> dict[str, float] | None:
         """Note `i`'s exact cosines as `dense_search` finds them, as far as `nearest_from_scores` reads them (the
@@ -210,7 +253,7 @@ class ChunkSearch:
         if self._top is None:
             return None
         self._catch_up()
-        changed, ids = self._changed, self._m.ids
+        changed, ids = self._tail.changed, self._m.ids
         limit = 4 * self.k
         out: dict[str, float] = {}
         for a, rows, idx, vals in self._top.values():
@@ -228,9 +271,7 @@ class ChunkSearch:
                     kept += 1
                     if kept == limit:
                         break
-        if self._tail_mat is not None:
-            sims = self._tail_mat @ self._np.asarray(vec, dtype=self._np.float32)
-            out.update(zip(self._tail_ids, sims.tolist(), strict=True))
+        out.update(self._tail.scores(vec, self._np))
         return out
 
     def nearest(self, i: int):

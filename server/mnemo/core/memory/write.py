@@ -364,10 +364,12 @@ def remember_batch(engine: Engine, ctx: Context, items: list[Any], *, source: st
         raise InvalidInput(f"{len(items):,} items in one batch; the limit is {MAX_BATCH_ITEMS:,}; nothing was stored",
                            hint="send them in several batches (`mnemo import` does), or raise MNEMO_MAX_BATCH_ITEMS")
     out: list[BatchItem] = []
+    search: ChunkSearch | None = None  # the chunk before's: what it read of the change log is taken over
     with _Ahead(engine, ctx, items, source, status) as ahead:
         for n, start in enumerate(range(0, len(items), BATCH_CHUNK)):
             drafts, embedded, tops = ahead.take(n)
-            out += _land_chunk(engine, ctx, drafts, embedded, tops, start, on_conflict)
+            landed, search = _land_chunk(engine, ctx, drafts, embedded, tops, start, on_conflict, search)
+            out += landed
             engine.changed()
             if progress is not None:
                 progress({"done": len(out), "total": len(items)})
@@ -459,13 +461,15 @@ class _Ahead:
         return drafts, embedded, tops
 
 
-def _land_chunk(engine: Engine, ctx: Context, drafts: Drafted, embedded, tops, start: int,
-                on_conflict: str) -> list[BatchItem]:
+def _land_chunk(engine: Engine, ctx: Context, drafts: Drafted, embedded, tops, start: int, on_conflict: str,
+                after: ChunkSearch | None = None) -> tuple[list[BatchItem], ChunkSearch | None]:
+    """One chunk in one transaction, a savepoint per note; returns its items and its search (the next chunk
+    takes over what it read of the change log: `ChunkSearch(after=...)`)."""
     vecs = iter(enumerate(embedded))
     out: list[BatchItem] = []
     with engine.store.write() as c:
         # the chunk's neighbour searches together, inside its transaction (it sees the chunk's own writes)
-        search = ChunkSearch(engine, ctx, embedded, tops=tops) if len(embedded) else None
+        search = ChunkSearch(engine, ctx, embedded, tops=tops, after=after) if len(embedded) else None
         for i, d in enumerate(drafts):
             if isinstance(d, MnemoError):
                 out.append(_error_item(start + i, d))
@@ -477,4 +481,4 @@ def _land_chunk(engine: Engine, ctx: Context, drafts: Drafted, embedded, tops, s
                                                            near=search.nearest(j) if search else None)))
             except InvalidInput as exc:
                 out.append(_error_item(start + i, exc))
-    return out
+    return out, search
