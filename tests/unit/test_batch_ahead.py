@@ -248,3 +248,35 @@ def test_a_chunk_reads_the_change_log_only_past_the_chunk_before(home, hash_embe
         assert all(seq > file_seq for seq in inits[1:])  # the next ones past what the chunk before read
     finally:
         engine.close()
+
+
+def test_an_import_leaves_a_trimmed_partitions_rows_out_of_the_owner(home, hash_embedder, ctx, monkeypatch):
+    """A partition served by its compact scan keeps its float32 pages out of the owner's RSS (100k: ~150 MB); a
+    batch's product with it reads them all, and drops them again: after an import they are not resident."""
+    from tests.unit.test_compact_scan import _mapped_rss_kb
+
+    from mnemo.core.indexes import compact
+
+    monkeypatch.setattr(compact, "MIN_ROWS", 1000)
+    monkeypatch.setattr(compact, "TRIM_ROWS", 1000)
+    monkeypatch.setattr(write, "BATCH_CHUNK", 8)
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    try:
+        write.remember_batch(engine, ctx, [{"text": t} for t in _texts(1000, 10, "stored")], on_conflict="keep_both")
+        vf = engine.vector_file()
+        vf.write()
+        m = vf.matrix()
+        assert vf.ensure_compact() == 1 and m.trimmed
+        used: list[bool] = []
+        real_init = neighbours.ChunkSearch.__init__
+
+        def init(self, *a, **kw):
+            real_init(self, *a, **kw)
+            used.append(self._top is not None and self._m is m)
+
+        monkeypatch.setattr(neighbours.ChunkSearch, "__init__", init)
+        res = write.remember_batch(engine, ctx, [{"text": t} for t in _texts(24, 11, "batch")], on_conflict="keep_both")
+        assert res["counts"] == {"created": 24} and used == [True, True, True]
+        assert _mapped_rss_kb(m.path) <= 16  # at most the pages around the partition's ends
+    finally:
+        engine.close()

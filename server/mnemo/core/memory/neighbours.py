@@ -94,6 +94,8 @@ def _chunk_tops(m, parts: list[str], q, room: int) -> dict[str, tuple]:
         # each note's cosines as one contiguous row (a partition along the rows of a (rows, notes) array read it
         # column-wise, ~2.5x slower)
         sims = np.ascontiguousarray((m.mat[a:b] @ q.T).T)  # (notes, rows)
+        if part in m.trimmed:  # a partition kept out of the owner's RSS (its compact scan serves recall): the
+            m.trim(a, b)  # pages the product read are dropped again (they stay in the page cache)
         width = min(b - a, room)
         idx = np.argpartition(-sims, width - 1, axis=1)[:, :width] if width < b - a else \
             np.broadcast_to(np.arange(b - a)[None, :], sims.shape)
