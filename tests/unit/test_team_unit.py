@@ -50,6 +50,24 @@ def test_settings_env_wins_over_the_store_file(tmp_path, monkeypatch, no_team_en
         save_settings(tmp_path, "http://x:1", None, "bad namespace!")
 
 
+def test_settings_file_is_read_again_only_when_it_changes(tmp_path, monkeypatch, no_team_env):
+    """Every write's neighbour check asks for the team settings: team.json is parsed once, then again only when it
+    changed (a new connection, a disconnect), never served stale."""
+    from mnemo.core.team import address
+
+    path = save_settings(tmp_path, "http://one.example:8765", None, "payments")
+    reads: list[object] = []
+    real = address.Path.read_text
+    monkeypatch.setattr(address.Path, "read_text", lambda self, *a, **kw: reads.append(self) or real(self, *a, **kw))
+    assert load_settings(tmp_path).url == "http://one.example:8765"
+    assert load_settings(tmp_path).url == "http://one.example:8765"
+    assert reads == [path]
+    save_settings(tmp_path, "http://two.example:8765", None, "payments")  # the same size: a new file
+    assert load_settings(tmp_path).url == "http://two.example:8765"
+    path.unlink()
+    assert not load_settings(tmp_path).configured
+
+
 def test_breaker_opens_once_waits_then_recovers():
     now = [100.0]
     b = CircuitBreaker(interval=30, clock=lambda: now[0])
