@@ -159,6 +159,10 @@ def measure(home: Path, ctx, n_queries: int, n_writes: int, cold: bool, n_bulk: 
         cpu = owner_cpu_s(home)
         out.update(measure_bulk(svc, ctx, n_bulk))
         out["owner_cpu_ms_per_bulk_note"] = round((owner_cpu_s(home) - cpu) * 1000 / n_bulk, 2)
+    # the owner's size after the writes too (an import reads the whole vector file: issue 22, fifth pass)
+    after = footprint(home, 1)
+    if "owner_rss_mb" in after:
+        out["owner_rss_after_writes_mb"] = after["owner_rss_mb"]
     svc.shutdown()
     return out
 
@@ -359,7 +363,7 @@ def main() -> int:
                                            "owner_cpu_ms_per_remember", "cpu_ms_per_embedding", "remember_cpu_ratio",
                                            "bulk_import_per_s", "embed_only_per_s", "bulk_ratio_to_limit",
                                            "owner_cpu_ms_per_bulk_note", "cpu_ms_per_batched_embedding",
-                                           "bulk_cpu_ratio", "owner_rss_mb",
+                                           "bulk_cpu_ratio", "owner_rss_mb", "owner_rss_after_writes_mb",
                                            "owner_peak_rss_mb", "disk_bytes_per_memory", "load_avg_1m") if key in v}
                for k, v in results.items()}
     summary["load_avg_1m"] = round(os.getloadavg()[0], 2)
