@@ -55,17 +55,33 @@ def neighbours(engine: Engine, ctx: Context, vec, k: int = 10, near=None) -> lis
     return out
 
 
+def stored_parses(engine: Engine, mems: list[Memory]) -> list[tuple[str, str]]:
+    """Make the stored parses of `mems` (core/store/parses.py) the ones the comparisons read; returns (id, text)
+    of those without a usable one (none stored, another parser's, or of another text), which are parsed as before
+    and may be stored by the caller's write."""
+    todo = [m for m in mems if not relation.known(m.text)]
+    if not todo:
+        return []
+    parser = relation.parser_version()
+    blobs = engine.store.note_parses([m.id for m in todo], parser) if parser else {}
+    return [(m.id, m.text) for m in todo if (b := blobs.get(m.id)) is None or not relation.prime(m.text, b)]
+
+
 def relate(engine: Engine, ctx: Context, mem: Memory, vec, threshold: float | None = None,
-           near=None) -> list[Found]:
+           near=None, unparsed: list[tuple[str, str]] | None = None) -> list[Found]:
     """How the new memory relates to the visible memories near it (cosine >= threshold) on every level
     (core/relation/compare.py): a contradiction is a `conflict`, or an `override` of a more general memory; the same claim
     (a paraphrase, a refinement) is a `duplicate` of a memory at its own level or a more general one. Other
-    nearby memories are other facts and are not returned."""
+    nearby memories are other facts and are not returned. `unparsed`: gets (id, text) of the compared memories
+    that had no usable stored parse (`stored_parses`)."""
     thr = settings().conflict_threshold if threshold is None else threshold
     cands = [(m, sim) for m, sim in neighbours(engine, ctx, vec, k=10, near=near)
              if sim >= thr and m.id != mem.id and not (m.scope == "project" and m.project_id != mem.project_id)]
     if not cands:
         return []
+    missing = stored_parses(engine, [m for m, _ in cands])
+    if unparsed is not None:
+        unparsed += missing
     decisions = relation.decide_many([(m.text, mem.text, sim) for m, sim in cands], engine.embed_cached,
                                      relation.vocabulary_of(engine.embedder), scores=False)
     found: list[Found] = []

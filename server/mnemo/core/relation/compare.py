@@ -44,6 +44,8 @@ from __future__ import annotations
 
 import difflib
 import functools
+import hashlib
+import marshal
 import math
 import os
 import re
@@ -379,8 +381,104 @@ def _parsed(text: str) -> _Note:
                  frozenset(t.norm for t in toks) & CHANGE_MARKERS, _preferred(toks), frozenset(t.raw for t in toks))
 
 
+# -- a note's parse stored with it (issue 22, fifth pass) ----------------------------------------------------------
+# A write compares the new note with up to ten neighbours, and a neighbour is rarely met twice in a process: its parse
+# (tokenizing, content words, quantities: ~40 us, half of a pair's comparison) was redone for nearly every one. The
+# write path now stores each note's parse with it (core/store `note_parses`, `encoded`) and primes this module with
+# the neighbours' stored parses (`prime`) before comparing. A stored parse is trusted only when it was made by this
+# very parser (`parser_version`: a digest of the code and word lists it depends on) of this very text (a digest of
+# the text inside the blob); anything else is parsed again, as before. `decoded(encoded(p))` equals `p` field by field,
+# the tokens of `content` and `aligned` being the same objects as in `toks` (`_before` finds a token by identity).
+PARSE_FORMAT = 1
+_PRIMED: dict[str, _Note] = {}  # text -> its parse, read from the store (bounded: the oldest go first)
+_PRIMED_MAX = 4096
+
+
+@functools.cache
+def parser_version() -> str:
+    """What a stored parse must have been made by: a digest of the encoding's format, the source of the modules
+    the parse depends on (this one, the word lists and tokenizer, the stemmer's wrapper) and the stemmer library's
+    version. "" when a source cannot be read (an installation without sources): then nothing is stored or trusted."""
+    from mnemo.core import text as text_module
+    from mnemo.core.relation import words as words_module
+
+    h = hashlib.sha256(f"mnemo-note-parse {PARSE_FORMAT}".encode())
+    try:
+        for mod in (words_module, text_module):
+            with open(str(mod.__file__), "rb") as fh:
+                h.update(fh.read())
+        with open(__file__, "rb") as fh:
+            h.update(fh.read())
+        import Stemmer
+
+        h.update(str(getattr(Stemmer, "__version__", "")).encode())
+    except (OSError, ImportError, TypeError):
+        return ""
+    return h.hexdigest()[:24]
+
+
+def _text_digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).digest()
+
+
+def encoded(text: str) -> bytes:
+    """The parse of `text` as stored with its note (marshal of plain tuples), the text's digest inside."""
+    n = _note(text)
+    _keep(text, n)  # the note just written is the next writes' neighbour
+    index = {id(t): i for i, t in enumerate(n.toks)}
+    return marshal.dumps((PARSE_FORMAT, _text_digest(text), tuple(t.raw for t in n.toks),
+                          tuple(t.norm for t in n.toks), tuple(t.kind for t in n.toks),
+                          tuple(index[id(t)] for t in n.content), tuple(index[id(t)] for t in n.aligned),
+                          n.negated, n.quantities, n.preferred), 4)
+
+
+def decoded(text: str, blob: bytes) -> _Note | None:
+    """The parse stored for `text`, or None when the blob is not one of `text` in this format (a note edited
+    since, a damaged or foreign blob): the caller parses the text then."""
+    try:
+        fmt, digest, raws, norms, kinds, content_at, aligned_at, negated, quantities, preferred = marshal.loads(blob)
+    except (EOFError, ValueError, TypeError):
+        return None
+    if fmt != PARSE_FORMAT or digest != _text_digest(text):
+        return None
+    toks = tuple(map(Token, raws, norms, kinds))
+    content = tuple(toks[i] for i in content_at)
+    aligned = tuple(toks[i] for i in aligned_at)
+    return _Note(toks, content, frozenset(t.norm for t in content), negated, quantities, aligned,
+                 tuple(t.norm for t in aligned), tuple(t.norm for t in content),
+                 frozenset(t.norm for t in toks) & CHANGE_MARKERS, preferred, frozenset(t.raw for t in toks))
+
+
+def prime(text: str, blob: bytes) -> bool:
+    """Use the stored parse `blob` of `text` for the comparisons that follow; False when it cannot be used."""
+    if text in _PRIMED:
+        return True
+    n = decoded(text, blob)
+    if n is None:
+        return False
+    _keep(text, n)
+    return True
+
+
+def _keep(text: str, n: _Note) -> None:
+    if text not in _PRIMED:
+        if len(_PRIMED) >= _PRIMED_MAX:
+            del _PRIMED[next(iter(_PRIMED))]
+        _PRIMED[text] = n
+
+
+def known(text: str) -> bool:
+    """Whether the parse of `text` is at hand (primed from the store, or parsed lately in this process)."""
+    return text in _PRIMED
+
+
+def _note(text: str) -> _Note:
+    n = _PRIMED.get(text)
+    return n if n is not None else _parsed(text)
+
+
 def features(old: str, new: str, cosine: float, vocab: frozenset[str] = frozenset()) -> Features:
-    na, nb = _parsed(old), _parsed(new)
+    na, nb = _note(old), _note(new)
     ta, sa, neg_a = na.toks, na.words, na.negated
     tb, sb, neg_b = nb.toks, nb.words, nb.negated
     f = Features(cosine)
