@@ -373,12 +373,19 @@ class _Note(NamedTuple):
 def _parsed(text: str) -> _Note:
     """What `features` reads of one note whatever the other, computed once per note. Cached like `clause_tokens`:
     a note meets up to ten neighbours, one after the other."""
-    toks = clause_tokens(text)
+    return _note_of(clause_tokens(text))
+
+
+def _note_of(toks: tuple[Token, ...], quantities: dict | None = None) -> _Note:
+    """A note's parse from its tokens (`quantities`: its `_quantities` when known, a stored parse's)."""
     content = tuple(_content(toks))
-    aligned = tuple(t for t in content if t.norm not in LIGHT_VERBS)
-    return _Note(toks, content, frozenset(t.norm for t in content), _negated(toks), _quantities(content), aligned,
-                 tuple(t.norm for t in aligned), tuple(t.norm for t in content),
-                 frozenset(t.norm for t in toks) & CHANGE_MARKERS, _preferred(toks), frozenset(t.raw for t in toks))
+    aligned = tuple([t for t in content if t.norm not in LIGHT_VERBS])
+    norms = tuple([t.norm for t in content])
+    return _Note(toks, content, frozenset(norms), _negated(toks),
+                 _quantities(content) if quantities is None else quantities, aligned,
+                 tuple([t.norm for t in aligned]), norms,
+                 frozenset([t.norm for t in toks]) & CHANGE_MARKERS, _preferred(toks),
+                 frozenset([t.raw for t in toks]))
 
 
 # -- a note's parse stored with it (issue 22, fifth pass) ----------------------------------------------------------
@@ -421,32 +428,35 @@ def _text_digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).digest()
 
 
+_KIND_CODES = {"word": "w", "number": "n", "ident": "i", "stop": "s"}
+_KINDS = {v: k for k, v in _KIND_CODES.items()}
+_new_token = tuple.__new__  # a Token from a (raw, norm, kind) tuple, without NamedTuple's Python-level __new__
+
+
 def encoded(text: str) -> bytes:
-    """The parse of `text` as stored with its note (marshal of plain tuples), the text's digest inside."""
+    """The parse of `text` as stored with its note: marshal of plain values (its tokens' spellings, their normal
+    forms where they differ, their kinds as one letter each, its quantities), the text's digest inside. The rest of
+    the parse is worked out again from the tokens when it is read (`_note_of`: cheap; the tokenizing and the
+    quantities are most of a parse)."""
     n = _note(text)
     _keep(text, n)  # the note just written is the next writes' neighbour
-    index = {id(t): i for i, t in enumerate(n.toks)}
     return marshal.dumps((PARSE_FORMAT, _text_digest(text), tuple(t.raw for t in n.toks),
-                          tuple(t.norm for t in n.toks), tuple(t.kind for t in n.toks),
-                          tuple(index[id(t)] for t in n.content), tuple(index[id(t)] for t in n.aligned),
-                          n.negated, n.quantities, n.preferred), 4)
+                          tuple(None if t.norm == t.raw else t.norm for t in n.toks),
+                          "".join(_KIND_CODES[t.kind] for t in n.toks), n.quantities), 4)
 
 
 def decoded(text: str, blob: bytes) -> _Note | None:
     """The parse stored for `text`, or None when the blob is not one of `text` in this format (a note edited
     since, a damaged or foreign blob): the caller parses the text then."""
     try:
-        fmt, digest, raws, norms, kinds, content_at, aligned_at, negated, quantities, preferred = marshal.loads(blob)
-    except (EOFError, ValueError, TypeError):
+        fmt, digest, raws, norms, kinds, quantities = marshal.loads(blob)
+        if fmt != PARSE_FORMAT or digest != _text_digest(text) or not len(raws) == len(norms) == len(kinds):
+            return None
+        norms = [r if n is None else n for r, n in zip(raws, norms, strict=True)]
+        toks = tuple([_new_token(Token, t) for t in zip(raws, norms, map(_KINDS.__getitem__, kinds), strict=True)])
+    except (EOFError, ValueError, TypeError, KeyError):
         return None
-    if fmt != PARSE_FORMAT or digest != _text_digest(text):
-        return None
-    toks = tuple(map(Token, raws, norms, kinds))
-    content = tuple(toks[i] for i in content_at)
-    aligned = tuple(toks[i] for i in aligned_at)
-    return _Note(toks, content, frozenset(t.norm for t in content), negated, quantities, aligned,
-                 tuple(t.norm for t in aligned), tuple(t.norm for t in content),
-                 frozenset(t.norm for t in toks) & CHANGE_MARKERS, preferred, frozenset(t.raw for t in toks))
+    return _note_of(toks, quantities)
 
 
 def prime(text: str, blob: bytes) -> bool:
