@@ -52,6 +52,7 @@ import re
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import NamedTuple
 
 from mnemo.core.relation.words import (
@@ -435,14 +436,15 @@ _new_token = tuple.__new__  # a Token from a (raw, norm, kind) tuple, without Na
 
 def encoded(text: str) -> bytes:
     """The parse of `text` as stored with its note: marshal of plain values (its tokens' spellings, their normal
-    forms where they differ, their kinds as one letter each, its quantities), the text's digest inside. The rest of
+    forms (marshal writes a form that is the spelling itself as a reference), their kinds as one letter each, its
+    quantities), the text's digest inside. The rest of
     the parse is worked out again from the tokens when it is read (`_note_of`: cheap; the tokenizing and the
     quantities are most of a parse)."""
     n = _note(text)
     _keep(text, n)  # the note just written is the next writes' neighbour
-    return marshal.dumps((PARSE_FORMAT, _text_digest(text), tuple(t.raw for t in n.toks),
-                          tuple(None if t.norm == t.raw else t.norm for t in n.toks),
-                          "".join(_KIND_CODES[t.kind] for t in n.toks), n.quantities), 4)
+    return marshal.dumps((PARSE_FORMAT, _text_digest(text), tuple([t.raw for t in n.toks]),
+                          tuple([t.norm for t in n.toks]), "".join([_KIND_CODES[t.kind] for t in n.toks]),
+                          n.quantities), 4)
 
 
 def decoded(text: str, blob: bytes) -> _Note | None:
@@ -450,10 +452,12 @@ def decoded(text: str, blob: bytes) -> _Note | None:
     since, a damaged or foreign blob): the caller parses the text then."""
     try:
         fmt, digest, raws, norms, kinds, quantities = marshal.loads(blob)
-        if fmt != PARSE_FORMAT or digest != _text_digest(text) or not len(raws) == len(norms) == len(kinds):
+        if fmt != PARSE_FORMAT or digest != _text_digest(text):
             return None
-        norms = [r if n is None else n for r, n in zip(raws, norms, strict=True)]
-        toks = tuple([_new_token(Token, t) for t in zip(raws, norms, map(_KINDS.__getitem__, kinds), strict=True)])
+        if not len(raws) == len(norms) == len(kinds):
+            return None
+        # one Token per occurrence, made without a Python-level call per token
+        toks = tuple(map(_new_token, repeat(Token), zip(raws, norms, map(_KINDS.__getitem__, kinds))))
     except (EOFError, ValueError, TypeError, KeyError):
         return None
     return _note_of(toks, quantities)
