@@ -454,10 +454,8 @@ def decoded(text: str, blob: bytes) -> _Note | None:
         fmt, digest, raws, norms, kinds, quantities = marshal.loads(blob)
         if fmt != PARSE_FORMAT or digest != _text_digest(text):
             return None
-        if not len(raws) == len(norms) == len(kinds):
-            return None
-        # one Token per occurrence, made without a Python-level call per token
-        toks = tuple(map(_new_token, repeat(Token), zip(raws, norms, map(_KINDS.__getitem__, kinds))))
+        # one Token per occurrence, made without a Python-level call per token (unequal lengths: ValueError)
+        toks = tuple(map(_new_token, repeat(Token), zip(raws, norms, map(_KINDS.__getitem__, kinds), strict=True)))
     except (EOFError, ValueError, TypeError, KeyError):
         return None
     return _note_of(toks, quantities)
