@@ -398,8 +398,10 @@ def _note_of(toks: tuple[Token, ...], quantities: dict | None = None) -> _Note:
 # the text inside the blob); anything else is parsed again, as before. `decoded(encoded(p))` equals `p` field by field,
 # the tokens of `content` and `aligned` being the same objects as in `toks` (`_before` finds a token by identity).
 PARSE_FORMAT = 1
-_PRIMED: dict[str, _Note] = {}  # text -> its parse, read from the store (bounded: the oldest go first)
-_PRIMED_MAX = 4096
+# text -> its parse, read from the store or parsed here (bounded: the oldest go first; ~3 KB each; `_parsed`'s own
+# cache holds the parses made here too, this one says which texts need no stored parse read)
+_PRIMED: dict[str, _Note] = {}
+_PRIMED_MAX = 2048
 
 
 @functools.cache
@@ -440,8 +442,7 @@ def encoded(text: str) -> bytes:
     quantities), the text's digest inside. The rest of
     the parse is worked out again from the tokens when it is read (`_note_of`: cheap; the tokenizing and the
     quantities are most of a parse)."""
-    n = _note(text)
-    _keep(text, n)  # the note just written is the next writes' neighbour
+    n = _note(text)  # kept at hand too: the note just written is the next writes' neighbour
     return marshal.dumps((PARSE_FORMAT, _text_digest(text), tuple([t.raw for t in n.toks]),
                           tuple([t.norm for t in n.toks]), "".join([_KIND_CODES[t.kind] for t in n.toks]),
                           n.quantities), 4)
@@ -480,13 +481,18 @@ def _keep(text: str, n: _Note) -> None:
 
 
 def known(text: str) -> bool:
-    """Whether the parse of `text` is at hand (primed from the store, or parsed lately in this process)."""
+    """Whether the parse of `text` is at hand (primed from the store, or parsed lately in this process): then no
+    stored parse is read for it."""
     return text in _PRIMED
 
 
 def _note(text: str) -> _Note:
+    """The parse of `text`: primed from the store, or parsed (and then at hand: `known`)."""
     n = _PRIMED.get(text)
-    return n if n is not None else _parsed(text)
+    if n is None:
+        n = _parsed(text)
+        _keep(text, n)
+    return n
 
 
 def features(old: str, new: str, cosine: float, vocab: frozenset[str] = frozenset()) -> Features:
