@@ -45,11 +45,13 @@ def specificity(m: Memory, ctx: Context) -> int:
     return 3
 
 
-def neighbours(engine: Engine, ctx: Context, vec, k: int = 10, near=None) -> list[tuple[Memory, float]]:
+def neighbours(engine: Engine, ctx: Context, vec, k: int = 10, near=None,
+               min_sim: float | None = None) -> list[tuple[Memory, float]]:
     """Visible memories nearest to `vec` on every level: this project (and branch), global, and the team server
     (when one is configured and answers); the most similar first, the most specific first on ties. `near`: the
-    store's part when the caller searched it already (a `remember_batch` chunk, `ChunkSearch.nearest`)."""
-    mine = near(vec, k) if near is not None else nearest_memories(engine, ctx, vec, k)
+    store's part when the caller searched it already (a `remember_batch` chunk, `ChunkSearch.nearest`).
+    `min_sim`: the store's memories under this cosine may be left out (not loaded: the caller drops them)."""
+    mine = near(vec, k) if near is not None else nearest_memories(engine, ctx, vec, k, min_sim)
     out = mine + team_neighbours(engine, ctx, vec, k)
     out.sort(key=lambda ms: (-round(ms[1], 4), -specificity(ms[0], ctx), ms[0].id))
     return out
@@ -76,7 +78,7 @@ def relate(engine: Engine, ctx: Context, mem: Memory, vec, threshold: float | No
     that had no usable stored parse (`stored_parses`)."""
     # the one setting read (`policy.settings()` reads all seven, ~50 us, on every write)
     thr = config.value("conflict_threshold") if threshold is None else threshold
-    cands = [(m, sim) for m, sim in neighbours(engine, ctx, vec, k=10, near=near)
+    cands = [(m, sim) for m, sim in neighbours(engine, ctx, vec, k=10, near=near, min_sim=thr)
              if sim >= thr and m.id != mem.id and not (m.scope == "project" and m.project_id != mem.project_id)]
     if not cands:
         return []
