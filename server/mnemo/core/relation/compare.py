@@ -49,6 +49,7 @@ import marshal
 import math
 import os
 import re
+import threading
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -402,6 +403,7 @@ PARSE_FORMAT = 1
 # cache holds the parses made here too, this one says which texts need no stored parse read)
 _PRIMED: dict[str, _Note] = {}
 _PRIMED_MAX = 2048
+_PRIMED_LOCK = threading.Lock()
 
 
 @functools.cache
@@ -475,9 +477,10 @@ def prime(text: str, blob: bytes) -> bool:
 
 def _keep(text: str, n: _Note) -> None:
     if text not in _PRIMED:
-        if len(_PRIMED) >= _PRIMED_MAX:
-            del _PRIMED[next(iter(_PRIMED))]
-        _PRIMED[text] = n
+        with _PRIMED_LOCK:  # the owner's request threads may compare at once (reads need no lock)
+            if len(_PRIMED) >= _PRIMED_MAX:
+                del _PRIMED[next(iter(_PRIMED))]
+            _PRIMED[text] = n
 
 
 def known(text: str) -> bool:
