@@ -79,14 +79,19 @@ def cached_vectors(texts: list[str], embedder, tag: str):
 
 
 def fill_store(home: Path, n: int, embedder, ctx) -> None:
-    """Bulk insert N notes with precomputed vectors straight into SQLite (the index is rebuilt by the owner)."""
+    """Bulk insert N notes with precomputed vectors straight into SQLite (the index is rebuilt by the owner), each
+    with its relation-check parse when the store keeps one (`note_parses`, what `remember` stores with a note)."""
     from mnemo.core.models import Memory
     from mnemo.core.store import Store
     from mnemo.core.text import content_hash
 
     texts = synth_notes(n)
     vecs = cached_vectors(texts, embedder, "notes")
+    from mnemo.core.relation import compare as relation
+
     store = Store(home / "mnemo.db")
+    # the relation check's parse of each note, as `remember` stores it (a tree without `note_parses`: none)
+    parser = relation.parser_version() if hasattr(store, "put_note_parses") else ""
     now = time.time()
     batch = 5000
     for start in range(0, n, batch):
@@ -98,6 +103,13 @@ def fill_store(home: Path, n: int, embedder, ctx) -> None:
                            updated_at=now - i, last_accessed=now - i, access_count=0,
                            content_hash=content_hash(texts[i]), source="import", author="bench")
                 store.insert_memory(c, m, vecs[i], embedder.model_id)
+                if parser:  # what the remember path stores with each note (since issue 22's fifth pass)
+                    store.put_note_parses(c, [(m.id, parser, relation.encoded(texts[i]))])
+    if parser:
+        # the bench's process is not the owner: nothing parsed here is at hand there (`write_segments` runs here)
+        relation._PRIMED.clear()
+        relation._parsed.cache_clear()
+        relation.clause_tokens.cache_clear()
     store.close()
 
 

@@ -7,7 +7,8 @@ Segments (each timed around the function, nested ones inside their parents): `dr
 `embed (all)` (the note's embedding and the relation check's masked texts and slots), `neighbours` (the dense
 search, the visibility of the candidates, the kept memories loaded; `nb: ...` its parts), `features` (the
 relation check's text comparison, per pair), `masked/slot embeds` (the embeddings the decision needs),
-`find_duplicate`, `txn body` (everything inside the write transactions, the commit excluded). `*_process_ms`: the
+`find_duplicate`, `stored parses read` (the neighbours' parses read from the store and decoded, since issue 22's
+fifth pass), `txn body` (everything inside the write transactions, the commit excluded). `*_process_ms`: the
 whole process's CPU over the same writes and 2.5 s after them (the indexer thread's replay and cache rewrites
 included), as the owner's CPU is counted by `bench/recall_latency.py`.
 
@@ -75,6 +76,8 @@ def main() -> int:
     wrap(type(eng.store), "visibility_rows", "nb: visibility rows")
     wrap(type(eng.store), "get_memories", "nb: kept memories loaded")
     wrap(compare, "features", "features")
+    if hasattr(neighbours, "stored_parses"):  # since issue 22's fifth pass: the neighbours' stored parses read
+        wrap(neighbours, "stored_parses", "stored parses read")
     wrap(compare, "embedded_cosines", "masked/slot embeds")
     wrap(write, "draft", "draft")
     wrap(write, "find_duplicate", "find_duplicate")

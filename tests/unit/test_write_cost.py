@@ -521,3 +521,35 @@ def test_the_indexes_loaded_at_start_are_out_of_the_collectors_full_passes(home,
     out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120, check=True)
     made, traversed = map(int, out.stdout.split())
     assert made > 20 and traversed == 0
+
+
+# -- only the neighbours a write compares are loaded whole (issue 22, fifth pass) ---------------------------------
+def test_a_write_loads_only_the_neighbours_it_compares(home, hash_embedder, ctx, monkeypatch):
+    """The relation check compares the new note with its neighbours at or above `conflict_threshold`; the others
+    among the ten nearest were loaded whole (a `Memory` each) and dropped. Now they are not loaded, and the result
+    is the same: the same neighbours compared, the same decision."""
+    from mnemo.core.memory.neighbours import neighbours, relate
+    from mnemo.core.store import Store
+
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    try:
+        _fill(engine, ctx, 30)
+        old = write.remember(engine, ctx, "the payments API retries failed webhooks 5 times")["memory"]["id"]
+        new = write.draft(ctx, "the payments API retries failed webhooks 7 times")[0]
+        vec = engine.embed([new.text])[0]
+        near = neighbours(engine, ctx, vec, k=10)
+        thr = 0.34
+        above = {m.id for m, sim in near if sim >= thr}
+        below = {m.id for m, sim in near if sim < thr}
+        assert old in above and below  # some of the ten nearest are under the threshold
+        loaded: list[str] = []
+        real = Store.get_memories
+        monkeypatch.setattr(Store, "get_memories", lambda self, ids: loaded.extend(ids) or real(self, list(ids)))
+        monkeypatch.setenv("MNEMO_CONFLICT_THRESHOLD", str(thr))
+        found = relate(engine, ctx, new, vec)
+        assert set(loaded) == above  # before: every one of the ten nearest
+        assert [f.memory.id for f in found] == [old] and found[0].relation == "conflict"
+        assert [(m.id, s) for m, s in neighbours(engine, ctx, vec, k=10, min_sim=thr)] == \
+            [(m.id, s) for m, s in near if s >= thr]
+    finally:
+        engine.close()

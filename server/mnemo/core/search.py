@@ -168,14 +168,16 @@ def _with_tail(engine: Engine, parts: Sequence[str], qvec, scores: dict[str, flo
     return scores
 
 
-def nearest_memories(engine: Engine, ctx: Context, vec, k: int = 10) -> list[tuple[Memory, float]]:
+def nearest_memories(engine: Engine, ctx: Context, vec, k: int = 10,
+                     min_sim: float | None = None) -> list[tuple[Memory, float]]:
     """Visible memories nearest to `vec` (project partition + global), with exact cosines. A write's check: its
     cost must not grow with the store, so the visibility of the candidates is read from their few columns and only
-    the `k` kept are loaded whole; the ANN index's cosines (not the exact scans') are recomputed exactly."""
+    the `k` kept are loaded whole (with `min_sim`: only those of them at or above that cosine, the ones the caller
+    compares); the ANN index's cosines (not the exact scans') are recomputed exactly."""
     parts = scope_parts(ctx, "hybrid")
     hits = dense_search(engine, parts, vec, max(20, k * 4))
     if hits.exact:
-        return nearest_from_scores(engine, ctx, hits.scores, k)
+        return nearest_from_scores(engine, ctx, hits.scores, k, min_sim)
     ids = [i for i, _ in sorted(hits.scores.items(), key=lambda kv: -kv[1]) if not i.startswith("blk-")][: k * 4]
     if not ids:
         return []
@@ -183,22 +185,28 @@ def nearest_memories(engine: Engine, ctx: Context, vec, k: int = 10) -> list[tup
     rows = engine.store.visibility_rows(ids)
     seen = [(i, float(exact.get(i, hits.scores[i]))) for i in ids if i in rows and memory_visible(Light(rows[i]), ctx)]
     seen.sort(key=lambda kv: (-kv[1], kv[0]))
-    seen = seen[:k]
+    seen = _kept(seen, k, min_sim)
     mems = engine.store.get_memories([i for i, _ in seen])
     return [(mems[i], s) for i, s in seen if i in mems]
 
 
-def nearest_from_scores(engine: Engine, ctx: Context, scores: dict[str, float], k: int = 10) -> list[tuple[Memory,
-                                                                                                          float]]:
+def _kept(seen: list[tuple[str, float]], k: int, min_sim: float | None) -> list[tuple[str, float]]:
+    """The `k` nearest of `seen` (sorted), without those under `min_sim`: not loaded for nothing."""
+    return seen[:k] if min_sim is None else [(i, s) for i, s in seen[:k] if s >= min_sim]
+
+
+def nearest_from_scores(engine: Engine, ctx: Context, scores: dict[str, float], k: int = 10,
+                        min_sim: float | None = None) -> list[tuple[Memory, float]]:
     """`nearest_memories` from the exact cosines `dense_search` found (item id -> cosine): the visible memories
-    among the `k * 4` best, the `k` nearest loaded whole. The checks of a `remember_batch` chunk find their
-    cosines together (core/memory/neighbours.py `ChunkSearch`) and finish here, as a single remember does."""
+    among the `k * 4` best, the `k` nearest loaded whole (with `min_sim`: those at or above it). The checks of a
+    `remember_batch` chunk find their cosines together (core/memory/neighbours.py `ChunkSearch`) and finish here,
+    as a single remember does."""
     ids = [i for i, _ in sorted(scores.items(), key=lambda kv: -kv[1]) if not i.startswith("blk-")][: k * 4]
     if not ids:
         return []
     rows = engine.store.visibility_rows(ids)
     seen = [(i, float(scores[i])) for i in ids if i in rows and memory_visible(Light(rows[i]), ctx)]
     seen.sort(key=lambda kv: (-kv[1], kv[0]))
-    seen = seen[:k]
+    seen = _kept(seen, k, min_sim)
     mems = engine.store.get_memories([i for i, _ in seen])
     return [(mems[i], s) for i, s in seen if i in mems]

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mnemo.core import store_settings as config
 from mnemo.core.api_types.records import Conflict
 from mnemo.core.models import Context, Memory
-from mnemo.core.policy import settings
 from mnemo.core.relation import compare as relation
 from mnemo.core.search import EXACT_ROWS, nearest_from_scores, nearest_memories, scope_parts
 from mnemo.core.team.ops import team_neighbours
@@ -45,27 +45,46 @@ def specificity(m: Memory, ctx: Context) -> int:
     return 3
 
 
-def neighbours(engine: Engine, ctx: Context, vec, k: int = 10, near=None) -> list[tuple[Memory, float]]:
+def neighbours(engine: Engine, ctx: Context, vec, k: int = 10, near=None,
+               min_sim: float | None = None) -> list[tuple[Memory, float]]:
     """Visible memories nearest to `vec` on every level: this project (and branch), global, and the team server
     (when one is configured and answers); the most similar first, the most specific first on ties. `near`: the
-    store's part when the caller searched it already (a `remember_batch` chunk, `ChunkSearch.nearest`)."""
-    mine = near(vec, k) if near is not None else nearest_memories(engine, ctx, vec, k)
+    store's part when the caller searched it already (a `remember_batch` chunk, `ChunkSearch.nearest`).
+    `min_sim`: the store's memories under this cosine may be left out (not loaded: the caller drops them)."""
+    mine = near(vec, k) if near is not None else nearest_memories(engine, ctx, vec, k, min_sim)
     out = mine + team_neighbours(engine, ctx, vec, k)
     out.sort(key=lambda ms: (-round(ms[1], 4), -specificity(ms[0], ctx), ms[0].id))
     return out
 
 
+def stored_parses(engine: Engine, mems: list[Memory]) -> list[tuple[str, str]]:
+    """Make the stored parses of `mems` (core/store/parses.py) the ones the comparisons read; returns (id, text)
+    of those without a usable one (none stored, another parser's, or of another text), which are parsed as before
+    and may be stored by the caller's write."""
+    todo = [m for m in mems if not relation.known(m.text)]
+    if not todo:
+        return []
+    parser = relation.parser_version()
+    blobs = engine.store.note_parses([m.id for m in todo], parser) if parser else {}
+    return [(m.id, m.text) for m in todo if (b := blobs.get(m.id)) is None or not relation.prime(m.text, b)]
+
+
 def relate(engine: Engine, ctx: Context, mem: Memory, vec, threshold: float | None = None,
-           near=None) -> list[Found]:
+           near=None, unparsed: list[tuple[str, str]] | None = None) -> list[Found]:
     """How the new memory relates to the visible memories near it (cosine >= threshold) on every level
     (core/relation/compare.py): a contradiction is a `conflict`, or an `override` of a more general memory; the same claim
     (a paraphrase, a refinement) is a `duplicate` of a memory at its own level or a more general one. Other
-    nearby memories are other facts and are not returned."""
-    thr = settings().conflict_threshold if threshold is None else threshold
-    cands = [(m, sim) for m, sim in neighbours(engine, ctx, vec, k=10, near=near)
+    nearby memories are other facts and are not returned. `unparsed`: gets (id, text) of the compared memories
+    that had no usable stored parse (`stored_parses`)."""
+    # the one setting read (`policy.settings()` reads all seven, ~50 us, on every write)
+    thr = config.value("conflict_threshold") if threshold is None else threshold
+    cands = [(m, sim) for m, sim in neighbours(engine, ctx, vec, k=10, near=near, min_sim=thr)
              if sim >= thr and m.id != mem.id and not (m.scope == "project" and m.project_id != mem.project_id)]
     if not cands:
         return []
+    missing = stored_parses(engine, [m for m, _ in cands])
+    if unparsed is not None:
+        unparsed += missing
     decisions = relation.decide_many([(m.text, mem.text, sim) for m, sim in cands], engine.embed_cached,
                                      relation.vocabulary_of(engine.embedder), scores=False)
     found: list[Found] = []

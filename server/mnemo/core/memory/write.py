@@ -33,6 +33,7 @@ from mnemo.core.policy import (
     MAX_TEXT_CHARS,
     check_on_conflict,
 )
+from mnemo.core.relation import compare as relation
 from mnemo.core.safety import screen as safety
 from mnemo.core.search import memory_visible
 from mnemo.core.text import content_hash
@@ -116,6 +117,17 @@ def _relative_anchor(ctx: Context, anchor: dict) -> dict:
     return {**anchor, "path": os.path.relpath(real, root).replace(os.sep, "/")}
 
 
+def _put_parses(store: Store, conn, mem: Memory | None, unparsed: list[tuple[str, str]]) -> None:
+    """Store the relation check's parse of the memory written (`mem`) and of the neighbours compared without a
+    usable stored one (`unparsed`), in the write's transaction (core/store/parses.py): a later write comparing them
+    reads it instead of parsing them again."""
+    parser = relation.parser_version()
+    if not parser:
+        return
+    todo = ([(mem.id, mem.text)] if mem is not None else []) + unparsed
+    store.put_note_parses(conn, [(i, parser, relation.encoded(t)) for i, t in todo])
+
+
 def _stored(store: Store, mem_id: str) -> Memory:
     """A memory this call has just written or confirmed (it is in the store)."""
     m = store.get_memory(mem_id)
@@ -192,19 +204,21 @@ def land(engine: Engine, ctx: Context, mem: Memory, suspicious: list[str], on_co
     if vec is None:
         vec = engine.embed([mem.text])[0]
     # The same claim on any level (a paraphrase, a refinement) confirms; a contradiction conflicts or overrides.
-    related = relate(engine, ctx, mem, vec, near=near)
+    unparsed: list[tuple[str, str]] = []
+    related = relate(engine, ctx, mem, vec, near=near, unparsed=unparsed)
     found = [f for f in related if f.relation != "duplicate"]
     same = [f for f in related if f.relation == "duplicate" and not (f.refines and mem.status == "pending")]
     if same and not found:
-        return write_same_claim(engine, ctx, mem, vec, same[0])
+        return write_same_claim(engine, ctx, mem, vec, same[0], unparsed)
     if found or mem.status == "pending":
-        res = write_new(engine, ctx, mem, vec, found, on_conflict)
+        res = write_new(engine, ctx, mem, vec, found, on_conflict, unparsed)
         if suspicious:
             res["message"] += (f" (untrusted: it reads like instructions to the agent or hides text: "
                                f"{', '.join(suspicious)}; a person accepts or rejects it in Review)")
         return res
     with engine.store.write() as c:
         engine.store.insert_memory(c, mem, vec, engine.model_id)
+        _put_parses(engine.store, c, mem, unparsed)
     return {"status": "created" if mem.status == "active" else mem.status, "memory": mem.to_dict(),
             "message": "remembered" if mem.status == "active" else "waiting in Review", "conflicts": []}
 
@@ -218,10 +232,13 @@ def confirm(conn, store, mem_id: str, importance: float, now: float) -> None:
                         reindex=m.tier == "cold", tier="warm" if m.tier == "cold" else m.tier)
 
 
-def write_same_claim(engine: Engine, ctx: Context, mem: Memory, vec, dup: Found) -> RememberResult:
+def write_same_claim(engine: Engine, ctx: Context, mem: Memory, vec, dup: Found,
+                     unparsed: list[tuple[str, str]] | None = None) -> RememberResult:
     """The new memory says what `dup.memory` says. A paraphrase confirms it (a team record: nothing is stored); a
     refinement at the same level replaces it (the old one stays in history, its confirmations carry over); a
-    refinement of a more general memory lands and is shown instead of it here (an accepted override)."""
+    refinement of a more general memory lands and is shown instead of it here (an accepted override).
+    `unparsed`: the neighbours compared without a stored parse (`relate`), whose parses the write stores."""
+    unparsed = unparsed or []
     store, old, now = engine.store, dup.memory, time.time()
     same_as: SameClaim = {"id": old.id, "scope": old.scope, "similarity": round(dup.similarity, 4),
                           "refines": dup.refines, "reasons": dup.reasons}
@@ -232,6 +249,7 @@ def write_same_claim(engine: Engine, ctx: Context, mem: Memory, vec, dup: Found)
     if not dup.refines:
         with store.write() as c:
             confirm(c, store, old.id, mem.importance, now)
+            _put_parses(store, c, None, unparsed)
         m = _stored(store, old.id)
         return {"same_as": same_as, "conflicts": [], "status": "confirmed", "memory": m.to_dict(),
                 "message": f"already known: confirmed {m.confirmations}x (the same claim as {old.id}, cosine "
@@ -243,6 +261,7 @@ def write_same_claim(engine: Engine, ctx: Context, mem: Memory, vec, dup: Found)
                        {"similarity": round(dup.similarity, 4), "level": dup.level, "branch": mem.branch,
                         "overridden_scope": old.scope, "overridden_text": old.text, "refines": True},
                        resolution="accept", now=now)
+            _put_parses(store, c, mem, unparsed)
         where = f"on branch {mem.branch}" if dup.level == "branch" else "in this project"
         return {"same_as": same_as, "conflicts": [], "status": "created",
                 "memory": _stored(store, mem.id).to_dict(),
@@ -254,6 +273,7 @@ def write_same_claim(engine: Engine, ctx: Context, mem: Memory, vec, dup: Found)
     with store.write() as c:
         store.insert_memory(c, new, vec, engine.model_id)
         store.update_memory(c, old.id, reindex=True, superseded_by=new.id, updated_at=now)
+        _put_parses(store, c, new, unparsed)
     return {"same_as": same_as, "conflicts": [], "status": "confirmed",
             "memory": _stored(store, new.id).to_dict(),
             "message": f"confirmed {new.confirmations}x: it refines {old.id}, and the more detailed text replaces it"
@@ -261,9 +281,9 @@ def write_same_claim(engine: Engine, ctx: Context, mem: Memory, vec, dup: Found)
 
 
 def write_new(engine: Engine, ctx: Context, mem: Memory, vec, found: list[Found],
-              on_conflict: str) -> RememberResult:
+              on_conflict: str, unparsed: list[tuple[str, str]] | None = None) -> RememberResult:
     """Store a new memory given the conflicts and overrides `relate` found, in one transaction, resolved by
-    `on_conflict` (checked by the caller); returns the remember result."""
+    `on_conflict` (checked by the caller); returns the remember result. `unparsed`: as `write_same_claim`'s."""
     store = engine.store
     now = time.time()
     found = [f for f in found if f.relation in ("conflict", "override")]
@@ -300,6 +320,7 @@ def write_new(engine: Engine, ctx: Context, mem: Memory, vec, found: list[Found]
         if mem.status == "pending" and not same:
             store.add_review(c, "pending", mem.id, None, ctx.project_id,
                        {"source": mem.source, **({"flags": mem.flags} if mem.flags else {})}, now=now)
+        _put_parses(store, c, mem, unparsed or [])
     parts = []
     if same:
         ids = ", ".join(f.memory.id for f in same)

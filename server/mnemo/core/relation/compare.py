@@ -44,12 +44,16 @@ from __future__ import annotations
 
 import difflib
 import functools
+import hashlib
+import marshal
 import math
 import os
 import re
+import threading
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import NamedTuple
 
 from mnemo.core.relation.words import (
@@ -371,16 +375,131 @@ class _Note(NamedTuple):
 def _parsed(text: str) -> _Note:
     """What `features` reads of one note whatever the other, computed once per note. Cached like `clause_tokens`:
     a note meets up to ten neighbours, one after the other."""
-    toks = clause_tokens(text)
+    return _note_of(clause_tokens(text))
+
+
+def _note_of(toks: tuple[Token, ...], quantities: dict | None = None) -> _Note:
+    """A note's parse from its tokens (`quantities`: its `_quantities` when known, a stored parse's)."""
     content = tuple(_content(toks))
-    aligned = tuple(t for t in content if t.norm not in LIGHT_VERBS)
-    return _Note(toks, content, frozenset(t.norm for t in content), _negated(toks), _quantities(content), aligned,
-                 tuple(t.norm for t in aligned), tuple(t.norm for t in content),
-                 frozenset(t.norm for t in toks) & CHANGE_MARKERS, _preferred(toks), frozenset(t.raw for t in toks))
+    aligned = tuple([t for t in content if t.norm not in LIGHT_VERBS])
+    norms = tuple([t.norm for t in content])
+    return _Note(toks, content, frozenset(norms), _negated(toks),
+                 _quantities(content) if quantities is None else quantities, aligned,
+                 tuple([t.norm for t in aligned]), norms,
+                 frozenset([t.norm for t in toks]) & CHANGE_MARKERS, _preferred(toks),
+                 frozenset([t.raw for t in toks]))
+
+
+# -- a note's parse stored with it (issue 22, fifth pass) ----------------------------------------------------------
+# A write compares the new note with up to ten neighbours, and a neighbour is rarely met twice in a process: its parse
+# (tokenizing, content words, quantities: ~40 us, half of a pair's comparison) was redone for nearly every one. The
+# write path now stores each note's parse with it (core/store `note_parses`, `encoded`) and primes this module with
+# the neighbours' stored parses (`prime`) before comparing. A stored parse is trusted only when it was made by this
+# very parser (`parser_version`: a digest of the code and word lists it depends on) of this very text (a digest of
+# the text inside the blob); anything else is parsed again, as before. `decoded(encoded(p))` equals `p` field by field,
+# the tokens of `content` and `aligned` being the same objects as in `toks` (`_before` finds a token by identity).
+PARSE_FORMAT = 1
+# text -> its parse, read from the store or parsed here (bounded: the oldest go first; ~3 KB each; `_parsed`'s own
+# cache holds the parses made here too, this one says which texts need no stored parse read)
+_PRIMED: dict[str, _Note] = {}
+_PRIMED_MAX = 2048
+_PRIMED_LOCK = threading.Lock()
+
+
+@functools.cache
+def parser_version() -> str:
+    """What a stored parse must have been made by: a digest of the encoding's format, the source of the modules
+    the parse depends on (this one, the word lists and tokenizer, the stemmer's wrapper) and the stemmer library's
+    version. "" when a source cannot be read (an installation without sources): then nothing is stored or trusted."""
+    from mnemo.core import text as text_module
+    from mnemo.core.relation import words as words_module
+
+    h = hashlib.sha256(f"mnemo-note-parse {PARSE_FORMAT}".encode())
+    try:
+        for mod in (words_module, text_module):
+            with open(str(mod.__file__), "rb") as fh:
+                h.update(fh.read())
+        with open(__file__, "rb") as fh:
+            h.update(fh.read())
+        import Stemmer
+
+        h.update(str(getattr(Stemmer, "__version__", "")).encode())
+    except (OSError, ImportError, TypeError):
+        return ""
+    return h.hexdigest()[:24]
+
+
+def _text_digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).digest()
+
+
+_KIND_CODES = {"word": "w", "number": "n", "ident": "i", "stop": "s"}
+_KINDS = {v: k for k, v in _KIND_CODES.items()}
+_new_token = tuple.__new__  # a Token from a (raw, norm, kind) tuple, without NamedTuple's Python-level __new__
+
+
+def encoded(text: str) -> bytes:
+    """The parse of `text` as stored with its note: marshal of plain values (its tokens' spellings, their normal
+    forms (marshal writes a form that is the spelling itself as a reference), their kinds as one letter each, its
+    quantities), the text's digest inside. The rest of
+    the parse is worked out again from the tokens when it is read (`_note_of`: cheap; the tokenizing and the
+    quantities are most of a parse)."""
+    n = _note(text)  # kept at hand too: the note just written is the next writes' neighbour
+    return marshal.dumps((PARSE_FORMAT, _text_digest(text), tuple([t.raw for t in n.toks]),
+                          tuple([t.norm for t in n.toks]), "".join([_KIND_CODES[t.kind] for t in n.toks]),
+                          n.quantities), 4)
+
+
+def decoded(text: str, blob: bytes) -> _Note | None:
+    """The parse stored for `text`, or None when the blob is not one of `text` in this format (a note edited
+    since, a damaged or foreign blob): the caller parses the text then."""
+    try:
+        fmt, digest, raws, norms, kinds, quantities = marshal.loads(blob)
+        if fmt != PARSE_FORMAT or digest != _text_digest(text):
+            return None
+        # one Token per occurrence, made without a Python-level call per token (unequal lengths: ValueError)
+        toks = tuple(map(_new_token, repeat(Token), zip(raws, norms, map(_KINDS.__getitem__, kinds), strict=True)))
+    except (EOFError, ValueError, TypeError, KeyError):
+        return None
+    return _note_of(toks, quantities)
+
+
+def prime(text: str, blob: bytes) -> bool:
+    """Use the stored parse `blob` of `text` for the comparisons that follow; False when it cannot be used."""
+    if text in _PRIMED:
+        return True
+    n = decoded(text, blob)
+    if n is None:
+        return False
+    _keep(text, n)
+    return True
+
+
+def _keep(text: str, n: _Note) -> None:
+    if text not in _PRIMED:
+        with _PRIMED_LOCK:  # the owner's request threads may compare at once (reads need no lock)
+            if len(_PRIMED) >= _PRIMED_MAX:
+                del _PRIMED[next(iter(_PRIMED))]
+            _PRIMED[text] = n
+
+
+def known(text: str) -> bool:
+    """Whether the parse of `text` is at hand (primed from the store, or parsed lately in this process): then no
+    stored parse is read for it."""
+    return text in _PRIMED
+
+
+def _note(text: str) -> _Note:
+    """The parse of `text`: primed from the store, or parsed (and then at hand: `known`)."""
+    n = _PRIMED.get(text)
+    if n is None:
+        n = _parsed(text)
+        _keep(text, n)
+    return n
 
 
 def features(old: str, new: str, cosine: float, vocab: frozenset[str] = frozenset()) -> Features:
-    na, nb = _parsed(old), _parsed(new)
+    na, nb = _note(old), _note(new)
     ta, sa, neg_a = na.toks, na.words, na.negated
     tb, sb, neg_b = nb.toks, nb.words, nb.negated
     f = Features(cosine)

@@ -13,6 +13,7 @@ One module per table family, put together in `Store`:
     review.py      `review`: the review queue and the decisions made in it
     decay.py       `decay_state`
     outbox.py      `team_outbox`
+    parses.py      `note_parses`: the relation check's parse of each memory's text, stored with it
     files.py       store files that are not open: backups, checks
     rebuild.py     reading a backup and writing a rebuilt store (repair)
     salvage.py     reading a damaged file page by page (repair)
@@ -32,6 +33,7 @@ from mnemo.core.store.decay import DecayState
 from mnemo.core.store.fulltext import FullText
 from mnemo.core.store.memories import MemoryTable
 from mnemo.core.store.outbox import Outbox
+from mnemo.core.store.parses import ParseTable
 from mnemo.core.store.review import ReviewTable
 from mnemo.core.store.schema import JSON_COLUMNS, MEMORY_COLUMNS, SCHEMA, SCHEMA_VERSION
 from mnemo.core.store.vectors import VectorTable
@@ -39,7 +41,7 @@ from mnemo.core.store.versions import VersionTable
 
 
 class Store(Database, ChangeLog, MemoryTable, BlockTable, VectorTable, FullText, ReviewTable, DecayState, Outbox,
-            VersionTable):
+            VersionTable, ParseTable):
     """Thread-safe access to the SQLite truth: thread-local connections, one writer at a time."""
 
 

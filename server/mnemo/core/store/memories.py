@@ -181,6 +181,7 @@ class MemoryTable:
         conn.execute("DELETE FROM blocks WHERE id=?", (item_id,))
         conn.execute("DELETE FROM fts WHERE item_id=?", (item_id,))
         conn.execute("DELETE FROM vectors WHERE item_id=?", (item_id,))
+        conn.execute("DELETE FROM note_parses WHERE id=?", (item_id,))
         self.log_change(conn, item_id, part, "delete")
 
     def forget_memory(self, conn: sqlite3.Connection, mem: Memory, reason: str | None, now: float) -> None:

@@ -134,6 +134,9 @@ CREATE TABLE IF NOT EXISTS team_outbox (
     last_error TEXT,
     last_attempt REAL
 );
+-- the relation check's parse of a memory's text (store/parses.py): read for the neighbours of a write instead of
+-- parsing their texts again; trusted only from the same parser version and for the same text (checked on read)
+CREATE TABLE IF NOT EXISTS note_parses (id TEXT PRIMARY KEY, parser TEXT NOT NULL, parse BLOB NOT NULL);
 """
 
 MEMORY_COLUMNS = (
