@@ -51,7 +51,7 @@ def neighbours(engine: Engine, ctx: Context, vec, k: int = 10, near=None,
     (when one is configured and answers); the most similar first, the most specific first on ties. `near`: the
     store's part when the caller searched it already (a `remember_batch` chunk, `ChunkSearch.nearest`).
     `min_sim`: the store's memories under this cosine may be left out (not loaded: the caller drops them)."""
-    mine = near(vec, k) if near is not None else nearest_memories(engine, ctx, vec, k, min_sim)
+    mine = near(vec, k, min_sim) if near is not None else nearest_memories(engine, ctx, vec, k, min_sim)
     out = mine + team_neighbours(engine, ctx, vec, k)
     out.sort(key=lambda ms: (-round(ms[1], 4), -specificity(ms[0], ctx), ms[0].id))
     return out
@@ -297,9 +297,9 @@ class ChunkSearch:
 
     def nearest(self, i: int):
         """The `near` of `neighbours` for note `i` of the chunk."""
-        def near(vec, k: int) -> list[tuple[Memory, float]]:
+        def near(vec, k: int, min_sim: float | None = None) -> list[tuple[Memory, float]]:
             found = self.scores(i, vec) if k == self.k else None
             if found is None:
-                return nearest_memories(self.engine, self.ctx, vec, k)
-            return nearest_from_scores(self.engine, self.ctx, found, k)
+                return nearest_memories(self.engine, self.ctx, vec, k, min_sim)
+            return nearest_from_scores(self.engine, self.ctx, found, k, min_sim)
         return near
