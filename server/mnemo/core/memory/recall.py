@@ -178,7 +178,10 @@ def _candidates(engine: Engine, parts: list[str], qvec, pool: int, warnings: lis
     for item_id, cos in sorted(hits.scores.items(), key=lambda kv: -kv[1])[: pool * 2]:
         cands[item_id] = Candidate(item_id, cosine=cos)
     for item_id, s in dict(keyword).items():
-        cands.setdefault(item_id, Candidate(item_id)).bm25 = s
+        c = cands.get(item_id)
+        if c is None:
+            c = cands[item_id] = Candidate(item_id)
+        c.bm25 = s
     return cands
 
 
