@@ -74,12 +74,12 @@ def ranked(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", l
     # a filter drops candidates after the search: a larger pool keeps `limit` hits within reach
     pool = max(50, limit * 10) if plain else max(200, limit * 40)
     warnings: list[str] = []
-    seen = _Seen(engine, ctx, filters, include_docs=include_docs, include_cold=include_cold)
     if qvec is None:
-        # What needs no vector (the keyword side, the visibility of its hits, the settings this recall reads) runs
-        # in the engine's helper thread while this one embeds the query (the model runs without the GIL, on one
-        # core): off the recall's path on a machine with a core to spare (issue 22, fourth and fifth passes).
-        early = engine.beside(_early, engine, parts, query, pool, seen, floor, scope)
+        # What needs no vector (the keyword side, the settings this recall reads) runs in the engine's helper thread
+        # while this one embeds the query (the model runs without the GIL, on one core): off the recall's path on a
+        # machine with a core to spare (issue 22, fourth and fifth passes). Not the visibility of the keyword hits:
+        # judged there, the embedding took as much longer as the judging saved (docs/benchmarks.md, fifth pass).
+        early = engine.beside(_early, engine, parts, query, pool, floor, scope)
         st.mark("r.setup")
         # through the engine's LRU of texts: a query asked again (the same symbol hovered again, a code lens pass
         # then a hover on it) is embedded once (issue 22)
@@ -87,11 +87,11 @@ def ranked(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", l
         st.mark("r.embed")
         ready = early.result()
     else:
-        ready = _early(engine, parts, query, pool, seen, floor, scope)
+        ready = _early(engine, parts, query, pool, floor, scope)
     st.mark("r.keyword")
     cands = _candidates(engine, parts, qvec, pool, warnings, ready.keyword)
     st.mark("r.dense")
-    visible = seen.visible(cands)
+    visible = _visible(engine, ctx, cands, filters, include_docs=include_docs, include_cold=include_cold)
     st.mark("r.visible")
     # Cosines for keyword-only hits: they place those hits in the dense ranking too (RRF below), and give them
     # a confidence.
@@ -138,13 +138,11 @@ class _Early(NamedTuple):
     team: bool  # whether to ask the team server (False: none configured, and the scope does not say "team")
 
 
-def _early(engine: Engine, parts: list[str], query: str, pool: int, seen: _Seen, floor: float | None,
-           scope: str) -> _Early:
-    """What a recall knows before the query's vector: the keyword hits, with the visibility of each judged
-    (`seen`), the store-wide minimum confidence when the call gave none (`floor` None), and whether a team server is
-    configured (its settings are re-read at every recall, so a change applies at once)."""
+def _early(engine: Engine, parts: list[str], query: str, pool: int, floor: float | None, scope: str) -> _Early:
+    """What a recall knows before the query's vector: the keyword hits, the store-wide minimum confidence when the
+    call gave none (`floor` None), and whether a team server is configured (its settings are re-read at every
+    recall, so a change applies at once)."""
     keyword = _keyword_side(engine, parts, query, pool)
-    seen.judge([i for i, _ in keyword])
     if floor is None:
         floor = check_min_confidence(None)
     team = False
@@ -185,56 +183,34 @@ def _candidates(engine: Engine, parts: list[str], qvec, pool: int, warnings: lis
     return cands
 
 
-class _Seen:
-    """Which candidates `ctx` may see that pass `filters`, judged once per id (the keyword side's beside the
-    embedding, the dense side's after it). Judged on a few columns only (full `Memory` objects only when the filter
-    reads more: kind, tags, author, source); full ones are built for the returned cards."""
-
-    def __init__(self, engine: Engine, ctx: Context, filters: Filter, *, include_docs: bool, include_cold: bool):
-        self.engine, self.ctx, self.filters = engine, ctx, filters
-        self.include_docs, self.include_cold = include_docs, include_cold
-        self.judged: dict[str, tuple[Any, Any] | None] = {}  # id -> (memory, block) when visible, else None
-
-    def judge(self, ids: list[str]) -> None:
-        ids = [i for i in ids if i not in self.judged]
-        if not ids:
-            return
-        store, ctx, filters, judged = self.engine.store, self.ctx, self.filters, self.judged
-        memories: dict[str, Light | Memory] = {
-            i: Light(r) for i, r in store.visibility_rows([i for i in ids if not i.startswith("blk-")]).items()}
-        blocks = store.get_blocks([i for i in ids if i.startswith("blk-")] if self.include_docs else [])
-        if filters.needs_full_rows():
-            memories = dict(store.get_memories(list(memories)))
-        any_status, all_branches = bool(filters.status), bool(filters.branch)
-        plain = filters.is_empty()  # `matches` keeps everything
-        for item_id in ids:
-            judged[item_id] = None
-            if item_id in memories:
-                m = memories[item_id]
-                if memory_visible(m, ctx, include_cold=self.include_cold, any_status=any_status,
-                                  all_branches=all_branches) and (plain or matches(m, filters)):
-                    judged[item_id] = (m, None)
-            elif item_id in blocks:
-                b = blocks[item_id]
-                if b["project_id"] == ctx.project_id and not filters.by_memory_fields() and _in_time(b, filters):
-                    judged[item_id] = (None, b)
-
-    def visible(self, cands: dict[str, Candidate]) -> dict[str, Candidate]:
-        """The visible ones among `cands`, in their order."""
-        self.judge(list(cands))
-        judged = self.judged
-        visible: dict[str, Candidate] = {}
-        for item_id, c in cands.items():
-            got = judged[item_id]
-            if got is None:
+def _visible(engine: Engine, ctx: Context, cands: dict[str, Candidate], filters: Filter, *,
+             include_docs: bool, include_cold: bool) -> dict[str, Candidate]:
+    """The candidates `ctx` may see that pass `filters`. Filtered on a few columns only (full `Memory` objects
+    only when the filter reads more: kind, tags, author, source); full ones are built for the returned cards."""
+    store = engine.store
+    memories: dict[str, Light | Memory] = {
+        i: Light(r) for i, r in store.visibility_rows([i for i in cands if not i.startswith("blk-")]).items()}
+    blocks = store.get_blocks([i for i in cands if i.startswith("blk-")] if include_docs else [])
+    visible: dict[str, Candidate] = {}
+    if filters.needs_full_rows():
+        memories = dict(store.get_memories(list(memories)))
+    any_status, all_branches = bool(filters.status), bool(filters.branch)
+    plain = filters.is_empty()  # `matches` keeps everything
+    for item_id, c in cands.items():
+        if item_id in memories:
+            m = memories[item_id]
+            if not memory_visible(m, ctx, include_cold=include_cold, any_status=any_status,
+                                  all_branches=all_branches) or not (plain or matches(m, filters)):
                 continue
-            m, b = got
-            if m is not None:
-                c.memory, c.scope = m, m.scope
-            else:
-                c.block, c.scope = b, "project"
+            c.memory, c.scope = m, m.scope
             visible[item_id] = c
-        return visible
+        elif item_id in blocks:
+            b = blocks[item_id]
+            if b["project_id"] != ctx.project_id or filters.by_memory_fields() or not _in_time(b, filters):
+                continue
+            c.block, c.scope = b, "project"
+            visible[item_id] = c
+    return visible
 
 
 def _in_time(block: Any, filters: Filter) -> bool:
