@@ -99,7 +99,7 @@ def test_team_warnings_as_before(real_engine, ctx, monkeypatch):
      "deprecated_reason": "old", "superseded_by": "mem-2"},
 ])
 def test_from_row_builds_what_the_constructor_builds(real_engine, fields):
-    """`Memory.from_row` fills the instance directly when the row has every field: equal to `Memory(**...)`, frozen,
+    """`Memory.from_row` (its quicker reading of a row) builds what the constructor builds: equal, frozen,
     from a `sqlite3.Row` or a mapping; JSON columns parsed whatever they hold."""
     m = Memory(id="mem-1", text="t", type="project", kind="fact", scope="project", project_id="p", project_name="p",
                branch="main", importance=0.5, confirmations=1, created_at=1.0, updated_at=2.0, last_accessed=3.0,

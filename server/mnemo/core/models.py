@@ -166,19 +166,11 @@ class Memory:
                 d[key] = json.loads(v)
         d["deprecated"] = bool(d["deprecated"])
         names = _FIELDS.get(cls)
-        if names is None:
+        if names is None:  # once per class: `dataclasses.fields` cost ~5 us a row (issue 22, fifth pass)
             names = _FIELDS[cls] = frozenset(f.name for f in dataclasses.fields(cls))
-        if names <= d.keys() and cls.__init__ is _MEMORY_INIT:
-            # Every field in the row: the instance is filled as `__init__` would fill it (it sets each field and
-            # nothing else; `object.__setattr__` per field of a frozen class made it 4x the rest), ~5 us a row
-            # instead of ~20 (recall builds its cards from these rows; issue 22, fifth pass)
-            m = object.__new__(cls)
-            m.__dict__.update({k: v for k, v in d.items() if k in names})
-            return m
+        # through `__init__`: an instance filled through its `__dict__` instead (4x quicker) holds a dict of its own,
+        # ~1 kB more than `__init__`'s inline values: +8-17 MB in a 10k-note owner (docs/benchmarks.md, fifth pass)
         return cls(**{k: v for k, v in d.items() if k in names})
-
-
-_MEMORY_INIT = Memory.__init__
 
 
 CARD_FIELDS = (
