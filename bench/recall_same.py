@@ -4,11 +4,13 @@ A store of N synthetic notes is filled (as `bench/recall_latency.py` fills it) a
 first tree; then 20 more notes are added to it behind the owner's back (fixed ids, so ties break alike in every
 copy), so the persisted read side lags 20 changes: that tail is scored from SQLite at every query. The store is
 copied once per tree and each copy served by an owner started from that tree (`PYTHONPATH=<tree>`) through the real
-client. Every tree answers the latency bench's queries at limits 5 and 10 in the hybrid and project scopes; an
-answer is its cards in order (item id, score, confidence). Any difference is printed and the exit code is 1. Speed
-changes must leave every answer as it was (issue 22, fourth pass):
+client. Every tree answers the latency bench's queries at limits 5 and 10 in the hybrid and project scopes, and
+(issue 22, fifth pass) with a filter on full rows (kind and tag: half of the 20 notes are tagged decisions), one on
+the visibility columns (type) and a floor of the call's own; an answer is its cards in order (item id, score,
+confidence; with `--full` every field of every card), its warnings and how many hits the floor hid. Any difference
+is printed and the exit code is 1. Speed changes must leave every answer as it was (issue 22, fourth pass):
 
-    python bench/recall_same.py --trees old=/tmp/old/server,new=server --sizes 1000,10000
+    python bench/recall_same.py --trees old=/tmp/old/server,new=server --sizes 1000,10000 [--full]
 """
 
 from __future__ import annotations
@@ -36,16 +38,27 @@ def queries(n: int) -> list[str]:
             f"{rng.choice(rl.OBJECTS)}?" for _ in range(n)]
 
 
-def answers(svc, ctx, qs: list[str]) -> list:
+# the calls each query is asked with: the latency bench's, then a filter that reads full rows (`kind`, `tags`), one
+# on the visibility columns (`types`), and a floor of the call's own
+CALLS = ({"limit": 5, "scope": "hybrid"}, {"limit": 10, "scope": "hybrid"}, {"limit": 5, "scope": "project"},
+         {"limit": 5, "scope": "hybrid", "kind": "decision", "tags": ["payments"]},
+         {"limit": 5, "scope": "hybrid", "types": ["project"]},
+         {"limit": 5, "scope": "hybrid", "min_confidence": 0.3})
+
+
+def answers(svc, ctx, qs: list[str], full: bool = False) -> list:
+    """Per query and call: the cards in order (item id, score, confidence; with `full`, every field of each card),
+    the warnings and how many hits the floor hid."""
     out = []
     for q in qs:
-        for limit, scope in ((5, "hybrid"), (10, "hybrid"), (5, "project")):
-            res = svc.recall(ctx.to_dict(), q, limit=limit, scope=scope)
-            out.append([q, limit, scope, [[c["item_id"], c["score"], c["confidence"]] for c in res["cards"]]])
+        for call in CALLS:
+            res = svc.recall(ctx.to_dict(), q, **call)
+            cards = res["cards"] if full else [[c["item_id"], c["score"], c["confidence"]] for c in res["cards"]]
+            out.append([q, call, cards, res["warnings"], res["hidden_low_confidence"]])
     return out
 
 
-def worker(home: Path, n_queries: int) -> None:
+def worker(home: Path, n_queries: int, full: bool) -> None:
     """In a tree's process: serve `home` with this tree's owner and print its answers as JSON."""
     from mnemo.core.models import Context
     from mnemo.daemon.client import DaemonService
@@ -55,7 +68,7 @@ def worker(home: Path, n_queries: int) -> None:
     svc.connect()
     rl._wait_indexed(svc, ctx)
     tail = svc.stats(ctx.to_dict())["index"]
-    out = {"answers": answers(svc, ctx, queries(n_queries)), "index": tail}
+    out = {"answers": answers(svc, ctx, queries(n_queries), full), "index": tail}
     svc.shutdown()
     rl._wait_stopped(home)
     print(json.dumps(out))
@@ -74,10 +87,13 @@ def add_behind(home: Path, embedder, ctx) -> None:
     now = time.time()
     with store.write() as c:
         for i, text in enumerate(WRITES):
-            m = Memory(id=f"mem-same-check-{i:02d}", text=text, type="project", kind="fact", scope="project",
-                       project_id=ctx.project_id, project_name=ctx.project_name, branch=ctx.branch, importance=0.5,
-                       confirmations=1, created_at=now, updated_at=now, last_accessed=now, access_count=0,
-                       content_hash=content_hash(text), source="import", author="bench")
+            # every other one a tagged decision with provenance: the filters below and the cards' JSON fields
+            m = Memory(id=f"mem-same-check-{i:02d}", text=text, type="project", kind="decision" if i % 2 else "fact",
+                       scope="project", project_id=ctx.project_id, project_name=ctx.project_name, branch=ctx.branch,
+                       importance=0.5, confirmations=1, created_at=now, updated_at=now, last_accessed=now,
+                       access_count=0, content_hash=content_hash(text), source="import", author="bench",
+                       tags=["payments", f"t{i}"] if i % 2 else [],
+                       provenance={"imported_from": "bench"} if i % 2 else {})
             store.insert_memory(c, m, vecs[i], embedder.model_id)
     store.close()
 
@@ -87,10 +103,11 @@ def main() -> int:
     ap.add_argument("--trees", required=True, help="name=path of the tree's `server` directory, comma-separated")
     ap.add_argument("--sizes", default="1000,10000")
     ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--full", action="store_true", help="compare every field of every card, not only the ranking")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(Path(args.worker), args.queries)
+        worker(Path(args.worker), args.queries, args.full)
         return 0
     from mnemo.core.embedding.embedder import get_embedder
     from mnemo.core.models import Context
@@ -118,7 +135,8 @@ def main() -> int:
             shutil.copytree(base / "store", home)
             env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve()), "MNEMO_HOME": str(home)}
             proc = subprocess.run([sys.executable, __file__, "--worker", str(home), "--queries", str(args.queries),
-                                   "--trees", args.trees], env=env, capture_output=True, text=True, check=False)
+                                   "--trees", args.trees, *(["--full"] if args.full else [])], env=env,
+                                  capture_output=True, text=True, check=False)
             if proc.returncode:
                 print(proc.stderr, file=sys.stderr)
                 return 2
@@ -128,10 +146,11 @@ def main() -> int:
         for name in names[1:]:
             b = got[name]["answers"]
             diff = [(x, y) for x, y in zip(a, b, strict=True) if x != y]
+            shown = [sum(len(x[2]) for x in a if x[1] == call) for call in CALLS]
             print(f"{n} notes (+{len(WRITES)} behind the index): {len(a) - len(diff)} / {len(a)} answers identical "
-                  f"({names[0]} vs {name}); index: {got[name]['index']}")
+                  f"({names[0]} vs {name}); cards per call {shown}; index: {got[name]['index']}")
             for x, y in diff[:5]:
-                print(f"  {x[0]!r} limit {x[1]} {x[2]}:\n    {names[0]}: {x[3]}\n    {name}: {y[3]}")
+                print(f"  {x[0]!r} {x[1]}:\n    {names[0]}: {x[2:]}\n    {name}: {y[2:]}")
             failed = failed or bool(diff)
         shutil.rmtree(base, ignore_errors=True)
     return 1 if failed else 0

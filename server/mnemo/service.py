@@ -161,9 +161,11 @@ class LocalService:
         filt = make_filter(kind=kind, branch=branch, tags=tags, since=since, until=until, author=author,
                            source=source, status=status)
         c = _ctx(ctx)
+        trace.current().mark("s.args")
         res = recall(self.engine, c, query, scope=scope, limit=limit, types=types, include_docs=include_docs,
                      include_cold=include_cold, min_confidence=min_confidence, filters=filt)
         self._fresh(c, res.get("cards") or [])
+        trace.current().mark("s.fresh")
         return res
 
     def _fresh(self, c: Context, cards: list[api.records.Card]) -> None:

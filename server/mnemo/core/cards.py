@@ -19,9 +19,18 @@ def confidence_state(conf: float) -> str:
     return "high" if conf >= CONF_HIGH else "medium" if conf >= CONF_MEDIUM else "low"
 
 
+_HEADING = re.compile(r"^#+\s*")
+_BULLET = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+(.+)$", re.M)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
 def summarize(text: str, limit: int = SUMMARY_CHARS) -> str:
-    flat = " ".join(text.split())
-    flat = re.sub(r"^#+\s*", "", flat)
+    return _shortened(_HEADING.sub("", " ".join(text.split())), limit)
+
+
+def _shortened(flat: str, limit: int) -> str:
+    """`flat` (one line, no leading heading marks) within `limit` characters: at a sentence end when one falls in
+    its second half, else at a word."""
     if len(flat) <= limit:
         return flat
     cut = flat[:limit]
@@ -31,15 +40,21 @@ def summarize(text: str, limit: int = SUMMARY_CHARS) -> str:
     return cut.rsplit(" ", 1)[0] + " …"
 
 
-def key_points(text: str, limit: int = 3) -> list[str]:
-    bullets = [m.group(1).strip() for m in re.finditer(r"^\s*(?:[-*+]|\d+\.)\s+(.+)$", text, re.M)]
+def key_points(text: str, limit: int = 3, *, joined: str | None = None) -> list[str]:
+    """Up to `limit` bullets of `text`, else its sentences after the first (`joined`: `text`'s words joined by
+    single spaces, when the caller has it)."""
+    bullets = [m.group(1).strip() for m in _BULLET.finditer(text)]
     if bullets:
         return [summarize(b, 120) for b in bullets[:limit]]
-    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+", " ".join(text.split())) if s.strip()]
+    if joined is None:
+        joined = " ".join(text.split())
+    sentences = [s.strip() for s in _SENTENCE_END.split(joined) if s.strip()]
     return [summarize(s, 120) for s in sentences[1: 1 + limit]] if len(sentences) > 1 else []
 
 
 def memory_card(m: Memory, score: float, conf: float) -> Card:
+    joined = " ".join(m.text.split())  # the text's words, flattened once for the title, summary and key points
+    flat = _HEADING.sub("", joined)
     return {
         "scope": m.scope,
         "project_id": m.project_id,
@@ -48,14 +63,14 @@ def memory_card(m: Memory, score: float, conf: float) -> Card:
         "item_id": m.id,
         "block_id": None,
         "source_path": (m.anchors[0].get("path") if m.anchors else None),
-        "title": summarize(m.text, 72),
+        "title": _shortened(flat, 72),
         "heading_path": [],
         "updated_at": m.updated_at,
         "score": round(score, 4),
         "confidence": round(conf, 4),
         "confidence_state": confidence_state(conf),
-        "compressed_summary": summarize(m.text),
-        "key_points": key_points(m.text),
+        "compressed_summary": _shortened(flat, SUMMARY_CHARS),
+        "key_points": key_points(m.text, joined=joined),
         "can_hydrate": True,
         # extras beyond the contract: what an editor or agent needs to show provenance
         "type": m.type,

@@ -114,6 +114,9 @@ class Context:
         return tuple(out)
 
 
+_FIELDS: dict[type, frozenset[str]] = {}  # the field names of `Memory` (and of any subclass), for `from_row`
+
+
 @dataclass(frozen=True)
 class Memory:
     id: str
@@ -149,11 +152,25 @@ class Memory:
 
     @classmethod
     def from_row(cls, row: Any) -> Memory:
-        d = dict(row)
+        """The memory of a `memories` row (a `sqlite3.Row`, or a mapping of its columns)."""
+        # a `sqlite3.Row` (no mapping: it iterates its values) by zip, ~3x quicker than dict(row)
+        d = dict(row) if isinstance(row, Mapping) else dict(zip(row.keys(), row, strict=True))
         for key in ("provenance", "anchors", "tags", "flags"):
-            d[key] = json.loads(d[key]) if d.get(key) else ({} if key == "provenance" else [])
+            v = d.get(key)
+            if not v:
+                d[key] = {} if key == "provenance" else []
+            elif v == "[]":  # what most rows hold: no parse
+                d[key] = []
+            elif v == "{}":
+                d[key] = {}
+            else:
+                d[key] = json.loads(v)
         d["deprecated"] = bool(d["deprecated"])
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = _FIELDS.get(cls)
+        if names is None:  # once per class: `dataclasses.fields` cost ~5 us a row (issue 22, fifth pass)
+            names = _FIELDS[cls] = frozenset(f.name for f in dataclasses.fields(cls))
+        # through `__init__`: an instance filled through its `__dict__` instead (4x quicker) holds a dict of its own,
+        # ~1 kB more than `__init__`'s inline values: +8-17 MB in a 10k-note owner (docs/benchmarks.md, fifth pass)
         return cls(**{k: v for k, v in d.items() if k in names})
 
 

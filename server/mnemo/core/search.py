@@ -70,7 +70,7 @@ def scope_parts(ctx: Context, scope: str) -> list[str]:
 
 
 # -- candidates ------------------------------------------------------------------------------------------------
-@dataclass
+@dataclass(slots=True)  # ~80 made per recall
 class Candidate:
     item_id: str
     cosine: float | None = None

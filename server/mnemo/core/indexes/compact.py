@@ -65,7 +65,7 @@ class CompactScan:
         step = (hi - lo) / 255.0
         if step == 0.0:
             return np.zeros(self.n, dtype=np.float32), SLACK
-        zero = int(np.clip(np.round(-lo / step), 0, 255))
+        zero = min(255, max(0, round(-lo / step)))  # half to even, as np.round: the same point, no numpy scalars
         qq = np.clip(np.round(q / step) + zero, 0, 255)
         q_err = float(np.abs(q - (qq - zero) * step).max())
         y = self._session.run(None, {"q": qq.astype(np.uint8)[None, :], "z": np.array(zero, dtype=np.uint8)})[0][0]
