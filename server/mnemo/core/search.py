@@ -125,14 +125,16 @@ class DenseHits:
     exact: bool = True  # every score is an exact float32 product (False: chroma's ANN distances among them)
 
 
-def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequence[str] | None = None) -> DenseHits:
+def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequence[str] | None = None,
+                 unchanged: bool = False) -> DenseHits:
     """Cosines of `qvec` in the given partitions: with `ids`, exactly, for those items only; otherwise the top `k`
     of each partition, plus every item changed after what the answering index reflects (scored exactly from
     SQLite, so nothing acknowledged is ever unfindable). The answering index: the persisted vector file
     (core/indexes/vector_file.py, exact) when its partitions hold no more than `ann_min_rows` rows (at least
     `EXACT_ROWS`) or while the ANN index is not ready; else chroma's ANN index. When chroma fails it is marked
     broken and rebuilt in the background; without either, the stored vectors are scanned. Store errors
-    propagate."""
+    propagate. `unchanged`: the caller reads only the `k` best besides document blocks (a write's neighbour check:
+    `VectorFile.search`)."""
     store = engine.store
     if ids is not None:
         if not ids:
@@ -155,7 +157,7 @@ def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequen
             engine.schedule_index_repair()
         else:
             return DenseHits(_with_tail(engine, parts, qvec, scores, store.changes_after(seq)), True, exact=False)
-    found = vf.search(parts, qvec, k)
+    found = vf.search(parts, qvec, k, unchanged=unchanged)
     if found is not None:
         return DenseHits(_with_tail(engine, parts, qvec, *found), True)
     return DenseHits(dict(exact_scores(store, parts, qvec, model_id=engine.model_id)), False)
@@ -175,7 +177,7 @@ def nearest_memories(engine: Engine, ctx: Context, vec, k: int = 10,
     the `k` kept are loaded whole (with `min_sim`: only those of them at or above that cosine, the ones the caller
     compares); the ANN index's cosines (not the exact scans') are recomputed exactly."""
     parts = scope_parts(ctx, "hybrid")
-    hits = dense_search(engine, parts, vec, max(20, k * 4))
+    hits = dense_search(engine, parts, vec, max(20, k * 4), unchanged=True)  # `nearest_from_scores` reads k * 4
     if hits.exact:
         return nearest_from_scores(engine, ctx, hits.scores, k, min_sim)
     ids = [i for i, _ in sorted(hits.scores.items(), key=lambda kv: -kv[1]) if not i.startswith("blk-")][: k * 4]

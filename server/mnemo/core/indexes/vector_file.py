@@ -273,14 +273,17 @@ class VectorFile:
         m = self.matrix()
         return m is not None and all(b - a <= rows for a, b in (m.parts.get(p, (0, 0)) for p in parts))
 
-    def search(self, parts: Sequence[str], qvec, k: int) -> tuple[dict[str, float], list] | None:
+    def search(self, parts: Sequence[str], qvec, k: int, *, unchanged: bool = False) -> tuple[dict[str, float],
+                                                                                               list] | None:
         """Exact top-`k` cosines per partition from the file, without the items changed after it, and those
         changes (the change-log rows after the file: the caller scores them from SQLite); None when there is no
-        usable file or the query has another dimension."""
+        usable file or the query has another dimension. Per partition the answer holds the file's best
+        `k + changes` rows less the changed ones; with `unchanged` (a write's neighbour check, which reads only the
+        `k` best besides document blocks) it may hold only the `k` best unchanged rows (`_Matrix.search`)."""
         m = self.matrix()
         if m is None:
             return None
-        return m.search(parts, qvec, k, self.store)
+        return m.search(parts, qvec, k, self.store, unchanged=unchanged)
 
     def tail_scores(self, parts: Sequence[str], qvec, tail: Sequence) -> dict[str, float]:
         """Exact cosines of the items the change-log rows `tail` wrote (`op` upsert), in `parts`, this model's
@@ -405,7 +408,8 @@ class _Matrix:
             except (OSError, ValueError, AttributeError):
                 pass
 
-    def search(self, parts: Sequence[str], qvec, k: int, store: Store) -> tuple[dict[str, float], list] | None:
+    def search(self, parts: Sequence[str], qvec, k: int, store: Store,
+               unchanged: bool = False) -> tuple[dict[str, float], list] | None:
         np = self._np
         q = np.asarray(qvec, dtype=np.float32)
         if self.count and q.shape[0] != self.dim:
@@ -419,6 +423,11 @@ class _Matrix:
                 continue
             want = min(b - a, k + len(changed))
             scan = self.compact.get(part)
+            if unchanged and scan is not None and changed and want < b - a:
+                best = self._best_unchanged(part, scan, q, k, changed)
+                if best is not None:
+                    out.update(best)
+                    continue
             if scan is not None and want < b - a:
                 # the compact scan's candidates (a superset of the float32 top `want`), re-scored in float32
                 rows = scan.candidates(q, want)
@@ -438,6 +447,39 @@ class _Matrix:
                     out[item_id] = float(sim)
         return out, tail
 
+
+    def _best_unchanged(self, part: str, scan, q, k: int, changed: set[str]) -> dict[str, float] | None:
+        """The `k` best rows of a partition that did not change after the file, exactly (`search(unchanged=True)`):
+        the changed rows are left out of the compact scan's scores before its candidates are taken, so `k`
+        candidates' worth are re-scored in float32, not `k` + every change (at 100k up to 2,000 changes past the
+        file, each re-read with pread at every write: its cost grew with the store). What the caller reads of the
+        answer is what it reads of `search`'s: per partition the unchanged rows among the file's `k + changes` best,
+        of them the `k` best besides document blocks; the `k` best unchanged rows are those unless a document block
+        is among them (then that window is taken as `search` takes it: None). None too before the indexer has
+        mapped ids to rows."""
+        np = self._np
+        rows_of = self._rows
+        if rows_of is None:
+            return None
+        a, b = self.parts[part]
+        approx, bound = scan.approx(q)
+        masked = [r - a for i in changed if (r := rows_of.get(i)) is not None and a <= r < b]
+        n = b - a
+        if n - len(masked) <= k:
+            return None
+        approx[masked] = -np.inf
+        kth = float(np.partition(approx, n - k)[n - k])
+        rows = np.flatnonzero(approx >= kth - 2 * bound)
+        # einsum like the float32 scan: the same cosines to the last bit, whichever path answers
+        sims = np.einsum("ij,j->i", self._rows_of(part, rows + a), q)
+        top = np.argpartition(-sims, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
+        out: dict[str, float] = {}
+        for i in top.tolist():
+            item_id = self.ids[a + int(rows[i])]
+            if item_id.startswith("blk-"):
+                return None
+            out[item_id] = float(sims[i])
+        return out
 
     def scores_for(self, parts: Sequence[str], qvec, ids: Sequence[str], store: Store) -> tuple[dict[str, float],
                                                                                            list[str]]:
