@@ -48,9 +48,36 @@ def test_model_bytes_are_a_valid_onnx_model_and_score_exactly(tmp_path):
     scan = compact.build(lambda a, b: rows[a:b], 0, len(rows), 4, chunk=700)
     q8, s = compact.quantize(rows)
     assert np.array_equal(scan._weights, q8.T) and np.array_equal(scan.scales, s)
-    qq = np.array([[7, 0, 255, 130]], dtype=np.uint8)
-    y = scan._session.run(None, {"q": qq, "z": np.array(128, dtype=np.uint8)})[0][0]
-    assert np.array_equal(y, ((qq.astype(np.int64) - 128) @ q8.T.astype(np.int64))[0])
+    top = scan.levels  # the query bytes this CPU's kernel multiplies exactly (`query_levels`)
+    qq = np.array([[7, 0, top, 130 * top // 255]], dtype=np.uint8)
+    zero = np.array(128 * top // 255, dtype=np.uint8)
+    y = scan._session.run(None, {"q": qq, "z": zero})[0][0]
+    assert np.array_equal(y, ((qq.astype(np.int64) - int(zero)) @ q8.T.astype(np.int64))[0])
+
+
+def test_the_query_is_quantized_to_levels_the_kernel_multiplies_exactly():
+    """On a CPU whose integer kernel saturates pairs of products (AVX2 without VNNI: `vpmaddubsw`), a query byte of
+    255 against two weights of 127 is clipped; the probe sees that and the query gets 127 levels, which no pair can
+    overflow. Either way the chosen levels are exact on the worst case, and a query quantized at them scores every
+    row exactly on rows built to saturate (every weight +/-127)."""
+    dim = 384
+    levels = compact.query_levels(dim)
+    assert levels in (255, 127)
+    assert compact.exact_at(levels, dim)
+    assert compact.exact_at(255, dim) == (levels == 255)  # 127 only where 255 is not exact
+    rng = np.random.default_rng(5)
+    rows = np.where(rng.random((3000, dim)) < 0.5, 1.0, -1.0).astype(np.float32)  # int8 rows of +/-127
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    scan = compact.build(lambda a, b: rows[a:b], 0, len(rows), dim)
+    assert scan.levels == levels
+    for _ in range(5):
+        q = np.abs(rng.normal(size=dim)).astype(np.float32)  # every byte of the query high: the saturating case
+        q /= np.linalg.norm(q)
+        scores, bound = scan.approx(q)
+        assert np.abs(scores - rows @ q).max() <= bound
+        top = scan.candidates(q, 10)
+        want = np.argsort(-(rows @ q), kind="stable")[:10]
+        assert set(want.tolist()) <= set(top.tolist())
 
 
 def test_top_k_equals_the_float32_exact_scan_on_real_vectors(locomo):

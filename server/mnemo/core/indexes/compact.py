@@ -12,10 +12,20 @@ it on real MiniLM vectors). Typically a few hundred rows are re-scored.
 onnxruntime is the embedder's runtime, loaded in the owner anyway. The model (one `MatMulInteger` node with the
 weights as an initializer) is written here as protobuf bytes: importing the `onnx` package to build it costs ~1.5 s
 of CPU (ml_dtypes), more than everything else this does. The test checks the bytes with `onnx.checker`.
+
+The product must be exact for the bound to hold. On a CPU with AVX2 but without VNNI, onnxruntime multiplies uint8 by
+int8 with `vpmaddubsw`, which adds each pair of products into a saturating int16: a query byte of 255 against two
+weights of 127 (64,770) is clipped to 32,767, and the score is off by far more than the bound (seen on an AMD EPYC
+without VNNI: a row's product -9,412 instead of -10,979). So once per process and dimension a probe asks the kernel
+the worst pair of all (every weight +/-127, every query byte at the top) and the query is quantized to 255 levels
+only where that comes back exact, else to 127 (then no pair can pass 2 * 127 * 127 = 32,258: exact on either
+kernel, at twice the query's rounding step, so a few more candidates re-scored). A kernel that is wrong even then
+fails the build, and the partition is scanned in float32 (`VectorFile.ensure_compact`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import TYPE_CHECKING
 
@@ -41,7 +51,6 @@ class CompactScan:
         initializer) and prepacked by it once; `scales`: float32 per row (row ~= scale * int8 row); `max_l1`: the
         largest L1 norm of a dequantized row (it bounds what the query's quantization can move a score)."""
         import numpy as np
-        import onnxruntime as ort
 
         dim, n = weights_t.shape
         self.start, self.n, self.dim = start, n, dim
@@ -49,24 +58,20 @@ class CompactScan:
         self.max_scale = float(self.scales.max()) if n else 0.0
         self.max_l1 = float(max_l1)
         self._weights = np.ascontiguousarray(weights_t, dtype=np.int8)  # must outlive the session
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = 1
-        so.inter_op_num_threads = 1
-        so.log_severity_level = 3
-        self._value = ort.OrtValue.ortvalue_from_numpy(self._weights)
-        so.add_external_initializers(["W"], [self._value])
-        self._session = ort.InferenceSession(matmul_integer_model(dim, n), so, providers=["CPUExecutionProvider"])
+        self._session, self._value = _session_over(self._weights)
+        self.levels = query_levels(dim)  # the query's top byte: 255 where the kernel's product is exact, else 127
 
     def approx(self, q: np.ndarray) -> tuple[np.ndarray, float]:
         """(approximate cosines of every row, the bound on their error) for the float32 query `q`."""
         import numpy as np
 
+        levels = self.levels
         lo, hi = min(0.0, float(q.min())), max(0.0, float(q.max()))
-        step = (hi - lo) / 255.0
+        step = (hi - lo) / levels
         if step == 0.0:
             return np.zeros(self.n, dtype=np.float32), SLACK
-        zero = min(255, max(0, round(-lo / step)))  # half to even, as np.round: the same point, no numpy scalars
-        qq = np.clip(np.round(q / step) + zero, 0, 255)
+        zero = min(levels, max(0, round(-lo / step)))  # half to even, as np.round: the same point, no numpy scalars
+        qq = np.clip(np.round(q / step) + zero, 0, levels)
         q_err = float(np.abs(q - (qq - zero) * step).max())
         y = self._session.run(None, {"q": qq.astype(np.uint8)[None, :], "z": np.array(zero, dtype=np.uint8)})[0][0]
         scores = y.astype(np.float32) * (self.scales * np.float32(step))
@@ -86,6 +91,49 @@ class CompactScan:
             return np.arange(self.n)
         kth = float(np.partition(scores, self.n - want)[self.n - want])
         return np.flatnonzero(scores >= kth - 2 * bound)
+
+
+def _session_over(weights_t: np.ndarray):
+    """An onnxruntime session of `matmul_integer_model` over the int8 `weights_t` (dim x n), as `CompactScan` makes it."""
+    import onnxruntime as ort
+
+    dim, n = weights_t.shape
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 3
+    value = ort.OrtValue.ortvalue_from_numpy(weights_t)
+    so.add_external_initializers(["W"], [value])
+    return ort.InferenceSession(matmul_integer_model(dim, n), so, providers=["CPUExecutionProvider"]), value
+
+
+def exact_at(levels: int, dim: int) -> bool:
+    """Whether onnxruntime's integer product is exact for query bytes up to `levels` on this CPU: the worst case of
+    every pair of products (all weights +127 in one column, -127 in the next; every query byte `levels`; the zero
+    point 0 and halfway), against the exact sums. A kernel that saturates pairs of products (AVX2 without VNNI) fails at 255."""
+    import numpy as np
+
+    weights_t = np.empty((dim, 16), dtype=np.int8)
+    weights_t[:, 0::2], weights_t[:, 1::2] = 127, -127
+    session, _value = _session_over(weights_t)  # `_value` holds the weights while the session runs
+    q = np.full((1, dim), levels, dtype=np.uint8)
+    for zero in (0, levels // 2):  # the zero point too: a query's is anywhere in 0..levels
+        y = session.run(None, {"q": q, "z": np.array(zero, dtype=np.uint8)})[0][0]
+        if not np.array_equal(y.astype(np.int64), ((q.astype(np.int64) - zero) @ weights_t.astype(np.int64))[0]):
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=8)
+def query_levels(dim: int) -> int:
+    """The top byte of a quantized query (`CompactScan.approx`): 255 where the product is exact for every byte (VNNI,
+    AVX-512, ARM), else 127, which no saturating pair can overflow (module docstring). Probed once per process and
+    dimension; a kernel wrong at 127 too is refused (`build` fails: the partition is scanned in float32)."""
+    if exact_at(255, dim):
+        return 255
+    if exact_at(127, dim):
+        return 127
+    raise RuntimeError("onnxruntime's integer product is not exact on this CPU")
 
 
 def build(read_rows, start: int, n: int, dim: int, chunk: int = 1024) -> CompactScan:
@@ -181,4 +229,5 @@ def pread_rows(fd: int, data_at: int, dim: int, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-__all__ = ["MIN_ROWS", "TRIM_ROWS", "CompactScan", "build", "matmul_integer_model", "pread_rows", "quantize"]
+__all__ = ["MIN_ROWS", "TRIM_ROWS", "CompactScan", "build", "exact_at", "matmul_integer_model", "pread_rows", "quantize",
+           "query_levels"]
