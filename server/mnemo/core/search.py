@@ -156,7 +156,7 @@ def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequen
             index.mark_broken(exc)
             engine.schedule_index_repair()
         else:
-            return DenseHits(_with_tail(engine, parts, qvec, scores, store.changes_after(seq)), True, exact=False)
+            return DenseHits(_with_tail(engine, parts, qvec, scores, store.recent_changes(seq)), True, exact=False)
     found = vf.search(parts, qvec, k, unchanged=unchanged)
     if found is not None:
         return DenseHits(_with_tail(engine, parts, qvec, *found), True)

@@ -414,7 +414,7 @@ class _Matrix:
         q = np.asarray(qvec, dtype=np.float32)
         if self.count and q.shape[0] != self.dim:
             return None
-        tail = store.changes_after(self.seq)
+        tail = store.recent_changes(self.seq)
         changed = {c["item_id"] for c in tail}
         out: dict[str, float] = {}
         for part in parts:
@@ -491,7 +491,7 @@ class _Matrix:
         if rows is None:  # not on a caller's path: a 100k-entry dict is ~0.1 s of CPU (the indexer makes it)
             return {}, list(ids)
         spans = [self.parts[p] for p in parts if p in self.parts]
-        changed = {c["item_id"] for c in store.changes_after(self.seq)}
+        changed = {c["item_id"] for c in store.recent_changes(self.seq)}
         found: list[tuple[str, int]] = []
         rest: list[str] = []
         for item_id in ids:

@@ -1,0 +1,74 @@
+"""Issue 22, sixth pass: the change log past the vector file, read by every recall (twice) and every write's
+neighbour search, is read again only when something was committed since (`Store.recent_changes`). Every commit
+shows at once, from this connection or any other; nothing read inside a transaction is kept."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+import uuid
+
+import numpy as np
+
+from mnemo.core.models import Memory
+from mnemo.core.store import Store
+
+
+def _note(i: int) -> Memory:
+    now = time.time()
+    return Memory(id="mem-" + uuid.uuid4().hex[:20], text=f"note {i}", type="project", kind="fact", scope="project",
+                  project_id="p1", project_name="p1", branch="main", importance=0.5, confirmations=1, created_at=now,
+                  updated_at=now, last_accessed=now, access_count=0, content_hash=f"h{i}", source="user",
+                  author="test")
+
+
+def _add(store: Store, i: int) -> str:
+    m = _note(i)
+    with store.write() as c:
+        store.insert_memory(c, m, np.ones(4, dtype=np.float32) / 2, "test-model")
+    return m.id
+
+
+def _ids(rows) -> list[str]:
+    return [r["item_id"] for r in rows]
+
+
+def test_a_commit_on_this_connection_shows_at_once(tmp_path):
+    store = Store(tmp_path / "mnemo.db")
+    a = _add(store, 1)
+    assert _ids(store.recent_changes(0)) == [a]
+    assert store.recent_changes(0) is store.recent_changes(0)  # kept while nothing was committed
+    b = _add(store, 2)
+    assert _ids(store.recent_changes(0)) == [a, b] == _ids(store.changes_after(0))
+
+
+def test_a_commit_on_another_connection_shows_at_once(tmp_path):
+    store = Store(tmp_path / "mnemo.db")
+    a = _add(store, 1)
+    assert _ids(store.recent_changes(0)) == [a]
+    got: list[str] = []
+    t = threading.Thread(target=lambda: got.append(_add(store, 2)))  # another thread: its own connection
+    t.start()
+    t.join()
+    assert _ids(store.recent_changes(0)) == [a, got[0]]
+    # another process's commit too (a second connection to the file)
+    other = sqlite3.connect(tmp_path / "mnemo.db", isolation_level=None)
+    other.execute("INSERT INTO changes(item_id, part, op, at) VALUES('blk-x', 'p', 'delete', 0)")
+    other.close()
+    assert _ids(store.recent_changes(0))[-1] == "blk-x"
+
+
+def test_nothing_read_inside_a_transaction_is_kept(tmp_path):
+    store = Store(tmp_path / "mnemo.db")
+    a = _add(store, 1)
+    try:
+        with store.write() as c:
+            store.insert_memory(c, _note(2), np.ones(4, dtype=np.float32) / 2, "test-model")
+            inside = store.recent_changes(0)
+            assert len(inside) == 2  # this transaction's own change, uncommitted
+            raise RuntimeError("roll back")
+    except RuntimeError:
+        pass
+    assert _ids(store.recent_changes(0)) == [a]  # the rolled-back change is not served from a cache
+    assert _ids(store.recent_changes(1)) == []
