@@ -493,6 +493,33 @@ def test_the_kept_tail_vectors_follow_every_change(home, hash_embedder, ctx):
         engine.close()
 
 
+def test_the_same_tail_is_scored_from_the_matrix_made_for_it(home, hash_embedder, ctx, monkeypatch):
+    """While nothing is committed, `Store.recent_changes` hands back the same rows and the tail's vectors are not
+    gathered again: one product per query. A commit makes a new tail, scored as SQLite holds it."""
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    try:
+        vf, parts, seq = _tail_setup(engine, ctx)
+        store = engine.store
+        made: list[int] = []
+        real = vf._tail_matrix
+        monkeypatch.setattr(vf, "_tail_matrix", lambda *a: made.append(1) or real(*a))
+        vec = engine.embed_query("webhook signature deploy")
+        other = engine.embed_query("queue worker schema")
+        tail = store.recent_changes(seq)
+        first = vf.tail_scores(parts, vec, tail)
+        assert first == _truth(engine, parts, vec, tail) and len(made) == 1
+        assert store.recent_changes(seq) is tail
+        assert vf.tail_scores(parts, other, store.recent_changes(seq)) == _truth(engine, parts, other, tail)
+        assert len(made) == 1  # the same rows: the matrix made for them
+        write.remember(engine, ctx, "webhook signature deploy canary note 77", on_conflict="keep_both")
+        tail2 = store.recent_changes(seq)
+        assert tail2 is not tail and len(tail2) == len(tail) + 1
+        got = vf.tail_scores(parts, vec, tail2)
+        assert got == _truth(engine, parts, vec, tail2) and len(made) == 2
+    finally:
+        engine.close()
+
+
 def test_the_indexes_loaded_at_start_are_out_of_the_collectors_full_passes(home, hash_embedder, ctx):
     """The keyword postings (two arrays and a tuple per term: ~300k objects at 100k notes) were traversed by every
     full pass of the garbage collector, one every ~200 writes: ~1 ms per write at 100k, growing with the store. The

@@ -27,6 +27,7 @@ import threading
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from mnemo.core.indexes import compact
 from mnemo.core.store import Store
@@ -61,6 +62,9 @@ class VectorFile:
         # when read, its partition, model and vector (None: no vector then); see `tail_scores`
         self._tail: dict[str, tuple] = {}
         self._tail_lock = threading.Lock()
+        # the last tail scored outside a transaction: (its rows, the partitions, the model, its items, their
+        # vectors as one matrix); `Store.recent_changes` hands back the same rows while nothing was committed
+        self._tail_ready: tuple | None = None
 
     # -- open ------------------------------------------------------------------------------------------------
     def matrix(self) -> _Matrix | None:
@@ -294,12 +298,32 @@ class VectorFile:
         once (issue 22, fourth pass). Nothing read inside a transaction is kept (it may be rolled back)."""
         import numpy as np
 
+        q = np.asarray(qvec, dtype=np.float32)
+        ready = self._tail_ready
+        if ready is not None and ready[0] is tail and ready[1] == tuple(parts) and ready[2] == self.model_id:
+            keys, mat = ready[3], ready[4]  # the same rows as the last query's: nothing committed since
+            if not keys or mat.shape[1] != q.shape[0]:
+                return {}
+            return dict(zip(keys, (mat @ q).tolist(), strict=True))
+        keys, mat = self._tail_matrix(parts, tail)
+        if not self.store.in_transaction():
+            self._tail_ready = (tail, tuple(parts), self.model_id, keys, mat)
+        if not keys or mat.shape[1] != q.shape[0]:
+            return {}
+        return dict(zip(keys, (mat @ q).tolist(), strict=True))
+
+    def _tail_matrix(self, parts: Sequence[str], tail: Sequence) -> tuple[list[str], Any]:
+        """The items of `tail` that `tail_scores` scores (in `parts`, of this model) and their vectors, one row
+        each (an empty list and matrix when none, or when their dimensions differ)."""
+        import numpy as np
+
+        empty: tuple[list[str], Any] = ([], np.zeros((0, 0), dtype=np.float32))
         last: dict[str, tuple] = {}
         for c in tail:  # in `seq` order: the last change of each item wins
             last[c["item_id"]] = (int(c["seq"]), float(c["at"]))
         upserts = sorted({c["item_id"] for c in tail if c["op"] == "upsert"})
         if not upserts:
-            return {}
+            return empty
         with self._tail_lock:
             known = {i: e for i in upserts if (e := self._tail.get(i)) is not None and e[0] == last[i]}
         missing = [i for i in upserts if i not in known]
@@ -319,13 +343,11 @@ class VectorFile:
         wanted = set(parts)
         keys = [i for i in upserts if known[i][1] in wanted and known[i][2] == self.model_id]
         if not keys:
-            return {}
-        q = np.asarray(qvec, dtype=np.float32)
+            return empty
         vecs = [known[i][3] for i in keys]
-        if any(v.shape[0] != q.shape[0] for v in vecs):
-            return {}
-        sims = np.stack(vecs) @ q
-        return dict(zip(keys, sims.tolist(), strict=True))
+        if len({v.shape[0] for v in vecs}) != 1:
+            return empty
+        return keys, np.stack(vecs)
 
     def scores_for(self, parts: Sequence[str], qvec, ids: Sequence[str]) -> tuple[dict[str, float], list[str]]:
         """Exact cosines of the given items from the file (those in `parts` and unchanged since it was written),
@@ -348,6 +370,7 @@ class _Matrix:
         self.verified = False
         self.ids = ids
         self._rows: dict[str, int] | None = None  # id -> row, built on the first `scores_for`
+        self._changed_of: tuple[list, set[str]] | None = None  # `_changed`'s last answer
         self._np = np
         self.path = path
         self.data_at = int(header["data_at"])
@@ -372,6 +395,18 @@ class _Matrix:
                 os.close(fd)
             except OSError:
                 pass
+
+    def _changed(self, store: Store) -> tuple[list, set[str]]:
+        """The change-log rows after this file (`Store.recent_changes`) and the items they name, the set made once
+        per list of rows (the same list while nothing was committed; not kept inside a transaction). Read only."""
+        tail = store.recent_changes(self.seq)
+        kept = self._changed_of
+        if kept is not None and kept[0] is tail:
+            return tail, kept[1]
+        changed = {c["item_id"] for c in tail}
+        if not store.in_transaction():
+            self._changed_of = (tail, changed)
+        return tail, changed
 
     def index_rows(self) -> None:
         """The id -> row map `scores_for` reads (the indexer makes it after the checks; until then SQLite answers)."""
@@ -414,8 +449,7 @@ class _Matrix:
         q = np.asarray(qvec, dtype=np.float32)
         if self.count and q.shape[0] != self.dim:
             return None
-        tail = store.recent_changes(self.seq)
-        changed = {c["item_id"] for c in tail}
+        tail, changed = self._changed(store)
         out: dict[str, float] = {}
         for part in parts:
             a, b = self.parts.get(part, (0, 0))
@@ -491,7 +525,7 @@ class _Matrix:
         if rows is None:  # not on a caller's path: a 100k-entry dict is ~0.1 s of CPU (the indexer makes it)
             return {}, list(ids)
         spans = [self.parts[p] for p in parts if p in self.parts]
-        changed = {c["item_id"] for c in store.recent_changes(self.seq)}
+        _tail, changed = self._changed(store)
         found: list[tuple[str, int]] = []
         rest: list[str] = []
         for item_id in ids:
