@@ -1,5 +1,5 @@
 """Issue 22, sixth pass: the change log past the vector file, read by every recall (twice) and every write's
-neighbour search, is read again only when something was committed since (`Store.recent_changes`). Every commit
+neighbour search, is read again only when the log grew (`Store.recent_changes`). Every commit that logs a change
 shows at once, from this connection or any other; nothing read inside a transaction is kept."""
 
 from __future__ import annotations
@@ -72,3 +72,16 @@ def test_nothing_read_inside_a_transaction_is_kept(tmp_path):
         pass
     assert _ids(store.recent_changes(0)) == [a]  # the rolled-back change is not served from a cache
     assert _ids(store.recent_changes(1)) == []
+
+
+def test_a_write_that_logs_no_change_keeps_the_rows_read(tmp_path):
+    """The indexer's access counts (a recall's hits, written about once a second) change no vector and log no
+    change: the rows past the file are not read again for them."""
+    store = Store(tmp_path / "mnemo.db")
+    a = _add(store, 1)
+    rows = store.recent_changes(0)
+    with store.write() as c:
+        store.record_accesses(c, {a: time.time()})
+    assert store.recent_changes(0) is rows
+    b = _add(store, 2)
+    assert _ids(store.recent_changes(0)) == [a, b]

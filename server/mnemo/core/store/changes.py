@@ -25,18 +25,19 @@ class ChangeLog:
     def recent_changes(self, seq: int) -> list[sqlite3.Row]:
         """`changes_after(seq)` for the reads that ask it at every query (recall's dense search and its keyword-only
         hits' cosines, a write's neighbour search: up to 200 rows at 10k and 2,000 at 100k past the vector file),
-        read again only when something was committed since the last read: this connection's own changes
-        (`total_changes`) or another connection's (`PRAGMA data_version`, SQLite's own counter of them). Inside a
-        transaction (what it reads may not be committed) it is read every time and not kept. The rows are shared:
-        read them, do not change the list."""
+        read again only when the log grew since the last read. The log only grows (`seq` AUTOINCREMENT, written in
+        commit order, never deleted), so its largest committed `seq` (one lookup in its primary key) says whether
+        the rows after `seq` are still the ones read: other writes (the indexer's access counts, a setting) do not
+        make it read again. Inside a transaction (what it reads may not be committed) it is read every time and not
+        kept. The rows are shared: read them, do not change the list."""
         conn = self.conn()
         if conn.in_transaction:
             return self.changes_after(seq)
-        key = (id(conn), conn.total_changes, conn.execute("PRAGMA data_version").fetchone()[0], seq)
+        key = (seq, conn.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0])
         kept = getattr(self, "_recent", None)
         if kept is not None and kept[0] == key:
             return kept[1]
-        rows = self.changes_after(seq)
+        rows = self.changes_after(seq)  # read after the key: a commit in between only makes the next call read again
         self._recent = (key, rows)
         return rows
 
