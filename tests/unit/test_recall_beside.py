@@ -58,6 +58,33 @@ def test_the_settings_a_recall_reads_are_read_in_the_helper_thread(real_engine, 
     assert floors == [threading.current_thread().name]
 
 
+def test_a_busy_helper_thread_is_not_waited_for(real_engine, ctx, monkeypatch):
+    """Another request's work holds the helper thread (a write embedding its note there): the recall's keyword side
+    runs in the request's thread once the query is embedded, and the answer is the same."""
+    from mnemo.core.memory import recall as recall_mod
+
+    ids = [note(real_engine, ctx, n) for n in NOTES]
+    want = recall(real_engine, ctx, "idempotency keys for payments POST", include_docs=False)
+    sides: list[str] = []
+    real_side = recall_mod._keyword_side
+
+    def side(*a):
+        sides.append(threading.current_thread().name)
+        return real_side(*a)
+
+    monkeypatch.setattr(recall_mod, "_keyword_side", side)
+    release = threading.Event()
+    busy = real_engine.beside(release.wait, 10)
+    try:
+        got = recall(real_engine, ctx, "idempotency keys for payments POST", include_docs=False)
+    finally:
+        release.set()
+    busy.result(timeout=10)
+    assert sides == [threading.current_thread().name]
+    assert [c["item_id"] for c in got["cards"]] == [c["item_id"] for c in want["cards"]]
+    assert got["cards"][0]["item_id"] == ids[0]
+
+
 def test_visibility_and_filters_as_before(real_engine, ctx):
     """A keyword hit of another project, a deprecated one and one filtered out stay out; filters still apply."""
     from mnemo.core.memory import manage
