@@ -280,6 +280,36 @@ async def test_stale_anchor_review_and_resolve(lsp):
 
 
 @pytest.mark.asyncio
+async def test_a_stale_anchor_a_read_filed_before_the_save_still_reaches_the_client(lsp):
+    """The editor writes the file, then says it saved it; a hover (or a lens pass) in between reads the new file and
+    files the review item itself (anchors are checked on read). The check on save then files nothing new, and the
+    client must still be told its Review changed (it failed in a real VS Code under load: the Review view never
+    showed the stale anchor)."""
+    uri = open_doc(lsp, lsp.py)
+    mem = (await remember_on_post(lsp))["memory"]
+    lsp.text_document_did_change(t.DidChangeTextDocumentParams(
+        text_document=t.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[t.TextDocumentContentChangePartial(
+            range=t.Range(start=t.Position(line=KEY_LINE, character=14), end=t.Position(line=KEY_LINE, character=24)),
+            text="secrets.token_hex(8)")]))
+    lines = lsp.py.read_text().split("\n")
+    lines[KEY_LINE] = lines[KEY_LINE][:14] + "secrets.token_hex(8)" + lines[KEY_LINE][24:]
+    lsp.py.write_text("\n".join(lines))  # written by the editor, not yet announced
+    stale = await hover(lsp, uri, POST_LINE, POST_COL)  # the read files the review item
+    assert stale is not None and "code changed since this was written" in stale and mem["id"] in stale
+    assert (await request(lsp, "mnemo/reviewQueue", {"kind": "stale_anchor"}))["total"] == 1
+    lsp.changes.clear()
+    lsp.text_document_did_save(t.DidSaveTextDocumentParams(text_document=t.TextDocumentIdentifier(uri=uri)))
+    told = await wait_for(lambda: [c for c in lsp.changes if c["reason"] == "review"], 10, "Review changed")
+    assert mem["id"] in told[0]["ids"]
+    lsp.changes.clear()  # saved again, nothing changed: the client is not told again
+    lsp.text_document_did_save(t.DidSaveTextDocumentParams(text_document=t.TextDocumentIdentifier(uri=uri)))
+    checked = await command(lsp, "mnemo.checkAnchors", {"uri": uri})  # after the save's own check
+    assert checked["flagged"] == [] and [f["memory_id"] for f in checked["stale"]] == [mem["id"]]
+    assert not [c for c in lsp.changes if c["reason"] == "review"]
+
+
+@pytest.mark.asyncio
 async def test_lifecycle_and_sharing_commands(lsp, tmp_path):
     mem = (await command(lsp, "mnemo.remember", {"text": "retries use exponential backoff with jitter"}))["memory"]
     future = "2100-01-01T00:00:00+00:00"

@@ -54,6 +54,9 @@ class DocumentsFeature(LanguageFeature):
     def __init__(self, server: Server):
         super().__init__(server)
         self.states: dict[str, DocState] = {}
+        # per file: the stale anchors the last check on save found (memory id, symbol), to tell the client when
+        # they changed even if this check filed nothing itself (see `check_anchors`)
+        self._stale_seen: dict[str | None, frozenset[tuple[str, str]]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     async def owner_ready(self) -> None:
@@ -109,9 +112,17 @@ class DocumentsFeature(LanguageFeature):
             return {"path": rel, "checked": 0, "ok": 0, "flagged": [], "cleared": [],
                     "skipped": "not parsed (unknown language or larger than mnemo.maxParseBytes)"}
         res = await server.service("check_anchors", ctx, rel, [s.current() for s in syms])
-        if res.get("flagged") or res.get("cleared"):
-            ids = [f.get("memory_id") for f in [*res.get("flagged", []), *res.get("cleared", [])]]
-            server.memories_changed("review", [i for i in ids if i])
+        # A hover or a lens pass that read the saved file a moment before this check (the editor writes the file,
+        # then says so) may have filed the review item itself (`freshen`, on read): this check then files nothing
+        # new, and the client must still hear that its Review changed. So the client is told whenever the stale
+        # anchors of the file differ from what the last save's check found, as well as on anything filed or closed.
+        stale = frozenset((f.get("memory_id") or "", str((f.get("anchor") or {}).get("symbol") or ""))
+                          for f in res.get("stale", []))
+        if res.get("flagged") or res.get("cleared") or stale != self._stale_seen.get(rel, frozenset()):
+            ids = [f.get("memory_id") for f in [*res.get("flagged", []), *res.get("cleared", []),
+                                                 *res.get("stale", [])]]
+            server.memories_changed("review", list(dict.fromkeys(i for i in ids if i)))
+        self._stale_seen[rel] = stale
         return res
 
     async def did_close(self, params: t.DidCloseTextDocumentParams) -> None:
