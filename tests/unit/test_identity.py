@@ -70,3 +70,21 @@ def test_worktree_branch(git_repo, tmp_path):
     ctx = detect_context(wt)
     assert ctx.branch == "wt-branch"
     assert ctx.project_id == detect_context(git_repo).project_id  # same origin -> same project
+
+
+def test_visible_branches_are_worked_out_once_and_stay_out_of_the_fields():
+    """Recall asks a context for its visible branches once per candidate: kept after the first time, never part of
+    what the context is (equality, hashing, `to_dict`, `replace`)."""
+    import dataclasses
+    import pickle
+
+    from mnemo.core.models import Context
+
+    feat = Context(project_id="p", project_name="p", branch="feat", default_branch="main")
+    assert feat.visible_branches() == ("feat", "main") and feat.visible_branches() is feat.visible_branches()
+    same = Context(project_id="p", project_name="p", branch="feat", default_branch="main")
+    assert feat == same and hash(feat) == hash(same) and feat.to_dict() == same.to_dict()
+    assert "_visible_branches" not in feat.to_dict()
+    assert dataclasses.replace(feat, branch="main").visible_branches() == ("main",)
+    assert pickle.loads(pickle.dumps(feat)).visible_branches() == ("feat", "main")
+    assert Context(project_id="p", project_name="p").visible_branches() == ()

@@ -105,13 +105,20 @@ class Context:
         return cls(**{k: v for k, v in data.items() if k in names})
 
     def visible_branches(self) -> tuple[str, ...]:
-        """A feature branch sees its own memories plus the default branch's; the default branch only its own."""
+        """A feature branch sees its own memories plus the default branch's; the default branch only its own.
+        Worked out once per context (recall asks it for each of its ~80 candidates): kept beside the fields, not
+        one of them (equality, hashing and `to_dict` read only the fields)."""
+        kept = self.__dict__.get("_visible_branches")
+        if kept is not None:
+            return kept
         out = []
         if self.branch:
             out.append(self.branch)
         if self.default_branch and self.default_branch not in out:
             out.append(self.default_branch)
-        return tuple(out)
+        branches = tuple(out)
+        object.__setattr__(self, "_visible_branches", branches)  # a frozen dataclass: its own setter refuses
+        return branches
 
 
 _FIELDS: dict[type, frozenset[str]] = {}  # the field names of `Memory` (and of any subclass), for `from_row`
