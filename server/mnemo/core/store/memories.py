@@ -95,10 +95,10 @@ class MemoryTable:
     # -- writes ----------------------------------------------------------------------------------------------
     @staticmethod
     def _memory_values(mem: Memory, part: str) -> list[Any]:
-        d: dict[str, Any] = {**mem.to_dict(), "part": part}
+        d = mem.__dict__  # the values themselves (a frozen dataclass): each is written as SQL or as JSON text
         vals = []
         for col in MEMORY_COLUMNS:
-            v = d[col]
+            v = part if col == "part" else d[col]
             if col in JSON_COLUMNS:
                 v = json.dumps(v, sort_keys=True)
             elif col == "deprecated":
@@ -308,6 +308,16 @@ class MemoryTable:
     def same_content(self, content_hash: str, project_id: str) -> list[Memory]:
         """This project's memories holding exactly this text (content-hash dedup on write)."""
         return self.query_memories("content_hash=? AND project_id=? AND scope='project'", (content_hash, project_id))
+
+    def held_hashes(self, hashes: Iterable[str], project_id: str) -> set[str]:
+        """The hashes among `hashes` that a memory `same_content` finds holds: a `remember_batch` chunk looks its
+        notes' texts up at once and asks `same_content` only for these (and the texts the chunk itself writes)."""
+        out: set[str] = set()
+        for chunk in chunked(set(hashes)):
+            out |= {r[0] for r in self.conn().execute(
+                f"SELECT content_hash FROM memories WHERE content_hash IN ({marks(len(chunk))}) AND project_id=?"
+                " AND scope='project'", (*chunk, project_id))}
+        return out
 
     def learned_feedback(self, project_id: str, limit: int = 500) -> list[Memory]:
         """This project's corrections learned from prompts (kind `feedback`), active or pending, not superseded or
