@@ -155,3 +155,32 @@ def test_a_memorys_record_is_what_asdict_gives_and_a_copy():
     assert mem.tags == ["auth"]
     odd = dataclasses.replace(mem, provenance={"when": (1, 2)})  # not a JSON value: asdict's own copy
     assert odd.to_dict() == dataclasses.asdict(odd)
+
+
+# -- the neighbours loaded -------------------------------------------------------------------------------------
+def test_memories_loaded_as_tuples_are_those_from_row_makes(home, hash_embedder, ctx):
+    """`Store.get_memories` reads plain tuples (`memory_of`): the same memories as `Memory.from_row` of each row,
+    for empty, missing and filled JSON columns and a deprecated flag stored as an integer."""
+    from mnemo.core.store import memories as table
+
+    assert table.FIELDS_IN_ORDER  # else get_memories falls back to from_row (slower, the same memories)
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    try:
+        ids = []
+        for i in range(12):
+            res = write.remember(engine, ctx, f"note {i} on the {['cache', 'queue', 'auth'][i % 3]} layer",
+                                 tags=["a", "b"][: i % 3], anchors=[{"path": f"src/m{i}.py"}] if i % 2 else None,
+                                 on_conflict="keep_both")
+            ids.append(res["memory"]["id"])
+        with engine.store.write() as c:
+            c.execute("UPDATE memories SET provenance='', tags='' WHERE id=?", (ids[0],))
+            c.execute("UPDATE memories SET provenance=?, deprecated=1 WHERE id=?",
+                      ('{"refines": "mem-x", "n": [1, {"k": null}]}', ids[1]))
+        got = engine.store.get_memories(ids + ["mem-missing"])
+        rows = {r["id"]: Memory.from_row(r) for r in engine.store.conn().execute("SELECT * FROM memories")}
+        assert got == {i: rows[i] for i in ids}
+        assert got[ids[0]].provenance == {} and got[ids[0]].tags == []
+        assert got[ids[1]].deprecated is True and got[ids[1]].provenance["n"] == [1, {"k": None}]
+        assert [type(m.deprecated) for m in got.values()] == [bool] * len(ids)
+    finally:
+        engine.close()

@@ -303,7 +303,7 @@ def test_chunk_search_finds_for_each_note_what_it_finds_alone(home, hash_embedde
         vecs = engine.embed(texts)
         scans: list[int] = []
         real_search = VectorFile.search
-        monkeypatch.setattr(VectorFile, "search", lambda self, *a: scans.append(1) or real_search(self, *a))
+        monkeypatch.setattr(VectorFile, "search", lambda self, *a, **kw: scans.append(1) or real_search(self, *a, **kw))
         with engine.store.write() as c:
             chunk = ChunkSearch(engine, ctx, vecs)
             for j, text in enumerate(texts):
