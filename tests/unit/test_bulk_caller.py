@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import threading
+import time
 
 import numpy as np
 
@@ -184,3 +186,52 @@ def test_memories_loaded_as_tuples_are_those_from_row_makes(home, hash_embedder,
         assert [type(m.deprecated) for m in got.values()] == [bool] * len(ids)
     finally:
         engine.close()
+
+
+# -- who makes a chunk's top lists -----------------------------------------------------------------------------
+def _tops_threads(home, hash_embedder, ctx, monkeypatch, slow: str) -> list[str]:
+    """The threads that made each chunk's top lists in a batch of 4 chunks, the embedding or the landing slowed."""
+    monkeypatch.setattr(write, "BATCH_CHUNK", 8)
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    try:
+        for t in [f"stored note {i} on redis cache retry {i * 3}" for i in range(40)]:
+            write.remember(engine, ctx, t, on_conflict="keep_both")
+        engine.vector_file().write()
+        made: list[str] = []
+        real_tops, real_embed, real_land = neighbours._chunk_tops, Engine.embed, write.land
+
+        def tops(*a, **kw):
+            made.append(threading.current_thread().name)
+            return real_tops(*a, **kw)
+
+        def embed(self, texts):
+            if slow == "embedding" and len(texts) > 1:
+                time.sleep(0.4)
+            return real_embed(self, texts)
+
+        def land(*a, **kw):
+            if slow == "landing":
+                time.sleep(0.03)
+            return real_land(*a, **kw)
+
+        monkeypatch.setattr(neighbours, "_chunk_tops", tops)
+        monkeypatch.setattr(Engine, "embed", embed)
+        monkeypatch.setattr(write, "land", land)
+        texts = [f"batch note {i} about the queue worker {i * 7}" for i in range(32)]
+        res = write.remember_batch(engine, ctx, [{"text": t} for t in texts], on_conflict="keep_both")
+        assert res["counts"] == {"created": 32}
+        return made
+    finally:
+        engine.close()
+
+
+def test_the_top_lists_are_made_on_the_thread_with_time_left(home, hash_embedder, ctx, monkeypatch):
+    """While the caller lands the chunk before for longer than the next chunk's embedding takes, the second thread
+    makes the next chunk's top lists too; when the caller waits for the embedding already, the second thread goes
+    on to the next chunk and the caller makes them (the same lists: `ChunkSearch` makes them when none came)."""
+    landing = _tops_threads(home / "a", hash_embedder, ctx, monkeypatch, slow="landing")
+    # the first chunk is embedded at once (its lists made here), the three after it ahead
+    assert sorted(name.split("_")[0] for name in landing) == ["MainThread"] + ["mnemo-embed-ahead"] * 3
+    monkeypatch.undo()
+    embedding = _tops_threads(home / "b", hash_embedder, ctx, monkeypatch, slow="embedding")
+    assert embedding == ["MainThread"] * 4

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 import time
 import uuid
 from typing import TYPE_CHECKING, Any, Unpack, cast
@@ -428,7 +429,8 @@ class _Ahead:
         self.engine, self.ctx, self.items, self.source, self.status = engine, ctx, items, source, status
         self.chunks = (len(items) + BATCH_CHUNK - 1) // BATCH_CHUNK
         self._pool: Any = None  # a ThreadPoolExecutor of one thread, for a batch of more than one chunk
-        self._next: tuple[int, Drafted, Any] | None = None  # the chunk prepared ahead: (n, drafts, future)
+        # the chunk prepared ahead: (n, drafts, future, set once the caller waits for it)
+        self._next: tuple[int, Drafted, Any, threading.Event] | None = None
 
     def __enter__(self) -> _Ahead:
         if self.chunks > 1:
@@ -449,11 +451,16 @@ class _Ahead:
     def _texts(drafts: Drafted) -> list[str]:
         return [d[0].text for d in drafts if not isinstance(d, MnemoError)]
 
-    def _prepare(self, drafts: Drafted, tops) -> tuple[Any, Any]:
-        """On the second thread: the chunk's vectors, and its top lists when `tops` (`ChunkSearch.ahead`)."""
+    def _prepare(self, drafts: Drafted, tops, waiting: threading.Event) -> tuple[Any, Any]:
+        """On the second thread: the chunk's vectors, and its top lists when `tops` (`ChunkSearch.ahead`) unless
+        the caller is `waiting` for the chunk already: then the chunk's search makes them on the caller's thread
+        (the same lists) while this thread goes on to embed the next chunk. Whichever thread has time left makes
+        them: when the embedding is the slower side, it embeds only."""
         texts = self._texts(drafts)
         embedded = self.engine.embed(texts) if texts else []
-        return embedded, (tops(embedded) if tops is not None and len(texts) else None)
+        if tops is None or not len(texts) or waiting.is_set():
+            return embedded, None
+        return embedded, tops(embedded)
 
     def _embed_now(self, texts: list[str]):
         """The first chunk's vectors, on both threads when the model embeds one text per run (its vectors then
@@ -472,9 +479,10 @@ class _Ahead:
         preparing chunk n + 1: drafted and queued before chunk n's vectors are waited for, so the second thread
         goes from one chunk's embedding straight on to the next one's (it waited idle for each chunk's drafts)."""
         if self._next is not None and self._next[0] == n:
-            _, drafts, future = self._next
+            _, drafts, future, waiting = self._next
             self._next = None
             self._queue(n + 1, len(drafts))
+            waiting.set()
             embedded, tops = future.result()
         else:
             drafts = self._drafts(n)
@@ -489,7 +497,8 @@ class _Ahead:
         if self._pool is not None and n < self.chunks:
             drafts = self._drafts(n)
             tops_fn = ChunkSearch.ahead(self.engine, self.ctx, before=before)
-            self._next = (n, drafts, self._pool.submit(self._prepare, drafts, tops_fn))
+            waiting = threading.Event()
+            self._next = (n, drafts, self._pool.submit(self._prepare, drafts, tops_fn, waiting), waiting)
 
 
 def _land_chunk(engine: Engine, ctx: Context, drafts: Drafted, embedded, tops, start: int, on_conflict: str,
