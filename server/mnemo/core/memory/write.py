@@ -423,7 +423,8 @@ class _Ahead:
     uses the second core. What lands, and in which order, is unchanged: a draft and a vector depend on the note
     alone, never on the store (the int8 model embeds one text per run: a vector is the same as embedded alone),
     and the top lists are used only when they still hold (`ChunkSearch`). The first chunk of a call is embedded
-    on both threads, half each, when the model embeds one text per run."""
+    on both threads, half each, when the model embeds one text per run. Chunk n + 1 is queued before the caller
+    waits for chunk n (`take`), and its top lists are left to the caller when it waits already (`_prepare`)."""
 
     def __init__(self, engine: Engine, ctx: Context, items: list[Any], source: str, status: str):
         self.engine, self.ctx, self.items, self.source, self.status = engine, ctx, items, source, status
