@@ -66,10 +66,17 @@ def main() -> int:
 
         def take(self, n, _real=real_take):
             nxt = self._next
-            if nxt is not None and nxt[0] == n:
-                t = time.perf_counter()
-                nxt[2].result()
-                waited["s"] += time.perf_counter() - t
+            if nxt is not None and nxt[0] == n:  # timed where `take` waits for it (not before: the caller may
+                future = nxt[2]  # queue the next chunk first)
+                real_result = future.result
+
+                def result(*a, **kw):
+                    t = time.perf_counter()
+                    try:
+                        return real_result(*a, **kw)
+                    finally:
+                        waited["s"] += time.perf_counter() - t
+                future.result = result
             return _real(self, n)
         ahead.take = take
     write.remember(eng, ctx, rl.WARM_WRITE, on_conflict="keep_both")  # imports the secret scanner, once

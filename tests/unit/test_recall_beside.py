@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+import time
 
 import pytest
 
@@ -48,6 +49,13 @@ def test_the_settings_a_recall_reads_are_read_in_the_helper_thread(real_engine, 
 
     monkeypatch.setattr(recall_mod, "check_min_confidence", floor)
     monkeypatch.setattr(real_engine, "team", team)
+    real_embed = real_engine.embed_cached
+
+    def embed_slowly(texts):  # the helper thread surely starts first (a loaded box may not schedule it within a
+        time.sleep(0.05)  # short embedding, and then the request's thread does the work itself: the next test)
+        return real_embed(texts)
+
+    monkeypatch.setattr(real_engine, "embed_cached", embed_slowly)
     res = recall(real_engine, ctx, "idempotency keys for payments POST", include_docs=False)
     assert res["cards"][0]["item_id"] == ids[0] and res["min_confidence"] == recall_mod.MIN_CONFIDENCE
     assert floors and all(name.startswith("mnemo-beside") for name in floors), floors

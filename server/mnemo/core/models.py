@@ -122,6 +122,24 @@ class Context:
 
 
 _FIELDS: dict[type, frozenset[str]] = {}  # the field names of `Memory` (and of any subclass), for `from_row`
+_ORDER: dict[type, tuple[str, ...]] = {}  # the same in their order, for `to_dict`
+_ATOMIC = frozenset({str, int, float, bool, type(None)})
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def _json_copy(v: Any) -> Any:
+    """A copy of a JSON value (lists and dicts copied, the rest shared), as `dataclasses.asdict` copies it."""
+    t = type(v)
+    if t in _ATOMIC:
+        return v
+    if t is list:
+        return [_json_copy(x) for x in v]
+    if t is dict:
+        return {_json_copy(k): _json_copy(x) for k, x in v.items()}
+    raise _NotPlain
 
 
 @dataclass(frozen=True)
@@ -155,7 +173,23 @@ class Memory:
     flags: list[str] = field(default_factory=list)
 
     def to_dict(self) -> records.Memory:
-        return cast("records.Memory", dataclasses.asdict(self))  # the API's record of it (core/api_types/records.py)
+        """The API's record of it (core/api_types/records.py): what `dataclasses.asdict` gives (every list and
+        dict copied), ~10x quicker: asdict copies each of the 27 values through `copy.deepcopy`, ~50 us a memory
+        on Python 3.11 (5 us here), and a write of an import made two (issue 22, sixth pass)."""
+        order = _ORDER.get(type(self))
+        if order is None:
+            order = _ORDER[type(self)] = tuple(f.name for f in dataclasses.fields(self))
+        out: dict[str, Any] = {}
+        values = self.__dict__
+        for name in order:
+            v = values[name]
+            if type(v) not in _ATOMIC:
+                try:
+                    v = _json_copy(v)
+                except _NotPlain:  # a value JSON does not hold (none is stored): asdict's own copy
+                    return cast("records.Memory", dataclasses.asdict(self))
+            out[name] = v
+        return cast("records.Memory", out)
 
     @classmethod
     def from_row(cls, row: Any) -> Memory:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 import time
 import uuid
 from typing import TYPE_CHECKING, Any, Unpack, cast
@@ -212,13 +213,14 @@ class _Embedding:
 
 
 def land(engine: Engine, ctx: Context, mem: Memory, suspicious: list[str], on_conflict: str,
-         vec=None, near=None, ahead: _Embedding | None = None) -> RememberResult:
+         vec=None, near=None, unheld: bool = False, ahead: _Embedding | None = None) -> RememberResult:
     """The checks against the store and the write of a drafted memory (`draft`): the same text in the same place
     confirms; otherwise the related memories on every level decide. `vec`: the memory's embedding when the caller
     has it (an import embeds its notes together); `ahead`: its embedding under way (`remember`); `near`: the
-    store's nearest memories when the caller searched them already (`ChunkSearch`); the caller calls
-    `engine.changed()` after its commit."""
-    existing = find_duplicate(engine, ctx, mem.content_hash, mem.branch)
+    store's nearest memories when the caller searched them already (`ChunkSearch`); `unheld`: the caller knows no
+    memory `find_duplicate` would look at holds this text (a `remember_batch` chunk looks its texts up at once);
+    the caller calls `engine.changed()` after its commit."""
+    existing = None if unheld else find_duplicate(engine, ctx, mem.content_hash, mem.branch)
     if existing is not None:  # the same fact again in the same place is a confirmation, not a copy
         with engine.store.write() as c:
             confirm(c, engine.store, existing.id, mem.importance, mem.created_at)
@@ -448,13 +450,15 @@ class _Ahead:
     uses the second core. What lands, and in which order, is unchanged: a draft and a vector depend on the note
     alone, never on the store (the int8 model embeds one text per run: a vector is the same as embedded alone),
     and the top lists are used only when they still hold (`ChunkSearch`). The first chunk of a call is embedded
-    on both threads, half each, when the model embeds one text per run."""
+    on both threads, half each, when the model embeds one text per run. Chunk n + 1 is queued before the caller
+    waits for chunk n (`take`), and its top lists are left to the caller when it waits already (`_prepare`)."""
 
     def __init__(self, engine: Engine, ctx: Context, items: list[Any], source: str, status: str):
         self.engine, self.ctx, self.items, self.source, self.status = engine, ctx, items, source, status
         self.chunks = (len(items) + BATCH_CHUNK - 1) // BATCH_CHUNK
         self._pool: Any = None  # a ThreadPoolExecutor of one thread, for a batch of more than one chunk
-        self._next: tuple[int, Drafted, Any] | None = None  # the chunk prepared ahead: (n, drafts, future)
+        # the chunk prepared ahead: (n, drafts, future, set once the caller waits for it)
+        self._next: tuple[int, Drafted, Any, threading.Event] | None = None
 
     def __enter__(self) -> _Ahead:
         if self.chunks > 1:
@@ -475,11 +479,16 @@ class _Ahead:
     def _texts(drafts: Drafted) -> list[str]:
         return [d[0].text for d in drafts if not isinstance(d, MnemoError)]
 
-    def _prepare(self, drafts: Drafted, tops) -> tuple[Any, Any]:
-        """On the second thread: the chunk's vectors, and its top lists when `tops` (`ChunkSearch.ahead`)."""
+    def _prepare(self, drafts: Drafted, tops, waiting: threading.Event) -> tuple[Any, Any]:
+        """On the second thread: the chunk's vectors, and its top lists when `tops` (`ChunkSearch.ahead`) unless
+        the caller is `waiting` for the chunk already: then the chunk's search makes them on the caller's thread
+        (the same lists) while this thread goes on to embed the next chunk. Whichever thread has time left makes
+        them: when the embedding is the slower side, it embeds only."""
         texts = self._texts(drafts)
         embedded = self.engine.embed(texts) if texts else []
-        return embedded, (tops(embedded) if tops is not None and len(texts) else None)
+        if tops is None or not len(texts) or waiting.is_set():
+            return embedded, None
+        return embedded, tops(embedded)
 
     def _embed_now(self, texts: list[str]):
         """The first chunk's vectors, on both threads when the model embeds one text per run (its vectors then
@@ -495,19 +504,29 @@ class _Ahead:
 
     def take(self, n: int) -> tuple[Drafted, Any, Any]:
         """Chunk n's drafts, vectors (in the order of its drafted items) and top lists made ahead (or None); starts
-        preparing chunk n + 1."""
+        preparing chunk n + 1: drafted and queued before chunk n's vectors are waited for, so the second thread
+        goes from one chunk's embedding straight on to the next one's (it waited idle for each chunk's drafts)."""
         if self._next is not None and self._next[0] == n:
-            _, drafts, future = self._next
+            _, drafts, future, waiting = self._next
+            self._next = None
+            self._queue(n + 1, len(drafts))
+            waiting.set()
             embedded, tops = future.result()
         else:
             drafts = self._drafts(n)
             embedded, tops = self._embed_now(self._texts(drafts)), None
-        self._next = None
-        if self._pool is not None and n + 1 < self.chunks:
-            ahead = self._drafts(n + 1)
-            tops_fn = ChunkSearch.ahead(self.engine, self.ctx, before=len(drafts))
-            self._next = (n + 1, ahead, self._pool.submit(self._prepare, ahead, tops_fn))
+            self._next = None
+            self._queue(n + 1, len(drafts))
         return drafts, embedded, tops
+
+    def _queue(self, n: int, before: int) -> None:
+        """Draft chunk n and queue its embedding and top lists on the second thread (`before`: the notes that land
+        before it, those of chunk n - 1)."""
+        if self._pool is not None and n < self.chunks:
+            drafts = self._drafts(n)
+            tops_fn = ChunkSearch.ahead(self.engine, self.ctx, before=before)
+            waiting = threading.Event()
+            self._next = (n, drafts, self._pool.submit(self._prepare, drafts, tops_fn, waiting), waiting)
 
 
 def _land_chunk(engine: Engine, ctx: Context, drafts: Drafted, embedded, tops, start: int, on_conflict: str,
@@ -519,15 +538,23 @@ def _land_chunk(engine: Engine, ctx: Context, drafts: Drafted, embedded, tops, s
     with engine.store.write() as c:
         # the chunk's neighbour searches together, inside its transaction (it sees the chunk's own writes)
         search = ChunkSearch(engine, ctx, embedded, tops=tops, after=after) if len(embedded) else None
+        # the duplicate lookup of the chunk's texts at once: a text no memory holds now is held later in the
+        # chunk only when a note of the chunk writes it (every memory a note writes holds the note's text), so
+        # `find_duplicate` runs for the texts held now and for those of the notes before in the chunk
+        held = engine.store.held_hashes([d[0].content_hash for d in drafts if not isinstance(d, MnemoError)],
+                                        ctx.project_id)
         for i, d in enumerate(drafts):
             if isinstance(d, MnemoError):
                 out.append(_error_item(start + i, d))
                 continue
             j, vec = next(vecs)
+            h = d[0].content_hash
             try:
                 with engine.store.savepoint(c):
                     out.append(_batch_item(start + i, land(engine, ctx, d[0], d[1], on_conflict, vec,
-                                                           near=search.nearest(j) if search else None)))
+                                                           near=search.nearest(j) if search else None,
+                                                           unheld=h not in held)))
             except InvalidInput as exc:
                 out.append(_error_item(start + i, exc))
+            held.add(h)
     return out, search
