@@ -67,8 +67,8 @@ def test_the_settings_a_recall_reads_are_read_in_the_helper_thread(real_engine, 
 
 
 def test_a_busy_helper_thread_is_not_waited_for(real_engine, ctx, monkeypatch):
-    """Another request's work holds the helper thread (a write embedding its note there): the recall's keyword side
-    runs in the request's thread once the query is embedded, and the answer is the same."""
+    """Another request's work holds the helper thread (another recall's keyword side, on an owner serving several
+    clients): the recall's keyword side runs in the request's thread once the query is embedded, the same answer."""
     from mnemo.core.memory import recall as recall_mod
 
     ids = [note(real_engine, ctx, n) for n in NOTES]

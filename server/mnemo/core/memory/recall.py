@@ -85,7 +85,7 @@ def ranked(engine: Engine, ctx: Context, query: str, *, scope: str = "hybrid", l
         # then a hover on it) is embedded once (issue 22)
         qvec = engine.embed_cached([query])[0]
         st.mark("r.embed")
-        # the helper thread still busy with another request's work (a write's embedding): not waited for
+        # the helper thread still busy with another request's work (another recall's keyword side): not waited for
         ready = _early(engine, parts, query, pool, floor, scope) if early.cancel() else early.result()
     else:
         ready = _early(engine, parts, query, pool, floor, scope)

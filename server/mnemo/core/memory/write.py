@@ -183,43 +183,20 @@ def remember(engine: Engine, ctx: Context, text: str, *, vec=None,
     # the caller's own resolution: an explicit argument, else its Context's (MNEMO_ON_CONFLICT of the client)
     on_conflict = check_on_conflict(on_conflict if on_conflict is not None else ctx.on_conflict)
     draft_options: DraftOptions = options  # without `on_conflict` (popped above)
-    ahead = _Embedding(engine, text) if vec is None else None
     mem, suspicious = draft(ctx, text, **draft_options)
-    res = land(engine, ctx, mem, suspicious, on_conflict, vec, ahead=ahead)
+    res = land(engine, ctx, mem, suspicious, on_conflict, vec)
     engine.changed()
     return res
 
 
-class _Embedding:
-    """A note's vector made on the engine's helper thread (`Engine.beside`) while this thread drafts it (the checks
-    of `draft`: the secret scan, ~0.25 ms at 10k) and looks for the same text in the store: the model runs without
-    the interpreter lock, so on a machine with a core to spare both are off the write's path (issue 22, sixth
-    pass). It embeds the text as `draft` will most likely store it (stripped); `vector` gives it only for that
-    exact text, and None for any other (cleaned or redacted by `draft`: the caller embeds the stored text)."""
-
-    __slots__ = ("_future", "_text")
-
-    def __init__(self, engine: Engine, text: Any):
-        self._text = text.strip() if isinstance(text, str) and len(text) <= MAX_TEXT_CHARS else ""
-        self._future = engine.beside(engine.embed, [self._text]) if self._text else None
-
-    def vector(self, text: str):
-        """The vector of `text` when it is the text embedded ahead, else None. A helper thread still busy with
-        another request's work (not started on this one) is not waited for: None, and the caller embeds."""
-        fut = self._future
-        if fut is None or text != self._text or (not fut.done() and fut.cancel()):
-            return None
-        return fut.result()[0]  # a failure of the model is this write's, as when it embeds itself
-
-
 def land(engine: Engine, ctx: Context, mem: Memory, suspicious: list[str], on_conflict: str,
-         vec=None, near=None, unheld: bool = False, ahead: _Embedding | None = None) -> RememberResult:
+         vec=None, near=None, unheld: bool = False) -> RememberResult:
     """The checks against the store and the write of a drafted memory (`draft`): the same text in the same place
     confirms; otherwise the related memories on every level decide. `vec`: the memory's embedding when the caller
-    has it (an import embeds its notes together); `ahead`: its embedding under way (`remember`); `near`: the
-    store's nearest memories when the caller searched them already (`ChunkSearch`); `unheld`: the caller knows no
-    memory `find_duplicate` would look at holds this text (a `remember_batch` chunk looks its texts up at once);
-    the caller calls `engine.changed()` after its commit."""
+    has it (an import embeds its notes together); `near`: the store's nearest memories when the caller searched
+    them already (`ChunkSearch`); `unheld`: the caller knows no memory `find_duplicate` would look at holds this
+    text (a `remember_batch` chunk looks its texts up at once); the caller calls `engine.changed()` after its
+    commit."""
     existing = None if unheld else find_duplicate(engine, ctx, mem.content_hash, mem.branch)
     if existing is not None:  # the same fact again in the same place is a confirmation, not a copy
         with engine.store.write() as c:
@@ -227,10 +204,6 @@ def land(engine: Engine, ctx: Context, mem: Memory, suspicious: list[str], on_co
         m = _stored(engine.store, existing.id)
         return {"status": "confirmed", "memory": m.to_dict(), "message": f"already known: confirmed {m.confirmations}x",
                 "conflicts": []}
-    if vec is None and ahead is not None:
-        if relation.parser_version():  # the note's own parse, needed below whatever the neighbours, made while
-            relation.warm(mem.text)  # its vector is made beside
-        vec = ahead.vector(mem.text)
     if vec is None:
         vec = engine.embed([mem.text])[0]
     # The same claim on any level (a paraphrase, a refinement) confirms; a contradiction conflicts or overrides.

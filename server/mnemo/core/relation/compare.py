@@ -553,12 +553,6 @@ def known(text: str) -> bool:
     return text in _PRIMED
 
 
-def warm(text: str) -> None:
-    """Parse `text` now: a write's own note, while its vector is made on another thread (core/memory/write.py
-    `_Embedding`); its comparisons and its stored parse (`encoded`) then find the parse at hand."""
-    _note(text)
-
-
 def _note(text: str) -> _Note:
     """The parse of `text`: primed from the store, or parsed (and then at hand: `known`)."""
     n = _PRIMED.get(text)
