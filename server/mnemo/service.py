@@ -49,6 +49,27 @@ def _ctx(ctx: api.Ctx | Context) -> Context:
     return Context.from_dict(ctx)
 
 
+_LIBC: Any = None
+
+
+def release_freed_memory() -> None:
+    """Give the C heap's freed pages back to the system (glibc's `malloc_trim`; nothing elsewhere). A batch's chunk
+    products with the vector file are large (64 notes x the partition's rows, 25 MB at 100k) and glibc keeps what
+    they freed in its heap: an owner that imported 500 notes into a 100k store held ~90 MB more after it than before
+    (~7 ms to release; issue 22, sixth pass: docs/benchmarks.md)."""
+    global _LIBC
+    if _LIBC is None:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None)
+            _LIBC = libc if hasattr(libc, "malloc_trim") else False
+        except OSError:
+            _LIBC = False
+    if _LIBC:
+        _LIBC.malloc_trim(0)
+
+
 class LocalService:
     """In-process implementation: the owner process serves it; tests use it directly."""
 
@@ -147,8 +168,12 @@ class LocalService:
         c = _ctx(ctx)
         status = landing_status(c, source, status)
 
-        return remember_batch(self.engine, c, items, source=source, status=status, on_conflict=on_conflict,
-                              progress=progress)
+        try:
+            return remember_batch(self.engine, c, items, source=source, status=status, on_conflict=on_conflict,
+                                  progress=progress)
+        finally:
+            release_freed_memory()
+
 
     def recall(self, ctx: api.Ctx, query: str, *, scope: str = "hybrid", limit: int = 5, types: list[str] | None = None,
                include_docs: bool = True, include_cold: bool = False, min_confidence: float | None = None,
