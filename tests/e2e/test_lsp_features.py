@@ -247,19 +247,25 @@ async def test_custom_requests(lsp):
     assert merged["default_branch"] == "main" and merged["branches"] == []  # no other branch has memories
 
 
-@pytest.mark.asyncio
-async def test_stale_anchor_review_and_resolve(lsp):
-    uri = open_doc(lsp, lsp.py)
-    mem = (await remember_on_post(lsp))["memory"]
-    # edit the anchored method and save: the memory is flagged for review
+def edit_anchored_method(lsp, uri: str) -> None:
+    """Change the key line of `post` (the anchored method) in the editor and write the file, as an editor writes it
+    when it saves; the save itself is the caller's to announce."""
     lsp.text_document_did_change(t.DidChangeTextDocumentParams(
         text_document=t.VersionedTextDocumentIdentifier(uri=uri, version=2),
         content_changes=[t.TextDocumentContentChangePartial(
             range=t.Range(start=t.Position(line=KEY_LINE, character=14), end=t.Position(line=KEY_LINE, character=24)),
             text="secrets.token_hex(8)")]))
-    lines = lsp.py.read_text().split("\n")   # the editor writes the file as it saves it
+    lines = lsp.py.read_text().split("\n")
     lines[KEY_LINE] = lines[KEY_LINE][:14] + "secrets.token_hex(8)" + lines[KEY_LINE][24:]
     lsp.py.write_text("\n".join(lines))
+
+
+@pytest.mark.asyncio
+async def test_stale_anchor_review_and_resolve(lsp):
+    uri = open_doc(lsp, lsp.py)
+    mem = (await remember_on_post(lsp))["memory"]
+    # edit the anchored method and save: the memory is flagged for review
+    edit_anchored_method(lsp, uri)
     lsp.text_document_did_save(t.DidSaveTextDocumentParams(text_document=t.TextDocumentIdentifier(uri=uri)))
     await wait_for(lambda: any(c["reason"] == "review" for c in lsp.changes), 10, "a stale-anchor review")
     queue = await request(lsp, "mnemo/reviewQueue", {"kind": "stale_anchor"})
@@ -287,14 +293,7 @@ async def test_a_stale_anchor_a_read_filed_before_the_save_still_reaches_the_cli
     showed the stale anchor)."""
     uri = open_doc(lsp, lsp.py)
     mem = (await remember_on_post(lsp))["memory"]
-    lsp.text_document_did_change(t.DidChangeTextDocumentParams(
-        text_document=t.VersionedTextDocumentIdentifier(uri=uri, version=2),
-        content_changes=[t.TextDocumentContentChangePartial(
-            range=t.Range(start=t.Position(line=KEY_LINE, character=14), end=t.Position(line=KEY_LINE, character=24)),
-            text="secrets.token_hex(8)")]))
-    lines = lsp.py.read_text().split("\n")
-    lines[KEY_LINE] = lines[KEY_LINE][:14] + "secrets.token_hex(8)" + lines[KEY_LINE][24:]
-    lsp.py.write_text("\n".join(lines))  # written by the editor, not yet announced
+    edit_anchored_method(lsp, uri)  # written by the editor, not yet announced
     stale = await hover(lsp, uri, POST_LINE, POST_COL)  # the read files the review item
     assert stale is not None and "code changed since this was written" in stale and mem["id"] in stale
     assert (await request(lsp, "mnemo/reviewQueue", {"kind": "stale_anchor"}))["total"] == 1
