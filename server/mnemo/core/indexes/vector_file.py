@@ -63,7 +63,7 @@ class VectorFile:
         self._tail: dict[str, tuple] = {}
         self._tail_lock = threading.Lock()
         # the last tail scored outside a transaction: (its rows, the partitions, the model, its items, their
-        # vectors as one matrix); `Store.recent_changes` hands back the same rows while nothing was committed
+        # vectors as one matrix); `Store.recent_changes` hands back the same rows while the log has not grown
         self._tail_ready: tuple | None = None
 
     # -- open ------------------------------------------------------------------------------------------------
@@ -301,7 +301,7 @@ class VectorFile:
         q = np.asarray(qvec, dtype=np.float32)
         ready = self._tail_ready
         if ready is not None and ready[0] is tail and ready[1] == tuple(parts) and ready[2] == self.model_id:
-            keys, mat = ready[3], ready[4]  # the same rows as the last query's: nothing committed since
+            keys, mat = ready[3], ready[4]  # the same rows as the last query's: the log has not grown since
             if not keys or mat.shape[1] != q.shape[0]:
                 return {}
             return dict(zip(keys, (mat @ q).tolist(), strict=True))
@@ -398,7 +398,7 @@ class _Matrix:
 
     def _changed(self, store: Store) -> tuple[list, set[str]]:
         """The change-log rows after this file (`Store.recent_changes`) and the items they name, the set made once
-        per list of rows (the same list while nothing was committed; not kept inside a transaction). Read only."""
+        per list of rows (the same list while the log has not grown; not kept inside a transaction). Read only."""
         tail = store.recent_changes(self.seq)
         kept = self._changed_of
         if kept is not None and kept[0] is tail:
