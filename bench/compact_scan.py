@@ -48,9 +48,10 @@ def at_100k(chroma: str | None) -> dict:
         mat.tofile(f.name)
         fd = os.open(f.name, os.O_RDONLY)
         try:
+            sparse = compact.SparseRows(fd, 0, len(mat), mat.shape[1])
             def rescored(q, k):
                 rows = scan.candidates(q, k)
-                sims = np.einsum("ij,j->i", compact.pread_rows(fd, 0, mat.shape[1], rows), q)
+                sims = np.einsum("ij,j->i", sparse.read(rows), q)
                 return rows, rows[np.argsort(-sims, kind="stable")[:k]]
 
             for k in (10, 50, 200):

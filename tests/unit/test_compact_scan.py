@@ -108,16 +108,18 @@ def _store_with(home, texts, vecs, model_id: str) -> Store:
     return store
 
 
-@pytest.mark.parametrize("trim_rows", [1000, 20000], ids=["pread", "mapped"])
+@pytest.mark.parametrize("trim_rows", [1000, 20000], ids=["sparse-two-threads", "mapped-one-thread"])
 def test_vector_file_search_through_the_compact_scan_is_the_exact_one(home, locomo, real_embedder, monkeypatch,
                                                                      trim_rows):
     """Through the vector file an owner searches: once `ensure_compact` gave the partition its int8 copy, every
     search returns the same items with the same float32 cosines as the float32 scan of the mapped matrix, and
     items changed after the file are still left to the caller's exact tail; whether the candidates are re-scored
-    from rows read with pread (a partition of `TRIM_ROWS` or more) or gathered from the mapping (a smaller one)."""
+    from rows read through `SparseRows` (a partition of `TRIM_ROWS` or more) or gathered from the mapping (a
+    smaller one), and whether the int8 product runs on two threads (`PARALLEL_ROWS`) or one."""
     texts, vecs, queries = locomo
     monkeypatch.setattr(compact, "MIN_ROWS", 1000)
     monkeypatch.setattr(compact, "TRIM_ROWS", trim_rows)
+    monkeypatch.setattr(compact, "PARALLEL_ROWS", trim_rows)
     store = _store_with(home, texts, vecs, real_embedder.model_id)
     try:
         vf = VectorFile(home / "cache", store, real_embedder.model_id)
@@ -168,6 +170,9 @@ def test_verify_and_compact_keep_the_float_rows_out_of_the_owner(home, locomo, r
         assert _mapped_rss_kb(m.path) >= vecs.nbytes // 1024 * 0.9
         vf.ensure_compact()
         assert _mapped_rss_kb(m.path) <= 16  # at most the pages around the partition's ends
+        for q in vecs[:20]:  # queries re-score their candidates through `SparseRows`: no page of it stays either
+            assert len(vf.search(["p-p1"], q, 50)[0]) == 50
+        assert m._sparse is not None and _mapped_rss_kb(m.path) <= 16
     finally:
         store.close()
 

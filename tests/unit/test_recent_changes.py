@@ -85,3 +85,38 @@ def test_a_write_that_logs_no_change_keeps_the_rows_read(tmp_path):
     assert store.recent_changes(0) is rows
     b = _add(store, 2)
     assert _ids(store.recent_changes(0)) == [a, b]
+
+
+def test_a_grown_log_reads_only_its_new_rows(tmp_path, monkeypatch):
+    """When the log grew, only the rows after the last one held are read: the new list starts with the same row
+    objects (what the tail's matrix and changed set are extended from) and holds what `changes_after` reads."""
+    store = Store(tmp_path / "mnemo.db")
+    a = _add(store, 1)
+    rows = store.recent_changes(0)
+    b = _add(store, 2)
+    other = Store(tmp_path / "mnemo.db")  # another connection's commit too
+    c = _add(other, 3)
+    asked: list[int] = []
+    real = Store.changes_after
+    monkeypatch.setattr(Store, "changes_after", lambda self, seq, *a: asked.append(seq) or real(self, seq, *a))
+    grown = store.recent_changes(0)
+    assert _ids(grown) == [a, b, c] == _ids(real(store, 0))
+    assert grown[0] is rows[0] and asked == [rows[-1]["seq"]]  # read after the last row held, not from 0
+    assert store.recent_changes(0) is grown
+    other.close()
+
+
+def test_a_history_that_is_not_the_one_held_is_read_whole(tmp_path):
+    """The rows held are extended only while the last of them is still in the log as it was read (a store put
+    back under a running process would otherwise keep rows it no longer has)."""
+    store = Store(tmp_path / "mnemo.db")
+    _add(store, 1)
+    last = _add(store, 2)
+    rows = store.recent_changes(0)
+    with store.write() as c:  # not something Mnemo does: the log rewritten from the held row on
+        c.execute("DELETE FROM changes WHERE item_id=?", (last,))
+        c.execute("INSERT INTO changes(seq, item_id, part, op, at) VALUES(?, 'mem-other', 'p-p1', 'upsert', 1.0)",
+                  (rows[-1]["seq"],))
+    d = _add(store, 3)
+    got = store.recent_changes(0)
+    assert _ids(got) == _ids(store.changes_after(0)) and _ids(got)[-2:] == ["mem-other", d]

@@ -495,14 +495,25 @@ def test_the_kept_tail_vectors_follow_every_change(home, hash_embedder, ctx):
 
 def test_the_same_tail_is_scored_from_the_matrix_made_for_it(home, hash_embedder, ctx, monkeypatch):
     """While nothing is committed, `Store.recent_changes` hands back the same rows and the tail's vectors are not
-    gathered again: one product per query. A commit makes a new tail, scored as SQLite holds it."""
+    gathered again: one product per query. A commit makes a new tail, scored as SQLite holds it: the new items'
+    rows are put into the matrix made for the old rows (in the same order as a matrix made from every row), and
+    when the new rows change an item the tail named already, the matrix is made again from every row."""
     engine = Engine(home, embedder=hash_embedder, start_indexer=False)
     try:
         vf, parts, seq = _tail_setup(engine, ctx)
         store = engine.store
         made: list[int] = []
-        real = vf._tail_matrix
+        grown: list[int] = []
+        real, real_grown = vf._tail_matrix, vf._tail_extended
+
+        def extended(*a):
+            out = real_grown(*a)
+            grown.append(out is not None)
+            return out
+
         monkeypatch.setattr(vf, "_tail_matrix", lambda *a: made.append(1) or real(*a))
+        monkeypatch.setattr(vf, "_tail_extended", extended)
+        vf._tail_ready = None  # the writes of the setup scored a tail already: start from none
         vec = engine.embed_query("webhook signature deploy")
         other = engine.embed_query("queue worker schema")
         tail = store.recent_changes(seq)
@@ -510,12 +521,24 @@ def test_the_same_tail_is_scored_from_the_matrix_made_for_it(home, hash_embedder
         assert first == _truth(engine, parts, vec, tail) and len(made) == 1
         assert store.recent_changes(seq) is tail
         assert vf.tail_scores(parts, other, store.recent_changes(seq)) == _truth(engine, parts, other, tail)
-        assert len(made) == 1  # the same rows: the matrix made for them
-        write.remember(engine, ctx, "webhook signature deploy canary note 77", on_conflict="keep_both")
-        tail2 = store.recent_changes(seq)
-        assert tail2 is not tail and len(tail2) == len(tail) + 1
-        got = vf.tail_scores(parts, vec, tail2)
-        assert got == _truth(engine, parts, vec, tail2) and len(made) == 2
+        assert len(made) == 1 and not grown  # the same rows: the matrix made for them
+        for n in range(3):  # new memories: their rows are put into the matrix at their places
+            write.remember(engine, ctx, f"webhook signature deploy canary note 7{n}", on_conflict="keep_both")
+            tail2 = store.recent_changes(seq)
+            assert tail2 is not tail and len(tail2) > len(tail) and tail2[len(tail) - 1] is tail[-1]
+            got = vf.tail_scores(parts, vec, tail2)
+            assert got == _truth(engine, parts, vec, tail2) and len(made) == 1 and grown[-1] is True
+            assert list(got) == list(real(parts, tail2)[0])  # the order of a matrix made from every row
+            tail = tail2
+        # a new row changes an item the tail named: the matrix is made again from every row
+        moved = next(c["item_id"] for c in tail if c["op"] == "upsert")
+        part = next(c["part"] for c in tail if c["item_id"] == moved)
+        with store.write() as c:
+            store.set_vector(c, moved, part, engine.embed(["a different text altogether"])[0], engine.model_id)
+        tail3 = store.recent_changes(seq)
+        got = vf.tail_scores(parts, vec, tail3)
+        assert got == _truth(engine, parts, vec, tail3) and len(made) == 2 and grown[-1] is False
+        assert got[moved] == _truth(engine, parts, vec, tail3)[moved]
     finally:
         engine.close()
 

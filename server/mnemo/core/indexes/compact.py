@@ -3,7 +3,7 @@
 A float32 scan of a 100k-row partition reads 154 MB per query (~13 ms here) and keeps those pages resident in the
 owner; chroma's HNSW index answers faster but holds ~400 MB more. This scan keeps the partition's rows as int8
 (one scale per row: 384 bytes a row), and scores them with onnxruntime's integer matrix product (the int8 weights
-prepacked once, one thread: ~1.3 ms for 100k rows), the query quantized to uint8. The int8 score of a row differs
+prepacked once: ~1.1 ms for 100k rows on two threads), the query quantized to uint8. The int8 score of a row differs
 from its float32 cosine by at most `bound` (computed per query from the two quantization steps), so every row
 whose int8 score comes within twice that bound of the k-th best is re-scored in float32 from the vector file: the
 top k returned is the float32 exact scan's, provably, not an approximation (tests/unit/test_compact_scan.py checks
@@ -26,6 +26,7 @@ fails the build, and the partition is scanned in float32 (`VectorFile.ensure_com
 from __future__ import annotations
 
 import functools
+import mmap
 import os
 from typing import TYPE_CHECKING
 
@@ -37,9 +38,13 @@ if TYPE_CHECKING:  # numpy is imported where it is used (the CLI imports this mo
 # re-scored from the mapped rows; at 1k both ~0.07 ms (issue 22, fourth pass: docs/benchmarks.md).
 MIN_ROWS = 2000
 # A partition with at least this many rows also drops its float32 pages from the owner's RSS once its compact scan
-# is built (~30 MB at this size), and its candidates are re-scored with pread; a smaller one keeps the mapped pages
-# and re-scores from them (a gather, not ~100 reads: pread's calls cost more than the scan itself at 10k rows).
+# is built (~30 MB at this size), and its candidates are re-scored through `SparseRows`; a smaller one keeps the
+# mapped pages and re-scores from them (a gather from the shared mapping, nothing to drop).
 TRIM_ROWS = 20000
+# A partition with at least this many rows is scored on two of onnxruntime's threads (where the machine has two
+# cores): 100k rows 2.0 -> 1.1 ms, 50k 0.84 -> 0.38 ms, 20k 0.17 -> 0.14 ms; no slower with both cores busy (its
+# threads do not spin while they wait). docs/benchmarks.md, issue 22's seventh pass.
+PARALLEL_ROWS = 20000
 SLACK = 1e-4  # float32 rounding of the approximate and of the exact scores (both ~1e-6 here): far above both
 
 
@@ -58,7 +63,8 @@ class CompactScan:
         self.max_scale = float(self.scales.max()) if n else 0.0
         self.max_l1 = float(max_l1)
         self._weights = np.ascontiguousarray(weights_t, dtype=np.int8)  # must outlive the session
-        self._session, self._value = _session_over(self._weights)
+        threads = min(2, os.cpu_count() or 1) if n >= PARALLEL_ROWS else 1
+        self._session, self._value = _session_over(self._weights, threads)
         self.levels = query_levels(dim)  # the query's top byte: 255 where the kernel's product is exact, else 127
 
     def approx(self, q: np.ndarray) -> tuple[np.ndarray, float]:
@@ -93,14 +99,17 @@ class CompactScan:
         return np.flatnonzero(scores >= kth - 2 * bound)
 
 
-def _session_over(weights_t: np.ndarray):
-    """An onnxruntime session of `matmul_integer_model` over the int8 `weights_t` (dim x n), as `CompactScan` makes it."""
+def _session_over(weights_t: np.ndarray, threads: int = 1):
+    """An onnxruntime session of `matmul_integer_model` over the int8 `weights_t` (dim x n), as `CompactScan` makes
+    it, on `threads` intra-op threads (the product is integer: the same result on any number)."""
     import onnxruntime as ort
 
     dim, n = weights_t.shape
     so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
+    so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
+    # a waiting thread sleeps instead of spinning: no core burnt between queries, none taken from the embedder
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     so.log_severity_level = 3
     value = ort.OrtValue.ortvalue_from_numpy(weights_t)
     so.add_external_initializers(["W"], [value])
@@ -208,26 +217,32 @@ def matmul_integer_model(dim: int, n: int) -> bytes:
     return _int(1, 8) + _field(2, b"mnemo") + _field(7, graph) + _field(8, opset)
 
 
-def pread_rows(fd: int, data_at: int, dim: int, rows: np.ndarray) -> np.ndarray:
-    """The float32 rows `rows` (sorted) of a vector file read with pread (not through the mapping: the pages of
-    a mapping stay in the owner's RSS once touched); adjacent rows in one read."""
-    import numpy as np
+class SparseRows:
+    """Random rows of a vector file's float32 matrix, read through a private mapping advised `MADV_RANDOM` (a fault
+    maps the one page it needs, not its neighbours) whose pages are dropped again after every read: a compact
+    scan's candidates are gathered by one numpy call, and none stays in the owner's RSS. 200 rows of 100k: ~0.3 ms,
+    against ~0.8 ms for one pread per row (issue 22, seventh pass). Safe from several threads: a page dropped
+    under another reader is read again from the page cache."""
 
-    out = np.empty((len(rows), dim), dtype=np.float32)
-    width = dim * 4
-    i = 0
-    rows_list = rows.tolist()
-    while i < len(rows_list):
-        j = i + 1
-        while j < len(rows_list) and rows_list[j] == rows_list[j - 1] + 1:
-            j += 1
-        buf = os.pread(fd, width * (j - i), data_at + rows_list[i] * width)
-        if len(buf) != width * (j - i):
-            raise OSError("vector file shorter than its header says")
-        out[i:j] = np.frombuffer(buf, dtype=np.float32).reshape(j - i, dim)
-        i = j
-    return out
+    def __init__(self, fd: int, data_at: int, count: int, dim: int):
+        import numpy as np
+
+        self._mm = mmap.mmap(fd, data_at + count * dim * 4, prot=mmap.PROT_READ)
+        self._advise(mmap.MADV_RANDOM)
+        self._arr = np.frombuffer(self._mm, dtype=np.float32, count=count * dim, offset=data_at).reshape(count, dim)
+
+    def _advise(self, what: int) -> None:
+        try:
+            self._mm.madvise(what)
+        except (OSError, ValueError, AttributeError):  # advice only: a platform without it reads the same rows
+            pass
+
+    def read(self, rows: np.ndarray) -> np.ndarray:
+        """The float32 rows `rows`, a copy."""
+        out = self._arr[rows]
+        self._advise(mmap.MADV_DONTNEED)
+        return out
 
 
-__all__ = ["MIN_ROWS", "TRIM_ROWS", "CompactScan", "build", "exact_at", "matmul_integer_model", "pread_rows", "quantize",
-           "query_levels"]
+__all__ = ["MIN_ROWS", "PARALLEL_ROWS", "TRIM_ROWS", "CompactScan", "SparseRows", "build", "exact_at",
+           "matmul_integer_model", "quantize", "query_levels"]

@@ -12,8 +12,9 @@ few sampled rows must equal the stored vectors. Anything else: the file is ignor
 its sequence (the tail) are scored exactly from SQLite at query time, like the dense index's unreplayed tail.
 
 Large partitions are searched through their compact exact scan (core/indexes/compact.py), built by the indexer
-once the file is checked; rows are otherwise read with pread where a whole partition is not scanned, so the
-owner's RSS does not keep the float32 pages it touched (issue 22, third pass).
+once the file is checked; rows are otherwise read with pread, or through a private mapping dropped after each
+read (`compact.SparseRows`), where a whole partition is not scanned, so the owner's RSS does not keep the float32
+pages it touched (issue 22, third and seventh passes).
 """
 
 from __future__ import annotations
@@ -262,7 +263,7 @@ class VectorFile:
                     log.warning("no compact exact scan of %s (%s); it is scanned in float32", part, exc)
                     continue
                 if trim:
-                    m.trimmed.add(part)  # before the scan is published: its candidates are then read with pread
+                    m.trimmed.add(part)  # before the scan is published: its candidates are then read by `m.sparse`
                     m.trim(a, b)
                 else:  # its candidates are gathered from the mapping: map its pages now, not one fault per row
                     m.touch(a, b)  # in the queries' first minutes (what the float32 scan's first query did)
@@ -295,35 +296,86 @@ class VectorFile:
         The tail is up to `_refresh_after(count)` rows (200 at 10k, 2,000 at 100k) and every write's neighbour
         search and every recall scores it again: an item's vector read from SQLite is kept here while its last
         change in the log is the same one (every change of a vector is logged, with a new `seq`), so each is read
-        once (issue 22, fourth pass). Nothing read inside a transaction is kept (it may be rolled back)."""
+        once (issue 22, fourth pass); the tail's matrix is kept while the log has not grown, and when it grew by
+        rows naming only items the tail did not name, the new items' rows are put into it (`_tail_extended`)
+        instead of making it again from every row (seventh pass). Nothing read inside a transaction is kept (it
+        may be rolled back)."""
         import numpy as np
 
         q = np.asarray(qvec, dtype=np.float32)
         ready = self._tail_ready
-        if ready is not None and ready[0] is tail and ready[1] == tuple(parts) and ready[2] == self.model_id:
-            keys, mat = ready[3], ready[4]  # the same rows as the last query's: the log has not grown since
-            if not keys or mat.shape[1] != q.shape[0]:
-                return {}
-            return dict(zip(keys, (mat @ q).tolist(), strict=True))
-        keys, mat = self._tail_matrix(parts, tail)
+        if ready is not None and ready[1] == tuple(parts) and ready[2] == self.model_id:
+            if ready[0] is tail:  # the same rows as the last query's: the log has not grown since
+                return _scored(ready[3], ready[4], q)
+        made = None
+        if ready is not None and ready[1] == tuple(parts) and ready[2] == self.model_id \
+                and not self.store.in_transaction():
+            made = self._tail_extended(ready, parts, tail)
+        if made is None:
+            made = self._tail_matrix(parts, tail)
         if not self.store.in_transaction():
-            self._tail_ready = (tail, tuple(parts), self.model_id, keys, mat)
-        if not keys or mat.shape[1] != q.shape[0]:
-            return {}
-        return dict(zip(keys, (mat @ q).tolist(), strict=True))
+            self._tail_ready = (tail, tuple(parts), self.model_id, *made)
+        return _scored(made[0], made[1], q)
 
-    def _tail_matrix(self, parts: Sequence[str], tail: Sequence) -> tuple[list[str], Any]:
-        """The items of `tail` that `tail_scores` scores (in `parts`, of this model) and their vectors, one row
-        each (an empty list and matrix when none, or when their dimensions differ)."""
+    def _tail_matrix(self, parts: Sequence[str], tail: Sequence) -> tuple[list[str], Any, set[str]]:
+        """The items of `tail` that `tail_scores` scores (in `parts`, of this model, sorted), their vectors as one
+        matrix (an empty list and matrix when none, or when their dimensions differ), and every item `tail`
+        names."""
         import numpy as np
 
-        empty: tuple[list[str], Any] = ([], np.zeros((0, 0), dtype=np.float32))
         last: dict[str, tuple] = {}
         for c in tail:  # in `seq` order: the last change of each item wins
             last[c["item_id"]] = (int(c["seq"]), float(c["at"]))
+        named = set(last)
         upserts = sorted({c["item_id"] for c in tail if c["op"] == "upsert"})
+        keys, vecs = self._tail_vectors(parts, upserts, last, named)
+        if not keys or len({v.shape[0] for v in vecs}) != 1:
+            return [], np.zeros((0, 0), dtype=np.float32), named
+        return keys, np.stack(vecs), named
+
+    def _tail_extended(self, ready: tuple, parts: Sequence[str], tail: Sequence) -> tuple[list[str], Any,
+                                                                                          set[str]] | None:
+        """`_tail_matrix(parts, tail)` from the last one made (`ready`), when `tail` is its rows and more (the same
+        row objects first: `Store.recent_changes` extends its list) and the new rows name only items the old rows
+        did not: their scored rows are put in at their places in the sorted items. None when it cannot be made so
+        (the caller makes it from every row)."""
+        import numpy as np
+
+        old, keys, mat, named = ready[0], ready[3], ready[4], ready[5]
+        if len(tail) <= len(old) or (old and tail[len(old) - 1] is not old[-1]):
+            return None
+        extra = tail[len(old):]
+        last: dict[str, tuple] = {}
+        for c in extra:
+            last[c["item_id"]] = (int(c["seq"]), float(c["at"]))
+        if not named.isdisjoint(last):
+            return None  # an item changed again: its place and vector are read anew with every row
+        upserts = sorted({c["item_id"] for c in extra if c["op"] == "upsert"})
+        named = named | set(last)
+        new_keys, vecs = self._tail_vectors(parts, upserts, last, named)
+        if not new_keys:
+            return keys, mat, named
+        if len({v.shape[0] for v in vecs}) != 1 or (keys and mat.shape[1] != vecs[0].shape[0]):
+            return None
+        if not keys:
+            return new_keys, np.stack(vecs), named
+        import bisect
+
+        at = [bisect.bisect_left(keys, k) for k in new_keys]  # the old rows before each new item (sorted, unique)
+        merged = list(keys)
+        for n, (pos, k) in enumerate(zip(at, new_keys, strict=True)):
+            merged.insert(pos + n, k)
+        return merged, np.insert(mat, at, np.stack(vecs), axis=0), named
+
+    def _tail_vectors(self, parts: Sequence[str], upserts: list[str], last: dict[str, tuple],
+                   named: set[str]) -> tuple[list[str], list]:
+        """Of the items `upserts` (sorted), those in `parts` with a vector of this model now, and those vectors:
+        kept in `_tail` while an item's last change (`last`) is the same, else read from SQLite. `named`: the items
+        the whole tail names (what `_tail` keeps)."""
+        import numpy as np
+
         if not upserts:
-            return empty
+            return [], []
         with self._tail_lock:
             known = {i: e for i in upserts if (e := self._tail.get(i)) is not None and e[0] == last[i]}
         missing = [i for i in upserts if i not in known]
@@ -338,16 +390,11 @@ class VectorFile:
             if not self.store.in_transaction():
                 with self._tail_lock:
                     self._tail.update(fresh)
-                    if len(self._tail) > 2 * len(last) + 256:  # the file was rewritten: drop what left the tail
-                        self._tail = {i: e for i, e in self._tail.items() if i in last}
+                    if len(self._tail) > 2 * len(named) + 256:  # the file was rewritten: drop what left the tail
+                        self._tail = {i: e for i, e in self._tail.items() if i in named}
         wanted = set(parts)
         keys = [i for i in upserts if known[i][1] in wanted and known[i][2] == self.model_id]
-        if not keys:
-            return empty
-        vecs = [known[i][3] for i in keys]
-        if len({v.shape[0] for v in vecs}) != 1:
-            return empty
-        return keys, np.stack(vecs)
+        return keys, [known[i][3] for i in keys]
 
     def scores_for(self, parts: Sequence[str], qvec, ids: Sequence[str]) -> tuple[dict[str, float], list[str]]:
         """Exact cosines of the given items from the file (those in `parts` and unchanged since it was written),
@@ -357,6 +404,13 @@ class VectorFile:
         if m is None:
             return {}, list(ids)
         return m.scores_for(parts, qvec, ids, self.store)
+
+
+def _scored(keys: list[str], mat, q) -> dict[str, float]:
+    """`tail_scores`' answer from its kept items and matrix."""
+    if not keys or mat.shape[1] != q.shape[0]:
+        return {}
+    return dict(zip(keys, (mat @ q).tolist(), strict=True))
 
 
 class _Matrix:
@@ -376,8 +430,9 @@ class _Matrix:
         self.data_at = int(header["data_at"])
         self.compact: dict[str, compact.CompactScan] = {}  # partition -> its compact exact scan (ensure_compact)
         self.compact_failed: set[str] = set()  # partitions whose build failed (not retried for this file)
-        self.trimmed: set[str] = set()  # partitions whose float32 pages are kept out of the RSS (read with pread)
+        self.trimmed: set[str] = set()  # partitions whose float32 pages are kept out of the RSS (`sparse_rows`)
         self._fd = -1  # for pread: the file this matrix maps, even after a rewrite renamed another over it
+        self._sparse: compact.SparseRows | None = None
         if self.count and self.dim:
             with open(path, "rb") as f:
                 self.mat = np.memmap(f, dtype=np.float32, mode="r", offset=self.data_at,
@@ -398,12 +453,17 @@ class _Matrix:
 
     def _changed(self, store: Store) -> tuple[list, set[str]]:
         """The change-log rows after this file (`Store.recent_changes`) and the items they name, the set made once
-        per list of rows (the same list while the log has not grown; not kept inside a transaction). Read only."""
+        per list of rows (the same list while the log has not grown; a grown list that starts with the rows of the
+        last adds the new rows' items to its set; nothing kept inside a transaction). Read only."""
         tail = store.recent_changes(self.seq)
         kept = self._changed_of
         if kept is not None and kept[0] is tail:
             return tail, kept[1]
-        changed = {c["item_id"] for c in tail}
+        old = kept[0] if kept is not None else None
+        if old is not None and len(tail) > len(old) and (not old or tail[len(old) - 1] is old[-1]):
+            changed = kept[1] | {c["item_id"] for c in tail[len(old):]}  # type: ignore[index]
+        else:
+            changed = {c["item_id"] for c in tail}
         if not store.in_transaction():
             self._changed_of = (tail, changed)
         return tail, changed
@@ -539,19 +599,27 @@ class _Matrix:
         found.sort(key=lambda f: f[1])
         trimmed = [self.parts[p] for p in parts if p in self.trimmed and p in self.parts]
         if any(a <= row < b for a, b in trimmed for _, row in found):
-            # pread, not the mapping: its touched pages would stay in the RSS
-            mat = compact.pread_rows(self._fd, self.data_at, self.dim, np.asarray([row for _, row in found]))
+            # not the shared mapping: its touched pages would stay in the RSS
+            mat = self.sparse_rows(np.asarray([row for _, row in found]))
         else:  # partitions whose pages stay mapped (a full scan touches them anyway): a gather, no read calls
             mat = self._arr[np.asarray([row for _, row in found])]
         sims = mat @ q
         return {item_id: float(v) for (item_id, _), v in zip(found, sims.tolist(), strict=True)}, rest
 
     def _rows_of(self, part: str, rows):
-        """The float32 rows `rows` (sorted) of partition `part`: read with pread where its pages are kept out of
-        the RSS, else gathered from the mapping."""
+        """The float32 rows `rows` (sorted) of partition `part`: through `sparse_rows` where its pages are kept out
+        of the RSS, else gathered from the mapping."""
         if part in self.trimmed:
-            return compact.pread_rows(self._fd, self.data_at, self.dim, rows)
+            return self.sparse_rows(rows)
         return self._arr[rows]
+
+    def sparse_rows(self, rows):
+        """The float32 rows `rows`, read without keeping their pages in the RSS (`compact.SparseRows`, made on first
+        use over the file this matrix maps)."""
+        sparse = self._sparse
+        if sparse is None:
+            sparse = self._sparse = compact.SparseRows(self._fd, self.data_at, self.count, self.dim)
+        return sparse.read(rows)
 
 
 def _open(path: Path, store: Store, model_id: str) -> tuple[_Matrix | None, str | None]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlite3
 import time
 
+RECENT_LIMIT = 100000  # `changes_after`'s default: the rows `recent_changes` holds at most
+
 
 class ChangeLog:
     """Mixed into `Store`: needs `conn()`."""
@@ -25,11 +27,14 @@ class ChangeLog:
     def recent_changes(self, seq: int) -> list[sqlite3.Row]:
         """`changes_after(seq)` for the reads that ask it at every query (recall's dense search and its keyword-only
         hits' cosines, a write's neighbour search: up to 200 rows at 10k and 2,000 at 100k past the vector file),
-        read again only when the log grew since the last read. The log only grows (`seq` AUTOINCREMENT, written in
-        commit order, never deleted), so its largest committed `seq` (one lookup in its primary key) says whether
-        the rows after `seq` are still the ones read: other writes (the indexer's access counts, a setting) do not
-        make it read again. Inside a transaction (what it reads may not be committed) it is read every time and not
-        kept. The rows are shared: read them, do not change the list."""
+        read again only when the log grew since the last read, and then only its new rows. The log only grows
+        (`seq` AUTOINCREMENT, written in commit order by one writer at a time, never deleted), so its largest
+        committed `seq` (one lookup in its primary key) says whether the rows after `seq` are still the ones read,
+        and the rows after the last one read are exactly what was committed since: other writes (the indexer's
+        access counts, a setting) do not make it read again. Inside a transaction (what it reads may not be
+        committed) it is read every time and not kept. The rows are shared: read them, do not change the list; a
+        grown log gives a new list that starts with the same row objects (`VectorFile.tail_scores` extends what it
+        made of the old one)."""
         conn = self.conn()
         if conn.in_transaction:
             return self.changes_after(seq)
@@ -37,7 +42,13 @@ class ChangeLog:
         kept = getattr(self, "_recent", None)
         if kept is not None and kept[0] == key:
             return kept[1]
-        rows = self.changes_after(seq)  # read after the key: a commit in between only makes the next call read again
+        old = kept[1] if kept is not None and kept[0][0] == seq and kept[0][1] < key[1] else None
+        if old is not None and len(old) < RECENT_LIMIT and (not old or self.change_at(old[-1]["seq"]) == (
+                old[-1]["item_id"], float(old[-1]["at"]))):  # the same history (not a store rebuilt under it)
+            # read after the last row held (not after the old key: a commit between that key and its read is in it)
+            rows = old + self.changes_after(old[-1]["seq"] if old else seq, RECENT_LIMIT - len(old))
+        else:  # read after the key: a commit in between is among the rows, and the next call reads after them
+            rows = self.changes_after(seq, RECENT_LIMIT)
         self._recent = (key, rows)
         return rows
 
