@@ -119,12 +119,30 @@ def _chunk_tops(m, parts: list[str], q, room: int) -> dict[str, tuple]:
         if part in m.trimmed:  # a partition kept out of the owner's RSS (its compact scan serves recall): the
             m.trim(a, b)  # pages the product read are dropped again (they stay in the page cache)
         width = min(b - a, room)
-        idx = np.argpartition(neg, width - 1, axis=1)[:, :width] if width < b - a else \
+        idx = _best_columns(neg, width, np) if width < b - a else \
             np.broadcast_to(np.arange(b - a)[None, :], neg.shape)
         vals = np.take_along_axis(neg, idx, axis=1)
         order = np.argsort(vals, axis=1, kind="stable")
         out[part] = (a, b - a, np.take_along_axis(idx, order, axis=1), -np.take_along_axis(vals, order, axis=1))
     return out
+
+
+def _best_columns(neg, width: int, np):
+    """Per row of `neg` the columns of its `width` smallest values, in column order: each row's `width`-th smallest
+    value (`np.partition`, values only), then the columns at or under it (of a tie at that value, the first
+    columns). What `np.argpartition(neg, width - 1, axis=1)[:, :width]` selects (but for which of a tie at the
+    edge), at half its cost: 64 notes x 100k rows, ~13 against ~25 ms."""
+    edge = np.partition(neg, width - 1, axis=1)[:, width - 1]
+    idx = np.empty((neg.shape[0], width), dtype=np.intp)
+    for i in range(neg.shape[0]):
+        cols = np.flatnonzero(neg[i] <= edge[i])
+        if len(cols) > width:  # a tie at the edge
+            cols = cols[np.argsort(neg[i, cols], kind="stable")[:width]]
+            cols.sort()
+        elif len(cols) < width:  # NaN cosines (no vector is expected to give them): as argpartition orders them
+            cols = np.sort(np.argpartition(neg[i], width - 1)[:width])
+        idx[i] = cols
+    return idx
 
 
 @dataclass
