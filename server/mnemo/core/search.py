@@ -206,9 +206,33 @@ def nearest_from_scores(engine: Engine, ctx: Context, scores: dict[str, float], 
     ids = [i for i, _ in sorted(scores.items(), key=lambda kv: -kv[1]) if not i.startswith("blk-")][: k * 4]
     if not ids:
         return []
-    rows = engine.store.visibility_rows(ids)
-    seen = [(i, float(scores[i])) for i in ids if i in rows and memory_visible(Light(rows[i]), ctx)]
-    seen.sort(key=lambda kv: (-kv[1], kv[0]))
-    seen = _kept(seen, k, min_sim)
+    seen = _visible_kept(engine, ctx, ids, scores, k, min_sim)
     mems = engine.store.get_memories([i for i, _ in seen])
     return [(mems[i], s) for i, s in seen if i in mems]
+
+
+def _visible_kept(engine: Engine, ctx: Context, ids: list[str], scores: dict[str, float], k: int,
+                  min_sim: float | None) -> list[tuple[str, float]]:
+    """`_kept` of the visible ones among `ids` (ordered by `scores`, best first), their visibility rows read a few at
+    a time, best first, until no unread one can be among the answer: the `k`-th visible one so far scores above the
+    next unread, or the next unread is under `min_sim`. The same answer as reading them all; past the visibility
+    cache's 20k memories a write read all 40 from SQLite (~0.4 ms at 100k), now ~12 (issue 22, seventh pass)."""
+    seen: list[tuple[str, float]] = []
+    step = k + 2 if k > 0 else len(ids)
+    at = 0
+    while at < len(ids):
+        batch = ids[at:at + step]
+        rows = engine.store.visibility_rows(batch)
+        seen += [(i, float(scores[i])) for i in batch if i in rows and memory_visible(Light(rows[i]), ctx)]
+        at += len(batch)
+        if at >= len(ids):
+            break
+        following = float(scores[ids[at]])  # the best unread: no unread one scores more
+        if min_sim is not None and following < min_sim:
+            break
+        if len(seen) >= k:
+            seen.sort(key=lambda kv: (-kv[1], kv[0]))
+            if seen[k - 1][1] > following:
+                break
+    seen.sort(key=lambda kv: (-kv[1], kv[0]))
+    return _kept(seen, k, min_sim)
