@@ -263,7 +263,7 @@ class VectorFile:
                     log.warning("no compact exact scan of %s (%s); it is scanned in float32", part, exc)
                     continue
                 if trim:
-                    m.trimmed.add(part)  # before the scan is published: its candidates are then read by `m.sparse`
+                    m.trimmed.add(part)  # before the scan is published: its candidates are then read by `m.sparse_rows`
                     m.trim(a, b)
                 else:  # its candidates are gathered from the mapping: map its pages now, not one fault per row
                     m.touch(a, b)  # in the queries' first minutes (what the float32 scan's first query did)
@@ -368,7 +368,7 @@ class VectorFile:
         return merged, np.insert(mat, at, np.stack(vecs), axis=0), named
 
     def _tail_vectors(self, parts: Sequence[str], upserts: list[str], last: dict[str, tuple],
-                   named: set[str]) -> tuple[list[str], list]:
+                      named: set[str]) -> tuple[list[str], list]:
         """Of the items `upserts` (sorted), those in `parts` with a vector of this model now, and those vectors:
         kept in `_tail` while an item's last change (`last`) is the same, else read from SQLite. `named`: the items
         the whole tail names (what `_tail` keeps)."""
