@@ -243,6 +243,8 @@ def test_the_word_diff_is_difflibs():
     repeated often and many rarely, of every length a note has and longer, and on the sides `_diff` passes it."""
     import difflib
 
+    from tests.unit.test_relation import difflib_diff
+
     from mnemo.core.relation import compare
 
     rng = random.Random(22)
@@ -256,24 +258,4 @@ def test_the_word_diff_is_difflibs():
             b[rng.randrange(len(b) + 1):0] = a[start:start + rng.randrange(1, 6)]
         want = [op for op in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes() if op[0] != "equal"]
         assert compare._opcodes(a, b) == want, (a, b)
-        assert compare._diff(a, b) == _difflib_diff(a, b), (a, b)
-
-
-def _difflib_diff(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]:
-    """`compare._diff` as it was: the common beginning and end cut off, difflib on the middles."""
-    import difflib
-
-    lo = 0
-    while lo < len(a) and lo < len(b) and a[lo] == b[lo]:
-        lo += 1
-    hi = 0
-    while hi < len(a) - lo and hi < len(b) - lo and a[-1 - hi] == b[-1 - hi]:
-        hi += 1
-    ma, mb = a[lo:len(a) - hi], b[lo:len(b) - hi]
-    if not ma or not mb or set(ma).isdisjoint(mb):
-        if not ma and not mb:
-            return []
-        op = "insert" if not ma else "delete" if not mb else "replace"
-        return [(op, lo, len(a) - hi, lo, len(b) - hi)]
-    sm = difflib.SequenceMatcher(a=ma, b=mb, autojunk=False)
-    return [(op, i1 + lo, i2 + lo, j1 + lo, j2 + lo) for op, i1, i2, j1, j2 in sm.get_opcodes() if op != "equal"]
+        assert compare._diff(a, b) == difflib_diff(a, b), (a, b)

@@ -132,27 +132,31 @@ def test_word_forms_units_and_shared_names_are_read_right():
     assert f.signals and not {"shard", "replica"} & f.explained
 
 
+def difflib_diff(a, b) -> list[tuple[str, int, int, int, int]]:
+    """The word diff `compare._diff` must give: the common beginning and end cut off, difflib's opcodes of the
+    middles (the "equal" ones left out). Also the reference of tests/unit/test_bulk_caller.py."""
+    import difflib
+
+    lo = 0
+    while lo < len(a) and lo < len(b) and a[lo] == b[lo]:
+        lo += 1
+    hi = 0
+    while hi < len(a) - lo and hi < len(b) - lo and a[-1 - hi] == b[-1 - hi]:
+        hi += 1
+    sm = difflib.SequenceMatcher(a=a[lo:len(a) - hi], b=b[lo:len(b) - hi], autojunk=False)
+    return [(op, i1 + lo, i2 + lo, j1 + lo, j2 + lo) for op, i1, i2, j1, j2 in sm.get_opcodes() if op != "equal"]
+
+
 def test_the_word_alignment_is_difflibs():
     """`_diff` answers without difflib when the differing middles share no word (issue 22, fourth pass): the same
     opcodes as difflib's on every pair of short word sequences."""
-    import difflib
     import random
 
     from mnemo.core.relation.compare import _diff
-
-    def reference(a, b):
-        lo = 0
-        while lo < len(a) and lo < len(b) and a[lo] == b[lo]:
-            lo += 1
-        hi = 0
-        while hi < len(a) - lo and hi < len(b) - lo and a[-1 - hi] == b[-1 - hi]:
-            hi += 1
-        sm = difflib.SequenceMatcher(a=a[lo:len(a) - hi], b=b[lo:len(b) - hi], autojunk=False)
-        return [(op, i1 + lo, i2 + lo, j1 + lo, j2 + lo) for op, i1, i2, j1, j2 in sm.get_opcodes() if op != "equal"]
 
     rng = random.Random(7)
     for _ in range(20000):
         words = "abcdefgh"[:rng.randint(1, 8)]
         a = tuple(rng.choice(words) for _ in range(rng.randint(0, 10)))
         b = tuple(rng.choice(words) for _ in range(rng.randint(0, 10)))
-        assert _diff(a, b) == reference(a, b), (a, b)
+        assert _diff(a, b) == difflib_diff(a, b), (a, b)
