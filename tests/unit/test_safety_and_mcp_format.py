@@ -73,3 +73,17 @@ def test_protocol_errors_for_malformed_lines():
     err = protocol_error('{"jsonrpc": "2.0", "id": "x", "method": 5}')
     assert err["id"] == "x" and err["error"]["code"] == -32600
     assert protocol_error("42")["id"] is None
+
+
+@pytest.mark.parametrize("text, kept", [
+    ("plain note, nothing to drop", "plain note, nothing to drop"),
+    ("  padded note \n", "padded note"),
+    ("bell\x07 and escape \x1b[31mred\x1b[0m", "bell and escape [31mred[0m"),
+    ("lines\nand\ttabs stay, DEL\x7f and NEL\x85 go", "lines\nand\ttabs stay, DEL and NEL go"),
+])
+def test_a_note_keeps_its_text_without_control_characters(text, kept):
+    """`clean_text` drops control characters (category Cc) but newlines and tabs, whether or not the text is
+    printable as a whole (a printable text skips the character walk: it holds none)."""
+    from mnemo.core.safety.screen import clean_text
+
+    assert clean_text(text)[0] == kept

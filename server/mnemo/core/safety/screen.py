@@ -178,7 +178,9 @@ def clean_text(text: str) -> tuple[str, list[str]]:
     """Strip invisible and control characters, flag text that reads like instructions to the agent; returns the text
     and flags (`invisible_unicode_stripped`, `hidden_text`, `bidi_control`, `injection:<category>`)."""
     text, flags, hidden = strip_invisible(text)
-    text = "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) != "Cc").strip()
+    if not text.isprintable():  # a printable text holds no control character (category Cc): nothing to drop
+        text = "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) != "Cc")
+    text = text.strip()
     return text, flags + injection_flags(text, hidden)
 
 
