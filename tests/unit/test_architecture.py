@@ -40,7 +40,7 @@ LAYERS: dict[str, int] = {
     "mnemo.core.store.*": 10,
     "mnemo.core.embedding.*": 11, "mnemo.core.indexes.*": 11,
     # floor 0
-    "mnemo": 0, "mnemo.editor_settings": 0, "mnemo.trace": 0, "mnemo.core": 0, "mnemo.core.api_types.*": 0,
+    "mnemo": 0, "mnemo.native": 0, "mnemo.editor_settings": 0, "mnemo.trace": 0, "mnemo.core": 0, "mnemo.core.api_types.*": 0,
     "mnemo.core.files.*": 0, "mnemo.core.errors": 0, "mnemo.core.environment": 0, "mnemo.core.text": 0,
     "mnemo.core.models": 1, "mnemo.core.relation.*": 1, "mnemo.core.identity": 2,
     "mnemo.core.store_settings": 3, "mnemo.core.safety.*": 3, "mnemo.core.policy": 4,

@@ -101,6 +101,9 @@ VARIABLES: dict[str, Var] = {v.name: v for v in (
     Var("MNEMO_HOME", None, "a directory (default ~/.mnemo)", "process", "live",
         "the store (the editor's `mnemo.home` wins when set)"),
     Var("MNEMO_START_TIMEOUT", 30.0, "seconds", "process", "start", "how long a client waits for an owner to start"),
+    Var("MNEMO_NATIVE", "1", "0 | 1", "process", "start",
+        "0: run the relation check from its Python source even where `scripts/setup.sh` compiled it (mypyc; "
+        "mnemo/native.py). Another value is refused at start"),
     Var("MNEMO_NO_DAEMON", None, "1", "process", "live", "CLI commands run in process (as `--no-daemon`)"),
     Var("MNEMO_LSP_TEST_DELAY_MS", 0.0, "milliseconds", "process", "start",
         "a cancellable pause before requests reach the store: for the cancellation tests only"),

@@ -29,7 +29,8 @@ def run_checks(engine: Engine, ctx: Context) -> DoctorResult:
     if checks[0]["status"] == "fail":
         return {"checks": [*checks, backup_check(engine.home)]}
     for name, fn in (("index", _index_check), ("backups", lambda e: backup_check(e.home)),
-                     ("vectors", _vectors_check), ("published files", lambda e: _published_check(e, ctx))):
+                     ("vectors", _vectors_check), ("relation check", _native_check),
+                     ("published files", lambda e: _published_check(e, ctx))):
         try:
             got = fn(engine)
             if got is not None:
@@ -104,6 +105,25 @@ def _vectors_check(engine: Engine) -> DoctorCheck:
     return check("vectors", "ok" if not foreign else "warn",
                   f"stored with {model_ids or ['(none yet)']}; current model {engine.model_id}",
                   "they are re-embedded automatically on the next owner start" if foreign else None)
+
+
+def _native_check(engine: Engine) -> DoctorCheck:
+    """Whether this process runs the relation check compiled (mnemo/native.py) or from its source, and why."""
+    from mnemo import native
+    from mnemo.core import environment
+    from mnemo.core.relation import compare  # noqa: F401  (loaded by every write: the status is what runs)
+
+    status = native.status()
+    if all(s == "compiled" for s in status.values()):
+        return check("relation check", "ok", "compiled with mypyc (" + ", ".join(status) + ")")
+    if (environment.raw("MNEMO_NATIVE") or "").strip() == "0":
+        return check("relation check", "ok", "runs from its Python source (MNEMO_NATIVE=0)")
+    if native.stale(native.read_manifest()):
+        return check("relation check", "warn", "runs from its Python source: its compiled build is older than the "
+                     "source (the same decisions, ~30% more CPU per write)",
+                     "run `python scripts/build_native.py` in the checkout, then `mnemo daemon stop`")
+    return check("relation check", "ok", "runs from its Python source (not compiled here: scripts/build_native.py "
+                 "needs mypy and a C compiler)")
 
 
 def backup_check(home: Path) -> DoctorCheck:

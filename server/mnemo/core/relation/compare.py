@@ -489,17 +489,22 @@ def parser_version() -> str:
 
     h = hashlib.sha256(f"mnemo-note-parse {PARSE_FORMAT}".encode())
     try:
-        for mod in (words_module, text_module):
-            with open(str(mod.__file__), "rb") as fh:
+        # the sources, also where a module runs compiled (mnemo/native.py): the same parser either way
+        for path in (str(words_module.__file__), str(text_module.__file__), __file__):
+            with open(_source_file(path), "rb") as fh:
                 h.update(fh.read())
-        with open(__file__, "rb") as fh:
-            h.update(fh.read())
         import Stemmer
 
         h.update(str(getattr(Stemmer, "__version__", "")).encode())
     except (OSError, ImportError, TypeError):
         return ""
     return h.hexdigest()[:24]
+
+
+def _source_file(path: str) -> str:
+    """The source beside a module file: itself, or for a compiled module (`compare.cpython-311-....so`) its `.py`."""
+    name = os.path.basename(path)
+    return path if name.endswith(".py") else os.path.join(os.path.dirname(path), name.split(".", 1)[0] + ".py")
 
 
 def _text_digest(text: str) -> bytes:
