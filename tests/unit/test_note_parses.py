@@ -56,17 +56,6 @@ def test_a_stored_parse_reads_back_equal_to_the_parse():
     assert [relation.features(r["old"], r["new"], 0.8) for r in rows] == parsed
 
 
-def test_what_a_parse_holds_for_the_pair_checks_is_what_they_would_compute():
-    """The parts of a note's parse that each pair's check used to work out again (its number tokens, its
-    identifiers, its listed alternatives) equal their definitions from its content tokens and words."""
-    for t in _texts():
-        n = relation._parsed(t)
-        assert n.numbers == tuple(u for u in n.content if u.kind == "number"), t
-        assert n.idents == {u.norm for u in n.content if u.kind == "ident"}, t
-        assert n.alts == {w for w in n.words if w in relation._ALT_INDEX}, t
-        assert n.marks == {u.norm for u in n.toks} & relation.CHANGE_MARKERS, t
-
-
 def test_a_parse_of_another_text_or_format_is_refused():
     blob = relation.encoded(OLD)
     assert relation.decoded(OLD, blob) is not None

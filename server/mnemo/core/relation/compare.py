@@ -279,15 +279,13 @@ def _names(text: str, vocab: frozenset[str]) -> frozenset[str]:
     out = set()
     for m in _NAME_WORD_RE.finditer(text):
         w = m.group(1)
+        k = m.start() - 1  # the last character before the word that is not a space (text[:start].rstrip()[-1:])
+        while k >= 0 and text[k].isspace():
+            k -= 1
+        inner = k >= 0 and text[k] not in ".!?:;"
         norm, always = _name_word(w, vocab)
-        if always:
+        if always or (inner and w[0].isupper()):
             out.add(norm)
-        elif w[0].isupper():  # a capital inside a sentence: where the word is matters (lowercase words never)
-            k = m.start() - 1  # the last character before the word that is not a space
-            while k >= 0 and text[k].isspace():
-                k -= 1
-            if k >= 0 and text[k] not in ".!?:;":
-                out.add(norm)
     return frozenset(out)
 
 
@@ -358,9 +356,9 @@ def _unmatched(values: set[str], others: set[str], key: str) -> set[str]:
 
 
 def _value_signals(f: Features, ca: Sequence[Token], cb: Sequence[Token], qa: dict | None = None,
-                   qb: dict | None = None, numbers: tuple[Sequence[Token], Sequence[Token]] | None = None) -> None:
+                   qb: dict | None = None) -> None:
     """A number, version or duration replaced: keyed by what it counts, or the only number of each note (`qa`,
-    `qb`: their `_quantities`, when the caller has them; `numbers`: the number tokens of `ca` and `cb`, in order)."""
+    `qb`: their `_quantities`, when the caller has them)."""
     qa = _quantities(ca) if qa is None else qa
     qb = _quantities(cb) if qb is None else qb
     for key in sorted(set(qa) & set(qb)):
@@ -372,10 +370,8 @@ def _value_signals(f: Features, ca: Sequence[Token], cb: Sequence[Token], qa: di
                 f.signals.append(f"{key or 'number'} {change}")
             f.explained |= ta_ | tb_
     timed = qa.get("duration", (set(), set()))[1] | qb.get("duration", (set(), set()))[1]
-    num_a, num_b = numbers if numbers is not None else ([t for t in ca if t.kind == "number"],
-                                                        [t for t in cb if t.kind == "number"])
-    na = [t for t in num_a if t.norm not in timed] if timed else num_a
-    nb = [t for t in num_b if t.norm not in timed] if timed else num_b
+    na = [t for t in ca if t.kind == "number" and t.norm not in timed]
+    nb = [t for t in cb if t.kind == "number" and t.norm not in timed]
     if not f.signals and len(na) == len(nb) == 1 and na[0].norm != nb[0].norm \
             and ("." in na[0].norm) == ("." in nb[0].norm):  # "a concurrency of 8" / "set to 4"
         f.signals.append(f"number {na[0].norm} -> {nb[0].norm}")
@@ -388,14 +384,15 @@ def _listed_signals(f: Features, na: _Note, nb: _Note) -> None:
     """Listed alternatives, identifiers, change markers, swapped preferences."""
     ta, tb, ca, cb = na.toks, nb.toks, na.content, nb.content
     sa, sb = na.words, nb.words
+    only_a, only_b = sa - sb, sb - sa
     before = len(f.signals)
-    for wa in sorted(na.alts - sb):  # a word of no listed group pairs with none
-        for wb in sorted(nb.alts - sa):
+    for wa in sorted(w for w in only_a if w in _ALT_INDEX):  # a word of no listed group pairs with none
+        for wb in sorted(w for w in only_b if w in _ALT_INDEX):
             if _ALT_INDEX.get(wa, set()) & _ALT_INDEX.get(wb, set()):
                 f.signals.append(f"{wa} -> {wb}")
                 f.explained |= {wa, wb}
-    ia = na.idents - sb
-    ib = nb.idents - sa
+    ia = {t.norm for t in ca if t.kind == "ident"} - sb
+    ib = {t.norm for t in cb if t.kind == "ident"} - sa
     if ia and ib:
         f.signals.append(f"{', '.join(sorted(ia))} -> {', '.join(sorted(ib))}")
         f.explained |= ia | ib
@@ -408,8 +405,7 @@ def _listed_signals(f: Features, na: _Note, nb: _Note) -> None:
     if pa and pb and pa == pb[::-1]:
         f.signals.append(f"preference swapped: {pa[0]} over {pa[1]} -> {pb[0]} over {pb[1]}")
         f.explained |= set(pa)
-    shared_alts = na.alts & nb.alts
-    swapped = _swapped_alternatives(ca, cb, shared_alts) if len(shared_alts) >= 2 else None
+    swapped = _swapped_alternatives(ca, cb, sa & sb)
     if swapped:
         f.signals.append(f"{swapped[0]} and {swapped[1]} swapped")
         f.explained |= set(swapped)
@@ -437,9 +433,6 @@ class _Note(NamedTuple):
     marks: frozenset[str]  # the change markers it holds ("moved", "no longer")
     preferred: tuple[str, str] | None  # `_preferred`
     raws: frozenset[str]  # its tokens as written
-    numbers: tuple[Token, ...]  # its content tokens that are numbers, in order
-    idents: frozenset[str]  # the normalized words of its content tokens that are identifiers
-    alts: frozenset[str]  # its normalized words that are listed alternatives (`_ALT_INDEX`)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -454,13 +447,11 @@ def _note_of(toks: tuple[Token, ...], quantities: dict | None = None) -> _Note:
     content = tuple(_content(toks))
     aligned = tuple([t for t in content if t.norm not in LIGHT_VERBS])
     norms = tuple([t.norm for t in content])
-    words = frozenset(norms)
-    return _Note(toks, content, words, _negated(toks),
+    return _Note(toks, content, frozenset(norms), _negated(toks),
                  _quantities(content) if quantities is None else quantities, aligned,
                  tuple([t.norm for t in aligned]), norms,
-                 CHANGE_MARKERS.intersection([t.norm for t in toks]), _preferred(toks),
-                 frozenset([t.raw for t in toks]), tuple([t for t in content if t.kind == "number"]),
-                 frozenset([t.norm for t in content if t.kind == "ident"]), words.intersection(_ALT_INDEX))
+                 frozenset([t.norm for t in toks]) & CHANGE_MARKERS, _preferred(toks),
+                 frozenset([t.raw for t in toks]))
 
 
 # -- a note's parse stored with it (issue 22, fifth pass) ----------------------------------------------------------
@@ -581,7 +572,7 @@ def features(old: str, new: str, cosine: float, vocab: frozenset[str] = frozense
     ta, sa, neg_a = na.toks, na.words, na.negated
     tb, sb, neg_b = nb.toks, nb.words, nb.negated
     f = Features(cosine)
-    _value_signals(f, na.content, nb.content, na.quantities, nb.quantities, (na.numbers, nb.numbers))
+    _value_signals(f, na.content, nb.content, na.quantities, nb.quantities)
     # a negation added or removed over the shared statement
     if neg_a != neg_b and not _own_clause_negations(ta if neg_a else tb, sb if neg_a else sa):
         f.signals.append("negation " + ("removed" if neg_a else "added"))
