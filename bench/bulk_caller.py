@@ -3,6 +3,8 @@ filled as `bench/recall_latency.py` fills it (same synthetic notes, same cached 
 `time.thread_time` on the caller's thread only (the thread embedding ahead and the indexer left out; nested
 sections inside their parents: `land (all)` holds `relate (all)`, which holds `decide_many`, ...), next to the
 wall clock and the embedding alone of the same texts. `bench/bulk_threads.py` gives the CPU per thread.
+Where the relation check is compiled (mnemo/native.py), its functions call each other directly: the sections
+inside it (`features`, ...) are not seen; run with `MNEMO_NATIVE=0` to time them (from source).
 
     OPENBLAS_THREAD_TIMEOUT=4 python bench/bulk_caller.py --size 10000 --notes 1000
 """

@@ -11,6 +11,8 @@ relation check's text comparison, per pair), `masked/slot embeds` (the embedding
 fifth pass), `txn body` (everything inside the write transactions, the commit excluded). `*_process_ms`: the
 whole process's CPU over the same writes and 2.5 s after them (the indexer thread's replay and cache rewrites
 included), as the owner's CPU is counted by `bench/recall_latency.py`.
+Where the relation check is compiled (mnemo/native.py), its functions call each other directly: the sections
+inside it (`features`, ...) are not seen; run with `MNEMO_NATIVE=0` to time them (from source).
 
     python bench/write_segments.py --size 10000 --writes 100 --bulk 500
 """
