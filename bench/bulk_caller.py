@@ -16,11 +16,12 @@ import collections
 import json
 import os
 import sys
-import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path
+
+from scratch import scratch_dir  # bench/ is on sys.path when run as a script
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -42,7 +43,7 @@ def main() -> int:
 
     emb = get_embedder()
     ctx = Context(project_id="bench-project", project_name="bench", root=None, branch="main", default_branch="main")
-    home = Path(tempfile.mkdtemp(prefix="mnemo-caller-"))
+    home = scratch_dir("mnemo-caller-")
     rl.fill_store(home, size, emb, ctx)
     eng = Engine(home, emb)
     while not (eng.index is not None and eng.index.ready):

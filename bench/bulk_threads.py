@@ -16,11 +16,12 @@ import collections
 import json
 import os
 import sys
-import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path
+
+from scratch import scratch_dir  # bench/ is on sys.path when run as a script
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -53,7 +54,7 @@ def main() -> int:
 
     emb = get_embedder()
     ctx = Context(project_id="bench-project", project_name="bench", root=None, branch="main", default_branch="main")
-    home = Path(tempfile.mkdtemp(prefix="mnemo-bulk-"))
+    home = scratch_dir("mnemo-bulk-")
     rl.fill_store(home, args.size, emb, ctx)
     eng = Engine(home, emb)
     while not (eng.index is not None and eng.index.ready):

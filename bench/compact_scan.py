@@ -25,6 +25,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from scratch import scratch_dir  # bench/ is on sys.path when run as a script
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
@@ -98,7 +100,7 @@ def locomo(data: Path) -> dict:
     queries = [q for q in (json.loads(line) for line in (data / "locomo_queries.jsonl").open())
                if q["category"] in (1, 2, 3, 4) and q["evidence"]]
     emb = get_embedder()
-    engine = Engine(Path(tempfile.mkdtemp(prefix="mnemo-compact-")), embedder=emb)
+    engine = Engine(scratch_dir("mnemo-compact-"), embedder=emb)
     by: dict[str, list] = defaultdict(list)
     for o in observations:
         by[o["sample_id"]].append(o)

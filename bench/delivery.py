@@ -45,10 +45,11 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
+
+from scratch import scratch_dir  # bench/ is on sys.path when run as a script
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "server"))
@@ -335,7 +336,7 @@ def main(argv=None) -> int:
     recs = [json.loads(line) for line in open(DEV, encoding="utf-8") if line.strip()]
     repos = {r["name"]: r for r in recs if r["type"] == "repo"}
     cases = [r for r in recs if r["type"] == "case"]
-    tmp = Path(tempfile.mkdtemp(prefix="mnemo-delivery-"))
+    tmp = scratch_dir("mnemo-delivery-")
     home = tmp / "home"
     home.mkdir()
     os.environ["MNEMO_HOME"] = str(home)

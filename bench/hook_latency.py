@@ -32,11 +32,12 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path
+
+from scratch import scratch_dir  # bench/ is on sys.path when run as a script
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "server"))
@@ -183,7 +184,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-bytecode", action="store_true",
                     help="keep PYTHONDONTWRITEBYTECODE (every run compiles Mnemo's modules from source)")
     args = ap.parse_args(argv)
-    tmp = Path(tempfile.mkdtemp(prefix="mnemo-hook-bench-"))
+    tmp = scratch_dir("mnemo-hook-bench-")
     home = tmp / "home"
     env = {**os.environ, "MNEMO_HOME": str(home), "MNEMO_IDLE_TIMEOUT": "900",
            "PYTHONPATH": str(REPO / "server") + os.pathsep + os.environ.get("PYTHONPATH", "")}

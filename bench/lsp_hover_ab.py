@@ -21,9 +21,10 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from scratch import scratch_dir  # bench/ is on sys.path when run as a script
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -148,7 +149,7 @@ def main() -> int:
     from mnemo.core.identity import detect_context
     from mnemo.daemon.client import DaemonService
 
-    base = Path(args.dir or tempfile.mkdtemp(prefix="mnemo-hover-ab-"))
+    base = Path(args.dir or scratch_dir("mnemo-hover-ab-"))
     seed = base / f"seed-{args.memories}"
     if not (seed / "mnemo.db").exists():
         seed.mkdir(parents=True, exist_ok=True)

@@ -42,10 +42,11 @@ import os
 import random
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
+
+from scratch import scratch_dir  # bench/ is on sys.path when run as a script
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET = REPO / "server" / "mnemo" / "core" / "engine.py"
@@ -460,7 +461,7 @@ def reuse_or_fill(args) -> Path:
             return home
         home.mkdir(parents=True, exist_ok=True)
     else:
-        home = Path(tempfile.mkdtemp(prefix="mnemo-lsp-bench-"))
+        home = scratch_dir("mnemo-lsp-bench-")
     t = time.perf_counter()
     info = fill_store(home, args.memories, detect_context(REPO))
     print(f"filled {args.memories} memories in {time.perf_counter() - t:.1f} s ({info})", file=sys.stderr)

@@ -34,10 +34,11 @@ import os
 import random
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
+
+from scratch import scratch_dir  # bench/ is on sys.path when run as a script
 
 COMPONENTS = ["payments API", "auth service", "billing worker", "search indexer", "web client", "mobile app",
               "CI pipeline", "database layer", "cache", "message queue", "feature flags", "admin panel",
@@ -351,7 +352,7 @@ def main() -> int:
     ctx = Context(project_id="bench-project", project_name="bench", root=None, branch="main", default_branch="main")
     results = {}
     for i, n in enumerate(int(s) for s in args.sizes.split(",")):
-        home = Path(tempfile.mkdtemp(prefix=f"mnemo-lat-{n}-"))
+        home = scratch_dir(f"mnemo-lat-{n}-")
         t = time.perf_counter()
         fill_store(home, n, embedder, ctx)
         fill_s = time.perf_counter() - t

@@ -13,10 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+
+from scratch import scratch_dir  # bench/ is on sys.path when run as a script
 
 SWEEP = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3)
 
@@ -56,7 +57,7 @@ def main() -> int:
     queries = [q for q in queries if q["category"] in (1, 2, 3, 4) and q["evidence"]]
     embedder = get_embedder(args.embedder)
     t0 = time.time()
-    home = Path(tempfile.mkdtemp(prefix="mnemo-bench-"))
+    home = scratch_dir("mnemo-bench-")
     engine = Engine(home, embedder=embedder)
     by_sample = defaultdict(list)
     for o in observations:

@@ -21,10 +21,11 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
+
+from scratch import scratch_dir  # bench/ is on sys.path when run as a script
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -72,7 +73,7 @@ def remember_ms(size: int, writes: int, embedder) -> dict:
     from mnemo.core.models import Context
     from mnemo.service import LocalService
 
-    home = Path(tempfile.mkdtemp(prefix="relation-check-"))
+    home = scratch_dir("relation-check-")
     ctx = Context(project_id="bench-project", project_name="bench", root=None, branch="main", default_branch="main")
     rl.fill_store(home, size, embedder, ctx)
     eng = Engine(home, embedder=embedder)
@@ -107,7 +108,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--remember", action="store_true", help="also time sequential remembers on a filled store")
     args = ap.parse_args()
-    os.environ.setdefault("MNEMO_HOME", tempfile.mkdtemp(prefix="relation-check-home-"))
+    os.environ.setdefault("MNEMO_HOME", str(scratch_dir("relation-check-home-")))
     from mnemo import native
     from mnemo.core.embedding.embedder import get_embedder
     from mnemo.core.relation import compare

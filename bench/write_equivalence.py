@@ -14,10 +14,11 @@ import json
 import random
 import sqlite3
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
+
+from scratch import scratch_dir  # bench/ is on sys.path when run as a script
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -32,7 +33,7 @@ from mnemo.core.models import Context  # noqa: E402
 
 emb = get_embedder()
 ctx = Context(project_id="bench-project", project_name="bench", root=None, branch="main", default_branch="main")
-home = Path(tempfile.mkdtemp(prefix="mnemo-eq-"))
+home = scratch_dir("mnemo-eq-")
 rl.fill_store(home, 3000, emb, ctx)
 eng = Engine(home, emb)
 while not (eng.index is not None and eng.index.ready):

@@ -24,10 +24,11 @@ import collections
 import contextlib
 import json
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
+
+from scratch import scratch_dir  # bench/ is on sys.path when run as a script
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -51,7 +52,7 @@ def main() -> int:
 
     emb = get_embedder()
     ctx = Context(project_id="bench-project", project_name="bench", root=None, branch="main", default_branch="main")
-    home = Path(tempfile.mkdtemp(prefix="mnemo-seg-"))
+    home = scratch_dir("mnemo-seg-")
     rl.fill_store(home, args.size, emb, ctx)
     eng = Engine(home, emb)
     while not (eng.index is not None and eng.index.ready):

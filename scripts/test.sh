@@ -49,6 +49,7 @@ if [ -d vscode-extension ] && [ -f vscode-extension/package.json ] && [ "${MNEMO
       fi
     else
       status=1
+      echo "==> VS Code e2e not run: its setup (vscode-extension/scripts/setup-e2e.sh) failed, see above"
     fi
   fi
 fi
