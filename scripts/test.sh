@@ -19,8 +19,10 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   fi
 fi
 
-# Never touch the user's real store from tests.
-export MNEMO_HOME="$(mktemp -d)/mnemo-home"
+# Never touch the user's real store from tests; the test store goes when the run ends.
+MNEMO_TEST_TMP="$(mktemp -d)"
+trap 'rm -rf "$MNEMO_TEST_TMP"' EXIT
+export MNEMO_HOME="$MNEMO_TEST_TMP/mnemo-home"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 ANONYMIZED_TELEMETRY=False
 
 status=0
