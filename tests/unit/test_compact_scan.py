@@ -170,9 +170,18 @@ def test_verify_and_compact_keep_the_float_rows_out_of_the_owner(home, locomo, r
         assert _mapped_rss_kb(m.path) >= vecs.nbytes // 1024 * 0.9
         vf.ensure_compact()
         assert _mapped_rss_kb(m.path) <= 16  # at most the pages around the partition's ends
-        for q in vecs[:20]:  # queries re-score their candidates through `SparseRows`: no page of it stays either
+        for q in vecs[:20]:  # queries re-score their candidates through `SparseRows`: its pages are dropped
+            assert len(vf.search(["p-p1"], q, 50)[0]) == 50  # once they hold `KEEP_ROWS` rows
+            assert _mapped_rss_kb(m.path) <= 16 + compact.KEEP_ROWS * 2 * 4  # a row spans at most two pages
+        assert m._sparse is not None
+        monkeypatch.setattr(compact, "KEEP_ROWS", 10**9)  # under the budget the read pages stay (no drop per read)
+        for q in vecs[20:23]:
             assert len(vf.search(["p-p1"], q, 50)[0]) == 50
-        assert m._sparse is not None and _mapped_rss_kb(m.path) <= 16
+        assert _mapped_rss_kb(m.path) > 16
+        monkeypatch.setattr(compact, "KEEP_ROWS", 1)  # past it they are dropped: no page of it stays
+        for q in vecs[:5]:
+            assert len(vf.search(["p-p1"], q, 50)[0]) == 50
+            assert _mapped_rss_kb(m.path) <= 16
     finally:
         store.close()
 
@@ -262,6 +271,18 @@ def test_a_writes_search_leaves_the_changed_rows_out_before_re_scoring(home, loc
             top = dict(sorted(full.items(), key=lambda kv: -kv[1])[:40])
             assert best == top  # the same rows, the same cosines
             assert sum(reread) < wide / 2  # ~k candidates re-read, not k + 300
+        # more changes (writes go on): the rows left out are found for the new items only, and are all of them
+        more = [m.ids[int(r)] for r in rng.choice(m.count, 50, replace=False)]
+        with store.write() as c:
+            for item_id in more:
+                store.log_change(c, item_id, "p-p1", "upsert")
+        changed += more
+        for q in queries[30:40]:
+            full, _tail = vf.search(["p-p1"], q, 40)
+            best, _tail = vf.search(["p-p1"], q, 40, unchanged=True)
+            assert not set(best) & set(changed)
+            assert best == dict(sorted(full.items(), key=lambda kv: -kv[1])[:40])
+        assert sorted(m._changed_rows_of[1].tolist()) == sorted({m._rows[i] for i in changed})
         # a document block among the best: the window the full search takes
         # (the best row that did not change: a changed row is out of both answers, whatever its id; the rows are in
         # the order of the random ids, so the best row of all is among the 300 changed ones one run in five)

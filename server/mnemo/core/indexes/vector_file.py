@@ -425,6 +425,7 @@ class _Matrix:
         self.ids = ids
         self._rows: dict[str, int] | None = None  # id -> row, built on the first `scores_for`
         self._changed_of: tuple[list, set[str]] | None = None  # `_changed`'s last answer
+        self._changed_rows_of: tuple[set[str], Any] | None = None  # `_changed_rows`' last answer
         self._np = np
         self.path = path
         self.data_at = int(header["data_at"])
@@ -467,6 +468,23 @@ class _Matrix:
         if not store.in_transaction():
             self._changed_of = (tail, changed)
         return tail, changed
+
+    def _changed_rows(self, changed: set[str], rows_of: dict[str, int]):
+        """The file's rows of the items in `changed` (`_changed`'s set) that it holds, as one int64 array: made once
+        per set, and for a set that holds the last one, from its new items only (a write adds one item to the
+        set; reading every changed item's row at every write cost ~0.1 ms a thousand changes, and at 100k rows
+        up to 2,000 changes stand after the file). Read only: the set is kept with its answer, never changed."""
+        np = self._np
+        kept = self._changed_rows_of
+        if kept is not None and kept[0] is changed:
+            return kept[1]
+        if kept is not None and len(kept[0]) <= len(changed) and kept[0] <= changed:
+            new = [r for i in changed - kept[0] if (r := rows_of.get(i)) is not None]
+            rows = np.concatenate([kept[1], np.asarray(new, dtype=np.int64)]) if new else kept[1]
+        else:
+            rows = np.asarray([r for i in changed if (r := rows_of.get(i)) is not None], dtype=np.int64)
+        self._changed_rows_of = (changed, rows)
+        return rows
 
     def index_rows(self) -> None:
         """The id -> row map `scores_for` reads (the indexer makes it after the checks; until then SQLite answers)."""
@@ -557,7 +575,8 @@ class _Matrix:
             return None
         a, b = self.parts[part]
         approx, bound = scan.approx(q)
-        masked = [r - a for i in changed if (r := rows_of.get(i)) is not None and a <= r < b]
+        gone = self._changed_rows(changed, rows_of)
+        masked = gone[(gone >= a) & (gone < b)] - a
         n = b - a
         if n - len(masked) <= k:
             return None
