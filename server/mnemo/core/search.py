@@ -146,7 +146,8 @@ def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequen
         return DenseHits(by_id, False)
     index = engine.index
     vf = engine.vector_file()
-    if index is not None and index.ready and not index.dormant and not vf.small(parts, max(EXACT_ROWS, index.threshold)):
+    if _index_answers(engine, parts):
+        assert index is not None
         seq = index.indexed_seq
         scores: dict[str, float] = {}
         try:
@@ -161,6 +162,27 @@ def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequen
     if found is not None:
         return DenseHits(_with_tail(engine, parts, qvec, *found), True)
     return DenseHits(dict(exact_scores(store, parts, qvec, model_id=engine.model_id)), False)
+
+
+def _index_answers(engine: Engine, parts: Sequence[str]) -> bool:
+    """Whether chroma's ANN index answers a search of `parts` (`dense_search`), not the vector file."""
+    index = engine.index
+    return index is not None and index.ready and not index.dormant and \
+        not engine.vector_file().small(parts, max(EXACT_ROWS, index.threshold))
+
+
+def prepare_nearest(engine: Engine, ctx: Context) -> None:
+    """What `nearest_memories` reads besides the vector, made ahead where it finds it (`VectorFile.prepare`): the
+    change-log rows the answering index has not seen, the items they name and their rows, the tail's matrix. A
+    single `remember` runs this in the engine's helper thread while its own thread embeds the note, as recall runs
+    its keyword side (issue 22, ninth pass). Read only."""
+    parts = scope_parts(ctx, "hybrid")
+    if _index_answers(engine, parts):
+        index = engine.index
+        assert index is not None
+        engine.vector_file().prepare(parts, engine.store.recent_changes(index.indexed_seq))
+    else:
+        engine.vector_file().prepare(parts)
 
 
 def _with_tail(engine: Engine, parts: Sequence[str], qvec, scores: dict[str, float], tail: list) -> dict[str, float]:

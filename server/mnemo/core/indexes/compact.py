@@ -46,8 +46,6 @@ TRIM_ROWS = 20000
 # cores): 100k rows 2.0 -> 1.1 ms, 50k 0.84 -> 0.38 ms, 20k 0.17 -> 0.14 ms; no slower with both cores busy (its
 # threads do not spin while they wait). docs/benchmarks.md, issue 22's seventh pass.
 PARALLEL_ROWS = 20000
-# `SparseRows` drops its pages once reads have touched this many rows (each spans one or two 4 KB pages).
-KEEP_ROWS = 2048
 SLACK = 1e-4  # float32 rounding of the approximate and of the exact scores (both ~1e-6 here): far above both
 
 
@@ -232,13 +230,10 @@ def matmul_integer_model(dim: int, n: int) -> bytes:
 
 class SparseRows:
     """Random rows of a vector file's float32 matrix, read through a private mapping advised `MADV_RANDOM` (a fault
-    maps the one page it needs, not its neighbours) whose pages are dropped again once reads have touched
-    `KEEP_ROWS` rows: a compact scan's candidates are gathered by one numpy call, and at most ~`KEEP_ROWS` rows'
-    pages (~12 MB at 384 dimensions) stay in the owner's RSS. 200 random rows of 100k: ~0.24 ms against ~0.44 ms
-    for one pread per row (issue 22, seventh pass). Dropping after every read cost ~0.13 ms a write's ~90 rows
-    more than after every ~20 (the drop's page-table walk and TLB flush, not the faults): issue 22, ninth pass.
-    Safe from several threads: a page dropped under another reader is read again from the page cache (a count
-    lost between two threads delays a drop by a read)."""
+    maps the one page it needs, not its neighbours) whose pages are dropped again after every read: a compact
+    scan's candidates are gathered by one numpy call, and none stays in the owner's RSS. 200 random rows of 100k,
+    dropped after each read: ~0.24 ms, against ~0.44 ms for one pread per row (issue 22, seventh pass). Safe from several threads: a page dropped
+    under another reader is read again from the page cache."""
 
     def __init__(self, fd: int, data_at: int, count: int, dim: int):
         import numpy as np
@@ -246,7 +241,6 @@ class SparseRows:
         self._mm = mmap.mmap(fd, data_at + count * dim * 4, prot=mmap.PROT_READ)
         self._advise(mmap.MADV_RANDOM)
         self._arr = np.frombuffer(self._mm, dtype=np.float32, count=count * dim, offset=data_at).reshape(count, dim)
-        self._since_drop = 0  # rows read since the pages were last dropped
 
     def _advise(self, what: int) -> None:
         try:
@@ -257,12 +251,9 @@ class SparseRows:
     def read(self, rows: np.ndarray) -> np.ndarray:
         """The float32 rows `rows`, a copy."""
         out = self._arr[rows]
-        self._since_drop += len(rows)
-        if self._since_drop >= KEEP_ROWS:
-            self._since_drop = 0
-            self._advise(mmap.MADV_DONTNEED)
+        self._advise(mmap.MADV_DONTNEED)
         return out
 
 
-__all__ = ["KEEP_ROWS", "MIN_ROWS", "PARALLEL_ROWS", "TRIM_ROWS", "CompactScan", "SparseRows", "build", "exact_at",
+__all__ = ["MIN_ROWS", "PARALLEL_ROWS", "TRIM_ROWS", "CompactScan", "SparseRows", "build", "exact_at",
            "matmul_integer_model", "quantize", "query_levels"]
