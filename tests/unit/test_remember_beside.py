@@ -115,3 +115,33 @@ def test_a_failed_preparation_is_not_the_writes_failure(engine, ctx, monkeypatch
     assert [c["id"] for c in res["conflicts"]] == [ids["The cache TTL is 5 minutes for session tokens"]]
     # and a write with nothing near it lands as created
     assert remember(engine, ctx, "The mobile app is written in Kotlin")["status"] == "created"
+
+
+def test_with_the_ann_index_answering_the_tail_it_has_not_seen_is_prepared(home, real_embedder, ctx, monkeypatch):
+    """Where chroma's index answers (no vector file, `ann_min_rows` 0 as in every test here), the helper thread
+    makes the matrix of the change-log rows the index has not replayed yet, for those rows."""
+    monkeypatch.setenv("MNEMO_ANN_MIN_ROWS", "0")
+    eng = Engine(home, embedder=real_embedder)
+    try:
+        ids = {text: remember(eng, ctx, text, on_conflict="keep_both")["memory"]["id"] for text in NOTES}
+        deadline = time.monotonic() + 60
+        while not (eng.index is not None and eng.index.ready and eng.index.indexed_seq >= eng.store.max_seq()) \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert eng.index is not None and eng.index.ready
+        assert eng.vector_file().matrix() is None  # the index answers
+        prepared: list[tuple[int, str]] = []
+        real_prepare = VectorFile.prepare
+
+        def spy(self, parts, tail=None):
+            prepared.append((-1 if tail is None else len(tail), threading.current_thread().name))
+            return real_prepare(self, parts, tail)
+
+        monkeypatch.setattr(VectorFile, "prepare", spy)
+        _embed_slowly(eng, monkeypatch)
+        res = remember(eng, ctx, CONFLICTING, on_conflict="review")
+        assert res["status"] == "conflict", res
+        assert [c["id"] for c in res["conflicts"]] == [ids["The cache TTL is 5 minutes for session tokens"]]
+        assert len(prepared) == 1 and prepared[0][0] >= 0 and prepared[0][1].startswith("mnemo-beside"), prepared
+    finally:
+        eng.close()

@@ -17,6 +17,7 @@ from mnemo.core.store.schema import VISIBILITY_COLUMNS
 
 if TYPE_CHECKING:
     from mnemo.core.engine import Engine
+    from mnemo.core.indexes.dense import DenseIndex
 
 
 # -- visibility ----------------------------------------------------------------------------------------------
@@ -144,10 +145,9 @@ def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequen
         if rest:
             by_id.update(exact_scores(store, parts, qvec, ids=rest, model_id=engine.model_id))
         return DenseHits(by_id, False)
-    index = engine.index
+    index = _answering_index(engine, parts)
     vf = engine.vector_file()
-    if _index_answers(engine, parts):
-        assert index is not None
+    if index is not None:
         seq = index.indexed_seq
         scores: dict[str, float] = {}
         try:
@@ -164,11 +164,13 @@ def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequen
     return DenseHits(dict(exact_scores(store, parts, qvec, model_id=engine.model_id)), False)
 
 
-def _index_answers(engine: Engine, parts: Sequence[str]) -> bool:
-    """Whether chroma's ANN index answers a search of `parts` (`dense_search`), not the vector file."""
+def _answering_index(engine: Engine, parts: Sequence[str]) -> DenseIndex | None:
+    """Chroma's ANN index when it answers a search of `parts` (`dense_search`), else None (the vector file does)."""
     index = engine.index
-    return index is not None and index.ready and not index.dormant and \
-        not engine.vector_file().small(parts, max(EXACT_ROWS, index.threshold))
+    if index is not None and index.ready and not index.dormant and \
+            not engine.vector_file().small(parts, max(EXACT_ROWS, index.threshold)):
+        return index
+    return None
 
 
 def prepare_nearest(engine: Engine, ctx: Context) -> None:
@@ -177,9 +179,8 @@ def prepare_nearest(engine: Engine, ctx: Context) -> None:
     single `remember` runs this in the engine's helper thread while its own thread embeds the note, as recall runs
     its keyword side (issue 22, ninth pass). Read only."""
     parts = scope_parts(ctx, "hybrid")
-    if _index_answers(engine, parts):
-        index = engine.index
-        assert index is not None
+    index = _answering_index(engine, parts)
+    if index is not None:
         engine.vector_file().prepare(parts, engine.store.recent_changes(index.indexed_seq))
     else:
         engine.vector_file().prepare(parts)
