@@ -17,7 +17,6 @@ from mnemo.core.store.schema import VISIBILITY_COLUMNS
 
 if TYPE_CHECKING:
     from mnemo.core.engine import Engine
-    from mnemo.core.indexes.dense import DenseIndex
 
 
 # -- visibility ----------------------------------------------------------------------------------------------
@@ -145,9 +144,9 @@ def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequen
         if rest:
             by_id.update(exact_scores(store, parts, qvec, ids=rest, model_id=engine.model_id))
         return DenseHits(by_id, False)
-    index = _answering_index(engine, parts)
+    index = engine.index
     vf = engine.vector_file()
-    if index is not None:
+    if index is not None and index.ready and not index.dormant and not vf.small(parts, max(EXACT_ROWS, index.threshold)):
         seq = index.indexed_seq
         scores: dict[str, float] = {}
         try:
@@ -162,28 +161,6 @@ def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequen
     if found is not None:
         return DenseHits(_with_tail(engine, parts, qvec, *found), True)
     return DenseHits(dict(exact_scores(store, parts, qvec, model_id=engine.model_id)), False)
-
-
-def _answering_index(engine: Engine, parts: Sequence[str]) -> DenseIndex | None:
-    """Chroma's ANN index when it answers a search of `parts` (`dense_search`), else None (the vector file does)."""
-    index = engine.index
-    if index is not None and index.ready and not index.dormant and \
-            not engine.vector_file().small(parts, max(EXACT_ROWS, index.threshold)):
-        return index
-    return None
-
-
-def prepare_nearest(engine: Engine, ctx: Context) -> None:
-    """What `nearest_memories` reads besides the vector, made ahead where it finds it (`VectorFile.prepare`): the
-    change-log rows the answering index has not seen, the items they name and their rows, the tail's matrix. A
-    single `remember` runs this in the engine's helper thread while its own thread embeds the note, as recall runs
-    its keyword side (issue 22, ninth pass). Read only."""
-    parts = scope_parts(ctx, "hybrid")
-    index = _answering_index(engine, parts)
-    if index is not None:
-        engine.vector_file().prepare(parts, engine.store.recent_changes(index.indexed_seq))
-    else:
-        engine.vector_file().prepare(parts)
 
 
 def _with_tail(engine: Engine, parts: Sequence[str], qvec, scores: dict[str, float], tail: list) -> dict[str, float]:

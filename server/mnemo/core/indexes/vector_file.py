@@ -302,15 +302,11 @@ class VectorFile:
         may be rolled back)."""
         import numpy as np
 
-        keys, mat = self._tail_made(parts, tail)
-        return _scored(keys, mat, np.asarray(qvec, dtype=np.float32))
-
-    def _tail_made(self, parts: Sequence[str], tail: Sequence) -> tuple[list[str], Any]:
-        """The items `tail_scores` scores for these change-log rows and their vectors' matrix, kept as it says."""
+        q = np.asarray(qvec, dtype=np.float32)
         ready = self._tail_ready
         if ready is not None and ready[1] == tuple(parts) and ready[2] == self.model_id:
             if ready[0] is tail:  # the same rows as the last query's: the log has not grown since
-                return ready[3], ready[4]
+                return _scored(ready[3], ready[4], q)
         made = None
         if ready is not None and ready[1] == tuple(parts) and ready[2] == self.model_id \
                 and not self.store.in_transaction():
@@ -319,22 +315,7 @@ class VectorFile:
             made = self._tail_matrix(parts, tail)
         if not self.store.in_transaction():
             self._tail_ready = (tail, tuple(parts), self.model_id, *made)
-        return made[0], made[1]
-
-    def prepare(self, parts: Sequence[str], tail: Sequence | None = None) -> None:
-        """Make ahead what a write's neighbour search reads besides the query's vector, kept where the search finds
-        it (`core.search.prepare_nearest`, in the engine's helper thread while the write's thread embeds the note):
-        the change-log rows after the file, the items they name and those items' rows in the file (`search`), and
-        the tail's matrix (`tail_scores`); with `tail`, only the tail's matrix for those rows (an index answers).
-        Read only: what is made is what the search would make itself."""
-        if tail is None:
-            m = self.matrix()
-            if m is None:
-                return
-            tail, changed = m._changed(self.store)
-            if m._rows is not None:
-                m._changed_rows(changed, m._rows)
-        self._tail_made(parts, tail)
+        return _scored(made[0], made[1], q)
 
     def _tail_matrix(self, parts: Sequence[str], tail: Sequence) -> tuple[list[str], Any, set[str]]:
         """The items of `tail` that `tail_scores` scores (in `parts`, of this model, sorted), their vectors as one

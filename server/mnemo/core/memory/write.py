@@ -36,7 +36,7 @@ from mnemo.core.policy import (
 )
 from mnemo.core.relation import compare as relation
 from mnemo.core.safety import screen as safety
-from mnemo.core.search import memory_visible, prepare_nearest
+from mnemo.core.search import memory_visible
 from mnemo.core.text import content_hash
 
 if TYPE_CHECKING:
@@ -205,12 +205,7 @@ def land(engine: Engine, ctx: Context, mem: Memory, suspicious: list[str], on_co
         return {"status": "confirmed", "memory": m.to_dict(), "message": f"already known: confirmed {m.confirmations}x",
                 "conflicts": []}
     if vec is None:
-        # what the neighbour search reads besides the vector is made in the engine's helper thread meanwhile (the
-        # model runs without the GIL, on one core); a helper busy with another request's work is not waited for
-        early = engine.beside(prepare_nearest, engine, ctx)
         vec = engine.embed([mem.text])[0]
-        if not early.cancel():
-            early.exception()  # waited for; a failure there is the search's to meet again and report
     # The same claim on any level (a paraphrase, a refinement) confirms; a contradiction conflicts or overrides.
     unparsed: list[tuple[str, str]] = []
     related = relate(engine, ctx, mem, vec, near=near, unparsed=unparsed)
