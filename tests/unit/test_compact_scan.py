@@ -95,6 +95,30 @@ def test_top_k_equals_the_float32_exact_scan_on_real_vectors(locomo):
             assert set(top.tolist()) == set(want.tolist())
 
 
+def test_kth_best_is_the_partitions_kth(locomo):
+    """`kth_best` (the floor from every 16th score, then a partition of the scores above it) is the k-th largest
+    `np.partition` finds, to the bit: on real approximate scores, with rows masked to -inf (a write's changed
+    rows), with ties, and on sizes where the sample cannot hold k (then it partitions them all)."""
+    _texts, vecs, queries = locomo
+    scan = compact.build(lambda a, b: vecs[a:b], 0, len(vecs), vecs.shape[1], chunk=1000)
+    rng = np.random.default_rng(11)
+    cases = []
+    for q in queries[:20]:
+        scores, _bound = scan.approx(q)
+        cases.append(scores)
+        masked = scores.copy()
+        masked[rng.choice(len(masked), 300, replace=False)] = -np.inf
+        cases.append(masked)
+    cases.append(np.round(rng.standard_normal(5000), 1).astype(np.float32))  # many ties
+    cases.append(np.full(3000, 0.25, dtype=np.float32))
+    cases.append(rng.standard_normal(50).astype(np.float32))
+    for scores in cases:
+        n = len(scores)
+        for k in (1, 2, 5, 40, 41, 90, n // 2, n):
+            if 1 <= k <= n:
+                assert compact.kth_best(scores, k) == float(np.partition(scores, n - k)[n - k])
+
+
 def _store_with(home, texts, vecs, model_id: str) -> Store:
     store = Store(home / "mnemo.db")
     now = time.time()

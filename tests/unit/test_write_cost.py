@@ -544,6 +544,41 @@ def test_the_same_tail_is_scored_from_the_matrix_made_for_it(home, hash_embedder
         engine.close()
 
 
+def test_a_writes_tail_answer_keeps_what_its_caller_reads(home, real_embedder, ctx):
+    """A write's neighbour check reads only the `top` best of the tail besides document blocks (`tail_scores(top=)`,
+    issue 22 tenth pass: at 100k it sorted up to 2,000 changed items to read 40). The answer is the full answer's
+    items scoring at least its (`top` + blocks)-th best, in the full answer's order, so the `top` best besides
+    blocks are the same items with the same cosines; with no more items than that, it is the full answer."""
+    engine = Engine(home, embedder=real_embedder, start_indexer=False)  # real cosines: few ties
+    try:
+        vf, parts, seq = _tail_setup(engine, ctx)
+        store = engine.store
+        vec = engine.embed_query("webhook signature deploy")
+        with store.write() as c:  # two document blocks in the tail, one the query's nearest of all
+            store.set_vector(c, "blk-near0000000000000000", parts[0], vec, engine.model_id)
+            store.set_vector(c, "blk-far00000000000000000", parts[0], engine.embed(["schema flag"])[0],
+                             engine.model_id)
+        tail = store.recent_changes(seq)
+
+        def best(scores, n):
+            return [(i, s) for i, s in sorted(scores.items(), key=lambda kv: -kv[1]) if not i.startswith("blk-")][:n]
+
+        for q in (vec, engine.embed_query("queue worker schema"), engine.embed_query("token expiry metric")):
+            full = vf.tail_scores(parts, q, tail)
+            assert full == _truth(engine, parts, q, tail) and len(full) == 27
+            for top in (1, 5, 12, 24, 25, 40):
+                got = vf.tail_scores(parts, q, tail, top)
+                assert list(got.items()) == [(i, s) for i, s in full.items() if i in got]  # the full one's, in order
+                assert best(got, top) == best(full, top)
+                if top + 2 >= len(full):
+                    assert got == full
+                else:
+                    kth = sorted(full.values())[-(top + 2)]
+                    assert got == {i: s for i, s in full.items() if s >= kth} and len(got) < len(full)
+    finally:
+        engine.close()
+
+
 def test_the_indexes_loaded_at_start_are_out_of_the_collectors_full_passes(home, hash_embedder, ctx):
     """The keyword postings (two arrays and a tuple per term: ~300k objects at 100k notes) were traversed by every
     full pass of the garbage collector, one every ~200 writes: ~1 ms per write at 100k, growing with the store. The

@@ -159,14 +159,17 @@ def dense_search(engine: Engine, parts: Sequence[str], qvec, k: int, ids: Sequen
             return DenseHits(_with_tail(engine, parts, qvec, scores, store.recent_changes(seq)), True, exact=False)
     found = vf.search(parts, qvec, k, unchanged=unchanged)
     if found is not None:
-        return DenseHits(_with_tail(engine, parts, qvec, *found), True)
+        # the file's answer leaves out every changed item, so the tail's best `k` are all that can be read of it
+        return DenseHits(_with_tail(engine, parts, qvec, *found, top=k if unchanged else None), True)
     return DenseHits(dict(exact_scores(store, parts, qvec, model_id=engine.model_id)), False)
 
 
-def _with_tail(engine: Engine, parts: Sequence[str], qvec, scores: dict[str, float], tail: list) -> dict[str, float]:
+def _with_tail(engine: Engine, parts: Sequence[str], qvec, scores: dict[str, float], tail: list,
+               top: int | None = None) -> dict[str, float]:
     """`scores` plus the exact cosines of the items of the change-log rows `tail` (what an index has not seen), their
-    vectors kept between calls while unchanged (`VectorFile.tail_scores`)."""
-    scores.update(engine.vector_file().tail_scores(parts, qvec, tail))
+    vectors kept between calls while unchanged (`VectorFile.tail_scores`; `top`: of those, only the ones that can
+    be among the `top` best besides document blocks, when `scores` holds none of the tail's items)."""
+    scores.update(engine.vector_file().tail_scores(parts, qvec, tail, top))
     return scores
 
 

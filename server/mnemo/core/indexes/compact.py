@@ -106,8 +106,23 @@ class CompactScan:
         scores, bound = self.approx(q)
         if want >= self.n:
             return np.arange(self.n)
-        kth = float(np.partition(scores, self.n - want)[self.n - want])
-        return np.flatnonzero(scores >= kth - 2 * bound)
+        return np.flatnonzero(scores >= kth_best(scores, want) - 2 * bound)
+
+
+def kth_best(scores: np.ndarray, k: int, stride: int = 16) -> float:
+    """The `k`-th largest of `scores` (1 <= k <= len), as `np.partition(scores, n - k)[n - k]` finds it, without
+    partitioning every score: the `k`-th largest of every `stride`-th score is a floor (at least `k` scores reach
+    it), so only the scores at or above it are partitioned (~`k * stride` of them). At 100k scores ~0.5 -> ~0.1 ms
+    in a write (issue 22, tenth pass)."""
+    import numpy as np
+
+    n = len(scores)
+    sample = scores[::stride]
+    if len(sample) <= k or n < 4 * stride * k:
+        return float(np.partition(scores, n - k)[n - k])
+    floor = np.partition(sample, len(sample) - k)[len(sample) - k]
+    above = scores[scores >= floor]
+    return float(np.partition(above, len(above) - k)[len(above) - k])
 
 
 def _session_over(weights_t: np.ndarray, threads: int = 1):

@@ -19,6 +19,7 @@ pages it touched (issue 22, third and seventh passes).
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import mmap
@@ -290,7 +291,7 @@ class VectorFile:
             return None
         return m.search(parts, qvec, k, self.store, unchanged=unchanged)
 
-    def tail_scores(self, parts: Sequence[str], qvec, tail: Sequence) -> dict[str, float]:
+    def tail_scores(self, parts: Sequence[str], qvec, tail: Sequence, top: int | None = None) -> dict[str, float]:
         """Exact cosines of the items the change-log rows `tail` wrote (`op` upsert), in `parts`, this model's
         vectors only: what the file (or an index) does not reflect, as `dense.exact_scores(ids=...)` finds them.
         The tail is up to `_refresh_after(count)` rows (200 at 10k, 2,000 at 100k) and every write's neighbour
@@ -299,14 +300,15 @@ class VectorFile:
         once (issue 22, fourth pass); the tail's matrix is kept while the log has not grown, and when it grew by
         rows naming only items the tail did not name, the new items' rows are put into it (`_tail_extended`)
         instead of making it again from every row (seventh pass). Nothing read inside a transaction is kept (it
-        may be rolled back)."""
+        may be rolled back). `top`: the caller reads only the `top` best items besides document blocks (a write's
+        neighbour check): only the items that can be among them are answered (`_scored`)."""
         import numpy as np
 
         q = np.asarray(qvec, dtype=np.float32)
         ready = self._tail_ready
         if ready is not None and ready[1] == tuple(parts) and ready[2] == self.model_id:
             if ready[0] is tail:  # the same rows as the last query's: the log has not grown since
-                return _scored(ready[3], ready[4], q)
+                return _scored(ready[3], ready[4], q, top)
         made = None
         if ready is not None and ready[1] == tuple(parts) and ready[2] == self.model_id \
                 and not self.store.in_transaction():
@@ -315,7 +317,7 @@ class VectorFile:
             made = self._tail_matrix(parts, tail)
         if not self.store.in_transaction():
             self._tail_ready = (tail, tuple(parts), self.model_id, *made)
-        return _scored(made[0], made[1], q)
+        return _scored(made[0], made[1], q, top)
 
     def _tail_matrix(self, parts: Sequence[str], tail: Sequence) -> tuple[list[str], Any, set[str]]:
         """The items of `tail` that `tail_scores` scores (in `parts`, of this model, sorted), their vectors as one
@@ -359,8 +361,6 @@ class VectorFile:
             return None
         if not keys:
             return new_keys, np.stack(vecs), named
-        import bisect
-
         at = [bisect.bisect_left(keys, k) for k in new_keys]  # the old rows before each new item (sorted, unique)
         merged = list(keys)
         for n, (pos, k) in enumerate(zip(at, new_keys, strict=True)):
@@ -406,11 +406,24 @@ class VectorFile:
         return m.scores_for(parts, qvec, ids, self.store)
 
 
-def _scored(keys: list[str], mat, q) -> dict[str, float]:
-    """`tail_scores`' answer from its kept items and matrix."""
+def _scored(keys: list[str], mat, q, top: int | None = None) -> dict[str, float]:
+    """`tail_scores`' answer from its kept items and matrix; with `top`, only the items scoring at least the
+    (`top` + blocks)-th best, blocks being every document block among `keys`: an item left out has `top` items
+    besides blocks scoring more, so it is not among the `top` best besides blocks, and the items answered keep
+    their order. A write's neighbour check scores up to 2,000 changed items at 100k; its caller sorted all of
+    them to read 40 (~0.4 ms a write; issue 22, tenth pass)."""
     if not keys or mat.shape[1] != q.shape[0]:
         return {}
-    return dict(zip(keys, (mat @ q).tolist(), strict=True))
+    sims = mat @ q
+    if top is not None:
+        want = top + bisect.bisect_left(keys, "blk.") - bisect.bisect_left(keys, "blk-")  # `keys` is sorted
+        if want < len(keys):
+            import numpy as np
+
+            kth = sims[np.argpartition(-sims, want - 1)[want - 1]]
+            at = np.flatnonzero(sims >= kth)
+            return dict(zip([keys[i] for i in at.tolist()], sims[at].tolist(), strict=True))
+    return dict(zip(keys, sims.tolist(), strict=True))
 
 
 class _Matrix:
@@ -426,6 +439,8 @@ class _Matrix:
         self._rows: dict[str, int] | None = None  # id -> row, built on the first `scores_for`
         self._changed_of: tuple[list, set[str]] | None = None  # `_changed`'s last answer
         self._changed_rows_of: tuple[set[str], Any] | None = None  # `_changed_rows`' last answer
+        # `_changed`'s last set when it grew from the one before: (the set, the one before, the items added)
+        self._grown: tuple[set[str], set[str], set[str]] | None = None
         self._np = np
         self.path = path
         self.data_at = int(header["data_at"])
@@ -461,12 +476,16 @@ class _Matrix:
         if kept is not None and kept[0] is tail:
             return tail, kept[1]
         old = kept[0] if kept is not None else None
+        grown: tuple[set[str], set[str]] | None = None
         if old is not None and len(tail) > len(old) and (not old or tail[len(old) - 1] is old[-1]):
-            changed = kept[1] | {c["item_id"] for c in tail[len(old):]}  # type: ignore[index]
+            added = {c["item_id"] for c in tail[len(old):]}
+            changed = kept[1] | added  # type: ignore[index]
+            grown = (kept[1], added)  # type: ignore[index]
         else:
             changed = {c["item_id"] for c in tail}
         if not store.in_transaction():
             self._changed_of = (tail, changed)
+            self._grown = grown if grown is None else (changed, *grown)
         return tail, changed
 
     def _changed_rows(self, changed: set[str], rows_of: dict[str, int]):
@@ -478,7 +497,12 @@ class _Matrix:
         kept = self._changed_rows_of
         if kept is not None and kept[0] is changed:
             return kept[1]
-        if kept is not None and len(kept[0]) <= len(changed) and kept[0] <= changed:
+        grown = self._grown
+        if kept is not None and grown is not None and grown[0] is changed and grown[1] is kept[0]:
+            # `_changed` grew the kept set into this one: only its new items are looked up, not both sets walked
+            new = [r for i in grown[2] - kept[0] if (r := rows_of.get(i)) is not None]
+            rows = np.concatenate([kept[1], np.asarray(new, dtype=np.int64)]) if new else kept[1]
+        elif kept is not None and len(kept[0]) <= len(changed) and kept[0] <= changed:
             new = [r for i in changed - kept[0] if (r := rows_of.get(i)) is not None]
             rows = np.concatenate([kept[1], np.asarray(new, dtype=np.int64)]) if new else kept[1]
         else:
@@ -581,8 +605,7 @@ class _Matrix:
         if n - len(masked) <= k:
             return None
         approx[masked] = -np.inf
-        kth = float(np.partition(approx, n - k)[n - k])
-        rows = np.flatnonzero(approx >= kth - 2 * bound)
+        rows = np.flatnonzero(approx >= compact.kth_best(approx, k) - 2 * bound)
         # einsum like the float32 scan: the same cosines to the last bit, whichever path answers
         sims = np.einsum("ij,j->i", self._rows_of(part, rows + a), q)
         top = np.argpartition(-sims, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
