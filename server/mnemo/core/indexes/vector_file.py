@@ -417,7 +417,7 @@ def _scored(keys: list[str], mat, q, top: int | None = None) -> dict[str, float]
     sims = mat @ q
     if top is not None:
         want = top + bisect.bisect_left(keys, "blk.") - bisect.bisect_left(keys, "blk-")  # `keys` is sorted
-        if want < len(keys):
+        if 0 < want < len(keys):
             import numpy as np
 
             kth = sims[np.argpartition(-sims, want - 1)[want - 1]]
