@@ -498,12 +498,13 @@ class _Matrix:
         if kept is not None and kept[0] is changed:
             return kept[1]
         grown = self._grown
+        added: set[str] | None = None  # what to look up beside the kept rows (its items already kept are skipped)
         if kept is not None and grown is not None and grown[0] is changed and grown[1] is kept[0]:
-            # `_changed` grew the kept set into this one: only its new items are looked up, not both sets walked
-            new = [r for i in grown[2] - kept[0] if (r := rows_of.get(i)) is not None]
-            rows = np.concatenate([kept[1], np.asarray(new, dtype=np.int64)]) if new else kept[1]
+            added = grown[2]  # `_changed` grew the kept set into this one: its new items only, no set walked
         elif kept is not None and len(kept[0]) <= len(changed) and kept[0] <= changed:
-            new = [r for i in changed - kept[0] if (r := rows_of.get(i)) is not None]
+            added = changed
+        if kept is not None and added is not None:
+            new = [r for i in added - kept[0] if (r := rows_of.get(i)) is not None]
             rows = np.concatenate([kept[1], np.asarray(new, dtype=np.int64)]) if new else kept[1]
         else:
             rows = np.asarray([r for i in changed if (r := rows_of.get(i)) is not None], dtype=np.int64)
