@@ -599,14 +599,11 @@ class _Matrix:
         if rows_of is None:
             return None
         a, b = self.parts[part]
-        approx, bound = scan.approx(q)
         gone = self._changed_rows(changed, rows_of)
         masked = gone[(gone >= a) & (gone < b)] - a
-        n = b - a
-        if n - len(masked) <= k:
+        if b - a - len(masked) <= k:
             return None
-        approx[masked] = -np.inf
-        rows = np.flatnonzero(approx >= compact.kth_best(approx, k) - 2 * bound)
+        rows = scan.candidates(q, k, masked)
         # einsum like the float32 scan: the same cosines to the last bit, whichever path answers
         sims = np.einsum("ij,j->i", self._rows_of(part, rows + a), q)
         top = np.argpartition(-sims, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
