@@ -8,7 +8,10 @@ those of their remainder, one product for both). The int8 score of a row differs
 `bound` (computed per query from the quantization steps), so every row whose int8 score comes within twice that
 bound of the k-th best is re-scored in float32 from the vector file: the top k returned is the float32 exact scan's,
 provably, not an approximation (tests/unit/test_compact_scan.py checks it on real MiniLM vectors). Typically about
-a hundred rows are re-scored.
+a hundred rows are re-scored. A partition of `SCREEN_ROWS` rows or more is screened first (`CompactScan`): the
+session then scores a few coordinates of every row in a basis of their own, and only the rows that screen cannot
+rule out get their int8 score, each then held to its own error bound instead of the largest row's: fewer
+candidates, still every row of the float32 top k.
 
 onnxruntime is the embedder's runtime, loaded in the owner anyway. The model (one `MatMulInteger` node with the
 weights as an initializer) is written here as protobuf bytes: importing the `onnx` package to build it costs ~1.5 s
@@ -78,9 +81,10 @@ class CompactScan:
     files' paragraphs) 95% in ~220. A row's screen score, plus the error of its quantization, plus what its other
     coordinates can add (Cauchy-Schwarz, from the row's `rest_norm` and the query's), plus the int8 score's own
     bound, is at least its int8 score (`candidates`): only the rows whose bound reaches the k-th best int8 score
-    get the int8 score, from their rows (`rows`, kept row by row). The candidates are the same rows, to the bit,
-    as when every row is scored (`approx`), read from a sixth to a half of the bytes (issue 22, eleventh pass: at
-    100k rows the product is memory-bound). Without a head that saves enough, the session scores the int8 rows."""
+    get the int8 score, from their rows (`rows`, kept row by row), and each is then held to its own bound, not the
+    largest row's: the candidates are those of scoring every row (`approx`) that still could be in the float32 top
+    k by their own bound, from a sixth to a half of the bytes read (issue 22, eleventh pass: at 100k rows the
+    product is memory-bound). Without a head that saves enough, the session scores the int8 rows."""
 
     def __init__(self, weights_t: np.ndarray | None, scales: np.ndarray, max_l1: float, start: int,
                  screen: tuple | None = None):
@@ -114,6 +118,8 @@ class CompactScan:
             self.head_max_scale = float(self.head_scales.max()) if n else 0.0
             self.head_l1 = float(head_l1)
             self.rest_norm = np.ascontiguousarray(rest_norm, dtype=np.float32)
+            # each row's dequantized L1 norm (its own bound in `candidates`)
+            self.row_l1 = (np.abs(self.rows).sum(axis=1, dtype=np.int32) * self.scales).astype(np.float32)
             self._weights = np.ascontiguousarray(head_t, dtype=np.int8)
         self._session, self._value = _session_over(self._weights, threads)
         self.levels = query_levels(self._weights.shape[0])  # the query's top byte: 255 where exact, else 127
@@ -121,8 +127,9 @@ class CompactScan:
     def _quantized(self, q64: np.ndarray, max_scale: float, max_l1: float):
         """The float64 query `q64` quantized twice around the zero point `levels // 2`: its levels, then those of
         what they left over (a step `2 * (levels // 2)` times finer). Returns (the two rows of levels (2 x len,
-        float64 integers), step, fine step, the bound on the error of a score of rows of these scales), or None
-        for a zero query."""
+        float64 integers), step, fine step, the bound on the error of a score of rows of these scales, half the
+        query's L1 norm, the largest error of its quantization), or None for a zero query: a row of scale `s` and
+        dequantized L1 norm `l1` scores within `s * half_l1 + q_err * l1 + SLACK` of its cosine."""
         import numpy as np
 
         half = self.levels // 2
@@ -136,8 +143,9 @@ class CompactScan:
         second = np.clip(np.round(rest / fine), -half, half)
         q_err = float(np.abs(rest - second * fine).max())  # |q - q'|_inf, q' = step * first + fine * second
         # |v.q - s*v8.q'| <= |(v - s*v8).q| + |s*v8.(q - q')| <= (s/2)*|q|_1 + |q - q'|_inf * |s*v8|_1
-        bound = max_scale / 2 * float(np.abs(q64).sum()) + q_err * max_l1 + SLACK
-        return np.stack([first, second]), step, fine, bound
+        half_l1 = float(np.abs(q64).sum()) / 2
+        bound = max_scale * half_l1 + q_err * max_l1 + SLACK
+        return np.stack([first, second]), step, fine, bound, half_l1, q_err
 
     def _product(self, levels) -> np.ndarray:
         """The session's integer products (2 x n, int32) for two rows of levels: one call, the weights read once."""
@@ -173,7 +181,7 @@ class CompactScan:
         quant = self._quantized(np.asarray(q, dtype=np.float64), self.max_scale, self.max_l1)
         if quant is None:
             return np.zeros(self.n, dtype=np.float32), SLACK
-        levels, step, fine, bound = quant
+        levels, step, fine, bound = quant[:4]
         if self.rows is None:
             return self._scores(self._product(levels), step, fine, self.scales), bound
         return self._at(np.arange(self.n), levels, step, fine), bound
@@ -198,7 +206,7 @@ class CompactScan:
             if masked is not None:
                 scores[masked] = -np.inf
             return np.flatnonzero(scores >= kth_best(scores, want) - 2 * SLACK)
-        levels, step, fine, bound = quant
+        levels, step, fine, bound, half_l1, q_err = quant
         if self.rows is None:
             scores = self._scores(self._product(levels), step, fine, self.scales)
             if masked is not None:
@@ -213,7 +221,12 @@ class CompactScan:
         # 1e-6 of the unit's ~1e5 steps)
         rows = np.flatnonzero(upper >= (floor - 2 * bound - offset - SLACK) / unit)
         scores = self._at(rows, levels, step, fine)
-        return rows[scores >= kth_best(scores, want) - 2 * bound]
+        # of those, each row's own bound (`_quantized`) instead of the largest row's: a row of the exact top `want`
+        # scores at least the `want`-th best of the rows' lower bounds, and so does its upper bound (~92 -> ~67
+        # rows re-scored at 100k, k = 40); the rows left out above are under that too (it is at least the
+        # `want`-th best approximate score less the largest bound)
+        own = self.scales[rows] * np.float32(half_l1) + self.row_l1[rows] * np.float32(q_err) + np.float32(SLACK)
+        return rows[scores + own >= kth_best(scores - own, want)]
 
     def _upper(self, q64, bound: float) -> tuple[np.ndarray, float, float]:
         """(per row, at least its approximate score, as `fine * upper + offset`; fine; offset): its screen score,
@@ -229,7 +242,7 @@ class CompactScan:
         quant = self._quantized(h64, self.head_max_scale, self.head_l1)
         if quant is None:
             return np.zeros(self.n, dtype=np.float32), 1.0, reach * float(self.rest_norm.max()) + SLACK + bound + ROTATED
-        levels, _step, fine, h_bound = quant
+        levels, _step, fine, h_bound = quant[:4]
         y = self._product(levels)
         half = self.levels // 2
         # |2 * half * y0 + y1| <= (2 * half + 1) * half * 127 * h: under 2^31 up to h = 1,040 at 127 levels
