@@ -8,10 +8,7 @@ those of their remainder, one product for both). The int8 score of a row differs
 `bound` (computed per query from the quantization steps), so every row whose int8 score comes within twice that
 bound of the k-th best is re-scored in float32 from the vector file: the top k returned is the float32 exact scan's,
 provably, not an approximation (tests/unit/test_compact_scan.py checks it on real MiniLM vectors). Typically about
-a hundred rows are re-scored. A partition of `SCREEN_ROWS` rows or more is screened first (`CompactScan`): the
-session then scores a few coordinates of every row in a basis of their own, and only the rows that screen cannot
-rule out get their int8 score, each then held to its own error bound instead of the largest row's: fewer
-candidates, still every row of the float32 top k.
+a hundred rows are re-scored.
 
 onnxruntime is the embedder's runtime, loaded in the owner anyway. The model (one `MatMulInteger` node with the
 weights as an initializer) is written here as protobuf bytes: importing the `onnx` package to build it costs ~1.5 s
@@ -49,210 +46,91 @@ TRIM_ROWS = 20000
 # cores): 100k rows 2.0 -> 1.1 ms, 50k 0.84 -> 0.38 ms, 20k 0.17 -> 0.14 ms; no slower with both cores busy (its
 # threads do not spin while they wait). docs/benchmarks.md, issue 22's seventh pass.
 PARALLEL_ROWS = 20000
-# The head (`CompactScan`): the fewest coordinates, in steps of `HEAD_STEP`, that hold `HEAD_ENERGY` of the rows'
-# energy, found on about `SAMPLE_ROWS` rows; none when more than `HEAD_MAX` of the dimension would be needed (the
-# rows' rests would be read for too many rows to save the product's bytes).
-HEAD_ENERGY = 0.95
-HEAD_STEP = 16
-HEAD_MAX = 0.5
-SAMPLE_ROWS = 8192
-# A partition screened by default: from this many rows. At 100k rows the int8 product streams 38 MB per query and
-# evicts the embedder's weights from the cache: in a write, right after the note's embedding, the candidates cost
-# ~1.7 ms screened against ~2.5 ms; at 50k rows both ~1.5-1.6 ms, at 30k and 10k the screen costs more than it
-# saves (~1.3 against ~1.1, ~1.0 against ~0.65 ms). docs/benchmarks.md, issue 22's eleventh pass.
-SCREEN_ROWS = 60000
-# What a row's rest norm is padded by, squared (its norm found as what the head leaves of the row's: float32
-# products; the basis turned in float32 is orthonormal to ~1e-7 an entry): ~0.0002 on a rest of 0.2.
-REST_SLACK = 1e-4
-# The rows and the query turned by the basis in float32: its columns orthonormal to ~1e-7 an entry, the turned
-# head's dot product off from the true one by ~2e-5 at most at 384 dimensions, its float32 rounding ~1e-6; this is
-# ten times that.
-ROTATED = 2e-4
 SLACK = 1e-4  # float32 rounding of the approximate and of the exact scores (both ~1e-6 here): far above both
 
 
 class CompactScan:
-    """The int8 copy of rows [start, start + n) of a vector file, scored by one onnxruntime session (`build`).
+    """The int8 copy of rows [start, start + n) of a vector file, scored by one onnxruntime session (`build`)."""
 
-    With a head (`head_basis`), the session does not score the int8 rows themselves. It scores a screen: the rows
-    in a basis of their own (the eigenvectors of their second moment, by decreasing energy), cut to the first `h`
-    coordinates and quantized on their own. MiniLM's vectors are far from isotropic: over 100k of the bench's notes
-    96% of the energy lies in 64 coordinates of 384; over 24k real texts (MetaTool's requests, LoCoMo, the rule
-    files' paragraphs) 95% in ~220. A row's screen score, plus the error of its quantization, plus what its other
-    coordinates can add (Cauchy-Schwarz, from the row's `rest_norm` and the query's), plus the int8 score's own
-    bound, is at least its int8 score (`candidates`): only the rows whose bound reaches the k-th best int8 score
-    get the int8 score, from their rows (`rows`, kept row by row), and each is then held to its own bound, not the
-    largest row's: the candidates are those of scoring every row (`approx`) that still could be in the float32 top
-    k by their own bound, from a sixth to a half of the bytes read (issue 22, eleventh pass: at 100k rows the
-    product is memory-bound). Without a head that saves enough, the session scores the int8 rows."""
-
-    def __init__(self, weights_t: np.ndarray | None, scales: np.ndarray, max_l1: float, start: int,
-                 screen: tuple | None = None):
+    def __init__(self, weights_t: np.ndarray, scales: np.ndarray, max_l1: float, start: int,
+                 row_l1: np.ndarray | None = None):
         """`weights_t`: the int8 rows transposed (dim x n), handed to onnxruntime without a copy (an external
         initializer) and prepacked by it once; `scales`: float32 per row (row ~= scale * int8 row); `max_l1`: the
-        largest L1 norm of a dequantized row (it bounds what the query's quantization can move a score); `screen`
-        (then `weights_t` is None): (the int8 rows, n x dim; the head's basis vectors, dim x h float32, orthonormal
-        columns; the int8 head coordinates of the rows in it, h x n, for the session; their scales; their `max_l1`;
-        the L2 norm of each row's other coordinates, rounded up)."""
+        largest L1 norm of a dequantized row (it bounds what the query's quantization can move a score); `row_l1`:
+        each row's (float32; found from `weights_t` when not given)."""
         import numpy as np
 
-        n = len(scales)
-        dim = weights_t.shape[0] if weights_t is not None else screen[0].shape[1]  # type: ignore[index]
+        dim, n = weights_t.shape
         self.start, self.n, self.dim = start, n, dim
         self.scales = np.ascontiguousarray(scales, dtype=np.float32)
         self.max_scale = float(self.scales.max()) if n else 0.0
         self.max_l1 = float(max_l1)
+        # each row's dequantized L1 norm: with its scale, the row's own error bound (`candidates`)
+        self.row_l1 = np.ascontiguousarray(row_l1, dtype=np.float32) if row_l1 is not None else \
+            (np.abs(weights_t).sum(axis=0, dtype=np.int32) * self.scales).astype(np.float32)
+        self._weights = np.ascontiguousarray(weights_t, dtype=np.int8)  # must outlive the session
         threads = min(2, os.cpu_count() or 1) if n >= PARALLEL_ROWS else 1
-        if screen is None:
-            assert weights_t is not None
-            self.rows = None
-            self.basis = None
-            self.head = dim
-            self._weights = np.ascontiguousarray(weights_t, dtype=np.int8)  # must outlive the session
-        else:
-            rows, basis, head_t, head_scales, head_l1, rest_norm = screen
-            self.rows = np.ascontiguousarray(rows, dtype=np.int8)
-            self.basis = np.ascontiguousarray(basis, dtype=np.float32)
-            self.head = head_t.shape[0]
-            self.head_scales = np.ascontiguousarray(head_scales, dtype=np.float32)
-            self.head_max_scale = float(self.head_scales.max()) if n else 0.0
-            self.head_l1 = float(head_l1)
-            self.rest_norm = np.ascontiguousarray(rest_norm, dtype=np.float32)
-            # each row's dequantized L1 norm (its own bound in `candidates`)
-            self.row_l1 = (np.abs(self.rows).sum(axis=1, dtype=np.int32) * self.scales).astype(np.float32)
-            self._weights = np.ascontiguousarray(head_t, dtype=np.int8)
         self._session, self._value = _session_over(self._weights, threads)
-        self.levels = query_levels(self._weights.shape[0])  # the query's top byte: 255 where exact, else 127
+        self.levels = query_levels(dim)  # the query's top byte: 255 where the kernel's product is exact, else 127
 
-    def _quantized(self, q64: np.ndarray, max_scale: float, max_l1: float):
-        """The float64 query `q64` quantized twice around the zero point `levels // 2`: its levels, then those of
-        what they left over (a step `2 * (levels // 2)` times finer). Returns (the two rows of levels (2 x len,
-        float64 integers), step, fine step, the bound on the error of a score of rows of these scales, half the
-        query's L1 norm, the largest error of its quantization), or None for a zero query: a row of scale `s` and
-        dequantized L1 norm `l1` scores within `s * half_l1 + q_err * l1 + SLACK` of its cosine."""
+    def approx(self, q: np.ndarray) -> tuple[np.ndarray, float]:
+        """(approximate cosines of every row, the bound on their error) for the float32 query `q` (`_approx`)."""
+        scores, bound, _half_l1, _q_err = self._approx(q)
+        return scores, bound
+
+    def _approx(self, q: np.ndarray) -> tuple[np.ndarray, float, float, float]:
+        """(approximate cosines of every row, the bound on their error, half the query's L1 norm, the largest error
+        of its quantization: a row of scale `s` and dequantized L1 norm `l1` scores within `s * half_l1 + q_err *
+        l1 + SLACK` of its cosine) for the float32 query `q`. The query is quantized twice, around the zero point `levels // 2`: its bytes, then the bytes of what they left over
+        (a step `2 * (levels // 2)` times finer); both rows are scored by one product, which reads the weights
+        once (as fast as one row), and the query's part of the error all but vanishes: the bound is about half of
+        a one-row query's, and so are the candidates re-scored (100k rows, k = 40: ~200 -> ~90; issue 22,
+        seventh pass)."""
         import numpy as np
 
         half = self.levels // 2
+        q64 = np.asarray(q, dtype=np.float64)
         peak = float(np.abs(q64).max()) if q64.size else 0.0
         if peak == 0.0:
-            return None
+            return np.zeros(self.n, dtype=np.float32), SLACK, 0.0, 0.0
         step = peak / half
         first = np.clip(np.round(q64 / step), -half, half)
         rest = q64 - first * step  # within step / 2 of zero
         fine = step / (2 * half)
         second = np.clip(np.round(rest / fine), -half, half)
         q_err = float(np.abs(rest - second * fine).max())  # |q - q'|_inf, q' = step * first + fine * second
+        qq = (np.stack([first, second]) + half).astype(np.uint8)
+        y = self._session.run(None, {"q": qq, "z": np.array(half, dtype=np.uint8)})[0]
+        scores = (y[0].astype(np.float32) * np.float32(step) + y[1].astype(np.float32) * np.float32(fine)) \
+            * self.scales
         # |v.q - s*v8.q'| <= |(v - s*v8).q| + |s*v8.(q - q')| <= (s/2)*|q|_1 + |q - q'|_inf * |s*v8|_1
         half_l1 = float(np.abs(q64).sum()) / 2
-        bound = max_scale * half_l1 + q_err * max_l1 + SLACK
-        return np.stack([first, second]), step, fine, bound, half_l1, q_err
-
-    def _product(self, levels) -> np.ndarray:
-        """The session's integer products (2 x n, int32) for two rows of levels: one call, the weights read once."""
-        import numpy as np
-
-        half = self.levels // 2
-        qq = (levels + half).astype(np.uint8)
-        return self._session.run(None, {"q": qq, "z": np.array(half, dtype=np.uint8)})[0]
-
-    @staticmethod
-    def _scores(y, step: float, fine: float, scales) -> np.ndarray:
-        import numpy as np
-
-        return (y[0].astype(np.float32) * np.float32(step) + y[1].astype(np.float32) * np.float32(fine)) * scales
-
-    def _at(self, rows, levels, step: float, fine: float) -> np.ndarray:
-        """The int8 scores of `rows` from their int8 rows: the same integers as the session's (in float32, exact:
-        every partial sum an integer under 2^24, at most 127 * 127 * dim), then the same float32 arithmetic: the
-        same scores to the bit."""
-        import numpy as np
-
-        assert self.rows is not None
-        y = levels.astype(np.float32) @ self.rows[rows].astype(np.float32).T  # (2, len(rows))
-        return self._scores(y, step, fine, self.scales[rows])
-
-    def approx(self, q: np.ndarray) -> tuple[np.ndarray, float]:
-        """(approximate cosines of every row, the bound on their error) for the float32 query `q`. The query is
-        quantized twice (`_quantized`); both rows are scored by one product, which reads the weights once (as fast
-        as one row), and the query's part of the error all but vanishes: the bound is about half of a one-row
-        query's, and so are the candidates re-scored (100k rows, k = 40: ~200 -> ~90; issue 22, seventh pass)."""
-        import numpy as np
-
-        quant = self._quantized(np.asarray(q, dtype=np.float64), self.max_scale, self.max_l1)
-        if quant is None:
-            return np.zeros(self.n, dtype=np.float32), SLACK
-        levels, step, fine, bound = quant[:4]
-        if self.rows is None:
-            return self._scores(self._product(levels), step, fine, self.scales), bound
-        return self._at(np.arange(self.n), levels, step, fine), bound
+        bound = self.max_scale * half_l1 + q_err * self.max_l1 + SLACK
+        return scores, bound, half_l1, q_err
 
     def candidates(self, q: np.ndarray, want: int, masked: np.ndarray | None = None) -> np.ndarray:
-        """Row offsets (within the partition) that hold the float32 top `want` of the rows not `masked`: every such
-        row whose approximate score (`approx`) is within 2 * bound of the `want`-th best of theirs. Proof: the
-        `want` best approximate rows all score >= kth - bound exactly, so the `want`-th best exact score is >= kth -
-        bound; a row of the exact top `want` then scores >= kth - 2 * bound approximately. With a screen, the same
-        rows from the approximate scores of fewer: a row's `upper` score is at least its approximate one; the
-        `want` rows best by it give a floor under the `want`-th best approximate score; a row whose upper score
-        stays under that floor less 2 * bound is not a candidate, and the `want`-th best approximate score of the
-        others is the `want`-th best of all."""
+        """Row offsets (within the partition), in row order, that hold the float32 top `want` of the rows not
+        `masked` (a write's changed rows). First every such row whose approximate score is within 2 * bound of
+        the `want`-th best of theirs. Proof: the `want` best approximate rows all score >= kth - bound exactly, so
+        the `want`-th best exact score is >= kth - bound; a row of the exact top `want` then scores >= kth - 2 *
+        bound approximately. Then, of those, each held to its own bound instead of the largest row's (its scale
+        and L1 norm: `_approx`): a row of the exact top `want` has an upper bound at least the `want`-th best of
+        the rows' lower bounds, which the rows left out before cannot change (they are under the `want`-th best
+        approximate score less the largest bound, and so under that `want`-th best). At 100k rows, k = 40, over
+        200 write-like queries: 67 rows re-scored (p90 85) instead of 92 (p90 129; issue 22, eleventh pass)."""
         import numpy as np
 
         if want >= self.n:
             return np.arange(self.n)
-        q64 = np.asarray(q, dtype=np.float64)
-        quant = self._quantized(q64, self.max_scale, self.max_l1)
-        if quant is None:  # every approximate score 0
-            scores = np.zeros(self.n, dtype=np.float32)
-            if masked is not None:
-                scores[masked] = -np.inf
-            return np.flatnonzero(scores >= kth_best(scores, want) - 2 * SLACK)
-        levels, step, fine, bound, half_l1, q_err = quant
-        if self.rows is None:
-            scores = self._scores(self._product(levels), step, fine, self.scales)
-            if masked is not None:
-                scores[masked] = -np.inf
-            return np.flatnonzero(scores >= kth_best(scores, want) - 2 * bound)
-        upper, unit, offset = self._upper(q64, bound)  # a row's upper score: unit * upper + offset
+        scores, bound, half_l1, q_err = self._approx(q)
         if masked is not None:
-            upper[masked] = -np.inf
-        top = np.flatnonzero(upper >= kth_best(upper, want))  # `want` rows or more (ties), none masked
-        floor = kth_best(self._at(top, levels, step, fine), want)
-        # unit * upper + offset >= floor - 2 * bound, with room for the float32 rounding of `upper` (a relative
-        # 1e-6 of the unit's ~1e5 steps)
-        rows = np.flatnonzero(upper >= (floor - 2 * bound - offset - SLACK) / unit)
-        scores = self._at(rows, levels, step, fine)
-        # of those, each row's own bound (`_quantized`) instead of the largest row's: a row of the exact top `want`
-        # scores at least the `want`-th best of the rows' lower bounds, and so does its upper bound (~92 -> ~67
-        # rows re-scored at 100k, k = 40); the rows left out above are under that too (it is at least the
-        # `want`-th best approximate score less the largest bound)
+            scores[masked] = -np.inf
+        rows = np.flatnonzero(scores >= kth_best(scores, want) - 2 * bound)
+        if len(rows) <= want:
+            return rows
+        got = scores[rows]
         own = self.scales[rows] * np.float32(half_l1) + self.row_l1[rows] * np.float32(q_err) + np.float32(SLACK)
-        return rows[scores + own >= kth_best(scores - own, want)]
-
-    def _upper(self, q64, bound: float) -> tuple[np.ndarray, float, float]:
-        """(per row, at least its approximate score, as `fine * upper + offset`; fine; offset): its screen score,
-        plus the screen's quantization bound, plus what its other coordinates can add (|row's rest|_2 |query's
-        rest|_2), plus the approximate score's own `bound`, plus `ROTATED`. In the screen's finest step, so that the
-        pass over every row is one multiply and one add: each pass over 100k rows costs ~15-30 us in a write."""
-        import numpy as np
-
-        assert self.basis is not None
-        head = np.asarray(q64, dtype=np.float32) @ self.basis
-        h64 = head.astype(np.float64)
-        reach = float(np.sqrt(max(float(q64 @ q64) - float(h64 @ h64), 0.0) + REST_SLACK))
-        quant = self._quantized(h64, self.head_max_scale, self.head_l1)
-        if quant is None:
-            return np.zeros(self.n, dtype=np.float32), 1.0, reach * float(self.rest_norm.max()) + SLACK + bound + ROTATED
-        levels, _step, fine, h_bound = quant[:4]
-        y = self._product(levels)
-        half = self.levels // 2
-        # |2 * half * y0 + y1| <= (2 * half + 1) * half * 127 * h: under 2^31 up to h = 1,040 at 127 levels
-        combined = y[0] if (2 * half + 1) * half * 127 * self.head < 2**31 else y[0].astype(np.int64)
-        combined *= 2 * half
-        combined += y[1]
-        upper = combined.astype(np.float32)
-        upper *= self.head_scales
-        upper += np.multiply(self.rest_norm, np.float32(reach / fine))
-        return upper, fine, h_bound + bound + ROTATED
+        return rows[got + own >= kth_best(got - own, want)]
 
 
 def kth_best(scores: np.ndarray, k: int, stride: int = 16) -> float:
@@ -317,71 +195,20 @@ def query_levels(dim: int) -> int:
     raise RuntimeError("onnxruntime's integer product is not exact on this CPU")
 
 
-def build(read_rows, start: int, n: int, dim: int, chunk: int = 1024, head: int | None = None) -> CompactScan:
-    """A `CompactScan` of rows [start, start + n), read in chunks by `read_rows(a, b)` (float32, b - a x dim), with
-    the screen of `head_basis` where the partition has `SCREEN_ROWS` rows or more (`head`: a screen of that size
-    from the same basis whatever the rows; `dim`: no screen)."""
+def build(read_rows, start: int, n: int, dim: int, chunk: int = 1024) -> CompactScan:
+    """A `CompactScan` of rows [start, start + n), read in chunks by `read_rows(a, b)` (float32, b - a x dim)."""
     import numpy as np
 
-    basis, h = None, dim
-    if (head is None and n >= SCREEN_ROWS) or (head is not None and head < dim):
-        basis, h = head_basis(read_rows, start, n, dim, chunk)
-        if head is not None:
-            h = min(dim, head)
-    turn = np.ascontiguousarray(basis[:, :h], dtype=np.float32) \
-        if basis is not None and h < dim and (head is not None or h <= HEAD_MAX * dim) else None
-    rows8 = np.empty((n, dim), dtype=np.int8) if turn is not None else None
-    weights_t = None if turn is not None else np.empty((dim, n), dtype=np.int8)
+    weights_t = np.empty((dim, n), dtype=np.int8)
     scales = np.empty(n, dtype=np.float32)
-    head_t = np.empty((h, n), dtype=np.int8) if turn is not None else None
-    head_scales = np.empty(n, dtype=np.float32)
-    rest_norm = np.empty(n, dtype=np.float32)
-    max_l1 = head_l1 = 0.0
+    row_l1 = np.empty(n, dtype=np.float32)
     for a in range(0, n, chunk):
         b = min(n, a + chunk)
-        x = np.asarray(read_rows(start + a, start + b), dtype=np.float32)
-        rows, s = quantize(x)
-        if rows8 is not None:
-            rows8[a:b] = rows
-        else:
-            weights_t[:, a:b] = rows.T  # type: ignore[index]
+        rows, s = quantize(read_rows(start + a, start + b))
+        weights_t[:, a:b] = rows.T
         scales[a:b] = s
-        max_l1 = max(max_l1, float((np.abs(rows).sum(axis=1, dtype=np.int64) * s).max()))
-        if turn is not None:
-            turned = x @ turn  # the head's coordinates only: the rest's norm is what the head leaves of the row's
-            hq, hs = quantize(turned)
-            head_t[:, a:b] = hq.T  # type: ignore[index]
-            head_scales[a:b] = hs
-            head_l1 = max(head_l1, float((np.abs(hq).sum(axis=1, dtype=np.int64) * hs).max()))
-            left = np.einsum("ij,ij->i", x, x, dtype=np.float64) - np.einsum("ij,ij->i", turned, turned,
-                                                                              dtype=np.float64)
-            rest_norm[a:b] = np.sqrt(np.maximum(left, 0.0) + REST_SLACK)
-    screen = (rows8, turn, head_t, head_scales, head_l1, rest_norm) if turn is not None else None
-    return CompactScan(weights_t, scales, max_l1, start, screen)
-
-
-def head_basis(read_rows, start: int, n: int, dim: int, chunk: int = 1024) -> tuple[np.ndarray | None, int]:
-    """(the eigenvectors of the rows' second moment as columns, by decreasing eigenvalue; the fewest of them, in
-    steps of `HEAD_STEP`, that hold `HEAD_ENERGY` of the rows' energy), from about `SAMPLE_ROWS` rows (whole chunks,
-    evenly spread); (None, dim) for rows of no energy. The second moment, not the covariance: cosines are
-    uncentred. `build` screens with that head when it is at most `HEAD_MAX` of the dimension."""
-    import numpy as np
-
-    every = max(1, -(-n // SAMPLE_ROWS)) * chunk
-    moment = np.zeros((dim, dim), dtype=np.float64)
-    for a in range(0, n, every):
-        x = np.asarray(read_rows(start + a, start + min(n, a + chunk)), dtype=np.float32)
-        moment += (x.T @ x).astype(np.float64)
-    energy, vectors = np.linalg.eigh(moment)
-    order = np.argsort(energy)[::-1]
-    energy, vectors = np.clip(energy[order], 0, None), vectors[:, order]
-    total = float(energy.sum())
-    if total <= 0:
-        return None, dim
-    held = np.cumsum(energy) / total
-    h = int(np.searchsorted(held, HEAD_ENERGY)) + 1
-    h = min(dim, -(-h // HEAD_STEP) * HEAD_STEP)
-    return np.ascontiguousarray(vectors), h
+        row_l1[a:b] = np.abs(rows).sum(axis=1, dtype=np.int64) * s
+    return CompactScan(weights_t, scales, float(row_l1.max()) if n else 0.0, start, row_l1)
 
 
 def quantize(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -468,4 +295,4 @@ class SparseRows:
 
 
 __all__ = ["MIN_ROWS", "PARALLEL_ROWS", "TRIM_ROWS", "CompactScan", "SparseRows", "build", "exact_at",
-           "head_basis", "kth_best", "matmul_integer_model", "quantize", "query_levels"]
+           "matmul_integer_model", "quantize", "query_levels"]
