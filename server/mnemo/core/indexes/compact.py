@@ -81,11 +81,11 @@ class CompactScan:
     def _approx(self, q: np.ndarray) -> tuple[np.ndarray, float, float, float]:
         """(approximate cosines of every row, the bound on their error, half the query's L1 norm, the largest error
         of its quantization: a row of scale `s` and dequantized L1 norm `l1` scores within `s * half_l1 + q_err *
-        l1 + SLACK` of its cosine) for the float32 query `q`. The query is quantized twice, around the zero point `levels // 2`: its bytes, then the bytes of what they left over
-        (a step `2 * (levels // 2)` times finer); both rows are scored by one product, which reads the weights
-        once (as fast as one row), and the query's part of the error all but vanishes: the bound is about half of
-        a one-row query's, and so are the candidates re-scored (100k rows, k = 40: ~200 -> ~90; issue 22,
-        seventh pass)."""
+        l1 + SLACK` of its cosine) for the float32 query `q`. The query is quantized twice, around the zero point
+        `levels // 2`: its bytes, then the bytes of what they left over (a step `2 * (levels // 2)` times finer);
+        both rows are scored by one product, which reads the weights once (as fast as one row), and the query's
+        part of the error all but vanishes: the bound is about half of a one-row query's, and so are the
+        candidates re-scored (100k rows, k = 40: ~200 -> ~90; issue 22, seventh pass)."""
         import numpy as np
 
         half = self.levels // 2
