@@ -52,22 +52,19 @@ SLACK = 1e-4  # float32 rounding of the approximate and of the exact scores (bot
 class CompactScan:
     """The int8 copy of rows [start, start + n) of a vector file, scored by one onnxruntime session (`build`)."""
 
-    def __init__(self, weights_t: np.ndarray, scales: np.ndarray, max_l1: float, start: int,
-                 row_l1: np.ndarray | None = None):
+    def __init__(self, weights_t: np.ndarray, scales: np.ndarray, row_l1: np.ndarray, start: int):
         """`weights_t`: the int8 rows transposed (dim x n), handed to onnxruntime without a copy (an external
-        initializer) and prepacked by it once; `scales`: float32 per row (row ~= scale * int8 row); `max_l1`: the
-        largest L1 norm of a dequantized row (it bounds what the query's quantization can move a score); `row_l1`:
-        each row's (float32; found from `weights_t` when not given)."""
+        initializer) and prepacked by it once; `scales`: float32 per row (row ~= scale * int8 row); `row_l1`: the L1
+        norm of each dequantized row (the largest bounds what the query's quantization can move any score; each
+        row's, its own score: `candidates`)."""
         import numpy as np
 
         dim, n = weights_t.shape
         self.start, self.n, self.dim = start, n, dim
         self.scales = np.ascontiguousarray(scales, dtype=np.float32)
         self.max_scale = float(self.scales.max()) if n else 0.0
-        self.max_l1 = float(max_l1)
-        # each row's dequantized L1 norm: with its scale, the row's own error bound (`candidates`)
-        self.row_l1 = np.ascontiguousarray(row_l1, dtype=np.float32) if row_l1 is not None else \
-            (np.abs(weights_t).sum(axis=0, dtype=np.int32) * self.scales).astype(np.float32)
+        self.row_l1 = np.ascontiguousarray(row_l1, dtype=np.float32)
+        self.max_l1 = float(self.row_l1.max()) if n else 0.0
         self._weights = np.ascontiguousarray(weights_t, dtype=np.int8)  # must outlive the session
         threads = min(2, os.cpu_count() or 1) if n >= PARALLEL_ROWS else 1
         self._session, self._value = _session_over(self._weights, threads)
@@ -208,7 +205,7 @@ def build(read_rows, start: int, n: int, dim: int, chunk: int = 1024) -> Compact
         weights_t[:, a:b] = rows.T
         scales[a:b] = s
         row_l1[a:b] = np.abs(rows).sum(axis=1, dtype=np.int64) * s
-    return CompactScan(weights_t, scales, float(row_l1.max()) if n else 0.0, start, row_l1)
+    return CompactScan(weights_t, scales, row_l1, start)
 
 
 def quantize(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
