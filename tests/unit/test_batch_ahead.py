@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from mnemo.core.engine import Engine
+from mnemo.core.indexes.dense import cosines
 from mnemo.core.memory import neighbours, write
 from mnemo.core.search import nearest_memories
 from mnemo.core.store.codec import partition_for
@@ -190,7 +191,7 @@ def test_the_changed_items_are_followed_row_by_row_with_the_same_cosines(home, h
             got = tail.scores(query, np)
             assert set(got) == set(fresh)
             ids = list(tail.vecs)
-            made = np.stack([tail.vecs[i] for i in ids]) @ query if ids else np.zeros(0)
+            made = cosines(np.stack([tail.vecs[i] for i in ids]), query) if ids else np.zeros(0)
             assert got == dict(zip(ids, made.tolist(), strict=True))  # bit for bit
             for i, v in fresh.items():
                 assert abs(got[i] - float(v @ query)) < 1e-6

@@ -13,6 +13,7 @@ import pytest
 
 from conftest import shared_data
 from mnemo.core.indexes import compact
+from mnemo.core.indexes.dense import cosines
 from mnemo.core.indexes.vector_file import VectorFile
 from mnemo.core.models import Memory
 from mnemo.core.store import Store
@@ -182,7 +183,7 @@ def test_vector_file_search_through_the_compact_scan_is_the_exact_one(home, loco
         for q in queries[:5]:  # the keyword-only hits' cosines: the rows' own, by either read
             got_scores, rest = vf.scores_for(["p-p1"], q, ids)
             assert not rest and got_scores == {i: float(v) for i, v in zip(
-                ids, (np.array(m.read(0, m.count))[list(range(0, m.count, 37))] @ q).tolist(), strict=True)}
+                ids, cosines(np.array(m.read(0, m.count))[list(range(0, m.count, 37))], q).tolist(), strict=True)}
         for q in queries[:30]:
             for k in (5, 50):
                 got, tail = vf.search(["p-p1", "g"], q, k)
@@ -333,3 +334,23 @@ def test_a_writes_search_leaves_the_changed_rows_out_before_re_scoring(home, loc
         assert vf.search(["p-p1"], queries[0], 40, unchanged=True)[0] == vf.search(["p-p1"], queries[0], 40)[0]
     finally:
         store.close()
+
+
+def test_a_rows_cosine_is_the_same_wherever_it_stands(locomo):
+    """`dense.cosines`, which every exact cosine of a stored vector goes through (the file's scan, its re-scored
+    candidates, the change-log tail of a write and of an import's chunk, `exact_scores`): a row's value does not
+    depend on its place, its neighbours or the number of rows, so each path finds the same cosine to the bit
+    (BLAS's matrix-vector product gives most rows another last bit in another matrix)."""
+    _texts, vecs, queries = locomo
+    mat = np.ascontiguousarray(vecs, dtype=np.float32)
+    rng = np.random.default_rng(3)
+    for q in queries[:10]:
+        q = np.asarray(q, dtype=np.float32)
+        full = cosines(mat, q)
+        order = rng.permutation(len(mat))
+        assert np.array_equal(cosines(np.ascontiguousarray(mat[order]), q), full[order])  # another order
+        assert np.array_equal(cosines(mat[333:334], q), full[333:334])  # alone
+        room = np.empty((len(mat) + 5, mat.shape[1]), dtype=np.float32)  # inside a larger buffer, shifted
+        room[5:] = mat
+        assert np.array_equal(cosines(room[5:], q), full)
+        assert np.allclose(full, mat @ q, atol=1e-6)

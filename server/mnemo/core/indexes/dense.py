@@ -318,6 +318,18 @@ class DenseIndex:
         self.last_error = str(exc)
 
 
+def cosines(mat, q):
+    """The cosines of the rows of `mat` (float32, unit rows) with `q`: numpy's own loop (`einsum`), on this thread.
+    A row's value is the same wherever it stands and however many rows come with it, so the vector file's scan,
+    its re-scored candidates, the change-log tail and this module's exact scan agree to the last bit. Not BLAS:
+    its matrix-vector product spreads over threads (a 2,000-row tail already), and with the other core busy (an
+    import embeds its next notes there) it waits for that core: a 2,000-row tail cost ~1.6 ms a note in an import
+    at 100k instead of ~0.1 ms (issue 22, twelfth pass), as the file's scan once did (docs/benchmarks.md)."""
+    import numpy as np
+
+    return np.einsum("ij,j->i", mat, q)
+
+
 def exact_scores(store: Store, parts: Sequence[str], vec, ids: Sequence[str] | None = None,
                  model_id: str | None = None) -> list[tuple[str, float]]:
     """Exact cosine over stored vectors (cold start, rebuild, the un-indexed tail, or a given id set); with
@@ -334,7 +346,7 @@ def exact_scores(store: Store, parts: Sequence[str], vec, ids: Sequence[str] | N
         mat = np.frombuffer(b"".join(blobs[k] for k in keys), dtype=np.float32).reshape(len(keys), -1)
         if mat.shape[1] != q.shape[0]:
             return []
-        sims = mat @ q
+        sims = cosines(mat, q)
         return list(zip(keys, sims.tolist(), strict=False))
     for part in parts:
         for rows in store.iter_vectors(part=part, batch=20000):
@@ -345,6 +357,6 @@ def exact_scores(store: Store, parts: Sequence[str], vec, ids: Sequence[str] | N
             mat = np.frombuffer(b"".join(r["vec"] for r in rows), dtype=np.float32).reshape(len(rows), -1)
             if mat.shape[1] != q.shape[0]:
                 continue
-            sims = mat @ q
+            sims = cosines(mat, q)
             out.extend(zip((r["item_id"] for r in rows), sims.tolist(), strict=False))
     return out

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo.core.indexes import compact
+from mnemo.core.indexes.dense import cosines
 from mnemo.core.store import Store
 
 log = logging.getLogger("mnemo.vector_file")
@@ -414,7 +415,7 @@ def _scored(keys: list[str], mat, q, top: int | None = None) -> dict[str, float]
     them to read 40 (~0.4 ms a write; issue 22, tenth pass)."""
     if not keys or mat.shape[1] != q.shape[0]:
         return {}
-    sims = mat @ q
+    sims = cosines(mat, q)
     if top is not None:
         want = top + bisect.bisect_left(keys, "blk.") - bisect.bisect_left(keys, "blk-")  # `keys` is sorted
         if 0 < want < len(keys):
@@ -568,14 +569,14 @@ class _Matrix:
             if scan is not None and want < b - a:
                 # the compact scan's candidates (a superset of the float32 top `want`), re-scored in float32
                 rows = scan.candidates(q, want)
-                # einsum like the float32 scan below: the same cosines to the last bit, whichever path answers
-                sims = np.einsum("ij,j->i", self._rows_of(part, rows + a), q)
+                # `cosines` like the float32 scan below: the same values to the last bit, whichever path answers
+                sims = cosines(self._rows_of(part, rows + a), q)
                 top = np.argpartition(-sims, want - 1)[:want] if want < len(rows) else np.arange(len(rows))
                 pairs = ((int(rows[i]), sims[i]) for i in top.tolist())
             else:
-                # einsum's own loop, not BLAS: a threaded gemv is ~20x slower when the cores are busy
-                # (docs/benchmarks.md)
-                sims = np.einsum("ij,j->i", self._arr[a:b], q)
+                # numpy's own loop, not BLAS: a threaded gemv is ~20x slower when the cores are busy
+                # (`cosines`, docs/benchmarks.md)
+                sims = cosines(self._arr[a:b], q)
                 top = np.argpartition(-sims, want - 1)[:want] if want < b - a else np.arange(b - a)
                 pairs = ((i, sims[i]) for i in top.tolist())
             for i, sim in pairs:
@@ -604,8 +605,8 @@ class _Matrix:
         if b - a - len(masked) <= k:
             return None
         rows = scan.candidates(q, k, masked)
-        # einsum like the float32 scan: the same cosines to the last bit, whichever path answers
-        sims = np.einsum("ij,j->i", self._rows_of(part, rows + a), q)
+        # `cosines` like the float32 scan: the same values to the last bit, whichever path answers
+        sims = cosines(self._rows_of(part, rows + a), q)
         top = np.argpartition(-sims, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
         out: dict[str, float] = {}
         for i in top.tolist():
@@ -643,7 +644,7 @@ class _Matrix:
             mat = self.sparse_rows(np.asarray([row for _, row in found]))
         else:  # partitions whose pages stay mapped (a full scan touches them anyway): a gather, no read calls
             mat = self._arr[np.asarray([row for _, row in found])]
-        sims = mat @ q
+        sims = cosines(mat, q)
         return {item_id: float(v) for (item_id, _), v in zip(found, sims.tolist(), strict=True)}, rest
 
     def _rows_of(self, part: str, rows):

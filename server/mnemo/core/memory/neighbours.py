@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from mnemo.core import store_settings as config
 from mnemo.core.api_types.records import Conflict
+from mnemo.core.indexes.dense import cosines
 from mnemo.core.models import Context, Memory
 from mnemo.core.relation import compare as relation
 from mnemo.core.search import EXACT_ROWS, nearest_from_scores, nearest_memories, scope_parts
@@ -216,7 +217,7 @@ class _Tail:
         """Exact cosines of the written items' current vectors (as one C-ordered matrix, the same product as ever)."""
         if not self.n:
             return {}
-        sims = self.buf[:self.n] @ np.asarray(vec, dtype=np.float32)
+        sims = cosines(self.buf[:self.n], np.asarray(vec, dtype=np.float32))
         return dict(zip(self.vecs, sims.tolist(), strict=True))
 
     def best(self, vec, np, limit: int) -> dict[str, float]:
@@ -228,7 +229,7 @@ class _Tail:
         of an import cost more than the note's own checks (issue 22, sixth pass)."""
         if not self.n:
             return {}
-        sims = self.buf[:self.n] @ np.asarray(vec, dtype=np.float32)
+        sims = cosines(self.buf[:self.n], np.asarray(vec, dtype=np.float32))
         if self.n - self.blocks <= limit or np.isnan(sims).any():
             return dict(zip(self.vecs, sims.tolist(), strict=True))
         mine = sims if not self.blocks else \
