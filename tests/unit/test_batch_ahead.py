@@ -134,16 +134,21 @@ def test_top_lists_made_ahead_are_used_only_while_they_hold(home, hash_embedder,
 
 
 def test_the_owner_lets_blas_threads_sleep_and_keeps_a_users_setting(home, monkeypatch):
-    """The owner sets OPENBLAS_THREAD_TIMEOUT before numpy loads (its BLAS threads spun through the Python work
-    after every product, on the core an import embeds on); a value the user set is kept."""
+    """The owner sets OPENBLAS_NUM_THREADS=1 and OPENBLAS_THREAD_TIMEOUT before numpy loads (a product spread over
+    BLAS's threads waited for the core an import embeds on, and its threads spun through the Python work after
+    every product); a value the user set is kept."""
     from mnemo.daemon.client import DaemonService
     from mnemo.daemon.paths import info_path
 
-    def owner_env(value: str | None) -> dict[str, str]:
+    def owner_env(value: str | None, threads: str | None = None) -> dict[str, str]:
         if value is None:
             monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
         else:
             monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", value)
+        if threads is None:
+            monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+        else:
+            monkeypatch.setenv("OPENBLAS_NUM_THREADS", threads)
         monkeypatch.setenv("MNEMO_EMBEDDER", "hash")
         svc = DaemonService(home, client_name="test")
         try:
@@ -162,8 +167,10 @@ def test_the_owner_lets_blas_threads_sleep_and_keeps_a_users_setting(home, monke
         import pytest
 
         pytest.skip("reads the owner's environment from /proc")
-    assert owner_env(None).get("OPENBLAS_THREAD_TIMEOUT") == "4"
-    assert owner_env("9").get("OPENBLAS_THREAD_TIMEOUT") == "9"
+    env = owner_env(None)
+    assert env.get("OPENBLAS_THREAD_TIMEOUT") == "4" and env.get("OPENBLAS_NUM_THREADS") == "1"
+    env = owner_env("9", threads="2")
+    assert env.get("OPENBLAS_THREAD_TIMEOUT") == "9" and env.get("OPENBLAS_NUM_THREADS") == "2"
 
 
 def test_the_changed_items_are_followed_row_by_row_with_the_same_cosines(home, hash_embedder, ctx):

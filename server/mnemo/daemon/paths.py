@@ -12,11 +12,17 @@ _MAX_SUN_PATH = 100
 
 
 def quiet_blas_env(env) -> None:
-    """The owner's environment: numpy's BLAS threads (OpenBLAS starts one per core) sleep as soon as a product is
-    done instead of spinning for it. With OpenBLAS's default wait the second core spun through the Python work
-    after every product (recall's scan, an import's chunk of notes against the store): ~3 ms of CPU per recall and
-    ~1 ms per imported note at 10k, on the core an import embeds its next notes on (issue 22, fifth pass). The
-    products still use both cores. A value the user set is kept."""
+    """The owner's environment: numpy's BLAS (OpenBLAS) on one thread, and a BLAS thread that waits sleeps at once.
+    The owner's products run while its other core is busy: an import lands one chunk on the caller's thread while
+    the next is embedded on the other, so a product spread over BLAS's threads (a chunk's notes against the vector
+    file) waited for the core the model used and slowed that embedding. Through the owner at 100k, 1,500 notes in
+    calls of 500, alternating: bulk 0.89-0.90 of the embedding's rate on one thread against 0.77-0.82 on two
+    (issue 22, twelfth pass; docs/benchmarks.md). The scans a query or a write makes do not use BLAS (the int8
+    product is onnxruntime's, the exact cosines numpy's own loop: `dense.cosines`). With OpenBLAS's default wait
+    its threads also spun on the second core through the Python work after every product (issue 22, fifth pass).
+    A value the user set is kept. The thread count is set here, before the owner loads numpy: OpenBLAS's own
+    setter, called later from another thread than the one that set it first, does not take (0.3.31)."""
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
     env.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 
