@@ -214,7 +214,7 @@ class _Tail:
             self.buf = np.stack(list(self.vecs.values())) if self.vecs else None
 
     def scores(self, vec, np) -> dict[str, float]:
-        """Exact cosines of the written items' current vectors (as one C-ordered matrix, the same product as ever)."""
+        """Exact cosines of the written items' current vectors (`dense.cosines`: each the value every path finds)."""
         if not self.n:
             return {}
         sims = cosines(self.buf[:self.n], np.asarray(vec, dtype=np.float32))
