@@ -323,8 +323,9 @@ def cosines(mat, q):
     A row's value is the same wherever it stands and however many rows come with it, so the vector file's scan,
     its re-scored candidates, the change-log tail and this module's exact scan agree to the last bit. Not BLAS:
     its matrix-vector product spreads over threads (a 2,000-row tail already), and with the other core busy (an
-    import embeds its next notes there) it waits for that core: a 2,000-row tail cost ~1.6 ms a note in an import
-    at 100k instead of ~0.1 ms (issue 22, twelfth pass), as the file's scan once did (docs/benchmarks.md)."""
+    import embeds its next notes there) it waits for that core: a tail of up to 2,000 rows cost ~1.6 ms a note in
+    an import at 100k (issue 22, twelfth pass), as the file's scan once did. On idle cores BLAS is faster (2,000
+    rows: 0.05 against 0.14-0.19 ms; docs/benchmarks.md)."""
     import numpy as np
 
     return np.einsum("ij,j->i", mat, q)
