@@ -11,8 +11,10 @@ import subprocess
 import sys
 import textwrap
 
+from mnemo.core.edits import edit_memory
 from mnemo.core.engine import Engine
 from mnemo.core.errors import MnemoError
+from mnemo.core.indexes.dense import DenseIndex
 from mnemo.core.memory import write
 from mnemo.core.search import nearest_memories
 
@@ -150,6 +152,40 @@ def test_chroma_opens_once_a_partition_outgrows_the_exact_scan(home, hash_embedd
         assert idx.counts()[part] == engine.store.count_vectors(part) == 15
         q = engine.embed_query("redis cache retry backoff deploy")
         assert idx.query(part, q, 3)  # the ANN index answers
+    finally:
+        engine.close()
+
+
+def test_dormant_index_counts_a_partition_again_only_when_it_may_have_outgrown(home, hash_embedder, ctx,
+                                                                              monkeypatch):
+    """Issue 22, thirteenth pass: a dormant index counted every changed partition at every replay (~15 ms a second
+    at 100k rows while writes came in). Now it counts a partition once and again only when the upserts replayed
+    since could have taken it past `min_rows`; an update of a stored note lowers the room too, so it is counted
+    early, never late."""
+    monkeypatch.setenv("MNEMO_ANN_MIN_ROWS", "30")
+    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
+    try:
+        idx = engine.index = DenseIndex(home / "chroma", engine.store, engine.model_id, min_rows=30)
+        idx.ensure_ready()
+        assert idx.dormant
+        counted: list[str] = []
+        real = engine.store.count_vectors
+        monkeypatch.setattr(engine.store, "count_vectors", lambda part=None: counted.append(part) or real(part))
+        _fill(engine, ctx, 10)
+        idx.catch_up()
+        assert len(counted) == 1 and idx.dormant  # 10 of 30: counted once, room 20
+        for i in range(3):
+            _fill(engine, ctx, 5, start=10 + 5 * i)
+            idx.catch_up()
+        assert len(counted) == 1 and idx.dormant  # 25 of 30: within the room, not counted again
+        first = engine.store.query_memories()[0]
+        for n in range(6):  # updates of one note: 6 upserts, no new vector
+            edit_memory(engine, ctx, first.id, text=f"{first.text} edited {n}")
+        idx.catch_up()
+        assert len(counted) == 2 and idx.dormant  # the room ran out: counted again, still 25
+        _fill(engine, ctx, 6, start=40)  # 31 > 30
+        idx.catch_up()
+        assert not idx.dormant and engine.store.count_vectors(f"p-{ctx.project_id}") == 31
     finally:
         engine.close()
 

@@ -90,6 +90,29 @@ class Postings:
     def __iter__(self):
         return iter([*self._made, *self._saved])
 
+    def dump(self) -> tuple[list[str], array, bytes, bytes]:
+        """(terms, their postings' lengths, slots, term frequencies) of every term, as `saved` takes them back: the
+        postings made in memory first, then the ones still as loaded, copied from the loaded buffers in one
+        vectorized pass. Making two arrays for each loaded term to write it (what reading them one by one did)
+        cost ~0.9 s of CPU at 100k notes on every save, and kept them all in the RSS afterwards."""
+        import numpy as np
+
+        made = list(self._made)
+        lens = array("i", [len(self._made[t][0]) for t in made])
+        docs = [self._made[t][0].tobytes() for t in made]
+        tfs = [self._made[t][1].tobytes() for t in made]
+        saved = list(self._saved)  # in their order in the loaded buffers: a dict keeps its order, entries only leave
+        if saved:
+            nums = np.fromiter(self._saved.values(), dtype=np.int64, count=len(saved))
+            all_lens = np.frombuffer(self._lens, dtype=np.int32)
+            keep = np.zeros(len(all_lens), dtype=bool)
+            keep[nums] = True
+            rows = np.repeat(keep, all_lens)  # per posting entry: whether its term is still as loaded
+            lens.frombytes(all_lens[nums].tobytes())
+            docs.append(np.frombuffer(self._docs, dtype=np.int32)[rows].tobytes())
+            tfs.append(np.frombuffer(self._tfs, dtype=np.float32)[rows].tobytes())
+        return made + saved, lens, b"".join(docs), b"".join(tfs)
+
 
 class PartitionIndex:
     """BM25 over the items of one partition. Removal marks a slot dead; dead postings are skipped, and the
@@ -132,10 +155,7 @@ class PartitionIndex:
 
     def dump(self) -> tuple[dict, list[bytes]]:
         """The partition as a header and byte sections (see `KeywordIndex.save`)."""
-        terms = list(self.postings)
-        lens = array("i", (len(self.postings[t][0]) for t in terms))
-        docs = b"".join(self.postings[t][0].tobytes() for t in terms)
-        tfs = b"".join(self.postings[t][1].tobytes() for t in terms)
+        terms, lens, docs, tfs = self.postings.dump()
         sections = ["\n".join(self.ids).encode(), self.doc_len.tobytes(), bytes(self.alive),
                     "\n".join(terms).encode(), lens.tobytes(), docs, tfs]
         head = {"n_ids": len(self.ids), "n_terms": len(terms), "total_len": self.total_len, "n_alive": self.n_alive,
