@@ -77,5 +77,5 @@ def test_lists_without_some_rows_keep_their_cosines_aside_and_place_every_entry(
             rest = [c for c in all_idx[i].tolist() if c not in gone]
             assert idx[i].tolist() == rest[:idx.shape[1]] and idx.shape[1] == 200
             place = {c: p for p, c in enumerate(all_idx[i].tolist())}
-            for j, (c, v) in enumerate(zip(idx[i].tolist(), vals[i].tolist())):
+            for j, (c, v) in enumerate(zip(idx[i].tolist(), vals[i].tolist(), strict=True)):
                 assert j + aside.before(i, v, c) == place[c]
