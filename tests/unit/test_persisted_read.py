@@ -243,45 +243,6 @@ def test_vector_file_rewrite_reads_the_tail_not_the_store(home, hash_embedder, c
         engine.close()
 
 
-def test_vector_file_waits_for_a_longer_tail_while_writes_come_in(home, hash_embedder, ctx, monkeypatch):
-    """Issue 22, thirteenth pass: while the store keeps being written (an import), the indexer's step rewrites the
-    vector file only once its tail is `BUSY_FACTOR` times the usual threshold; once the writes have paused for
-    `WRITE_QUIET_S`, at the usual one. The first step after a start only looks."""
-    from mnemo.core import engine as engine_mod
-    from mnemo.core.indexes import vector_file
-    from mnemo.core.memory.write import remember_batch
-
-    monkeypatch.setattr(vector_file, "BUSY_FACTOR", 2)
-    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
-    try:
-        fill(engine, ctx, 10)
-        vf = engine.vector_file()
-        vf.write()
-        engine._persist_step()  # looks only: nothing grew before it, nothing to write
-        assert vf.matrix().seq == engine.store.max_seq()
-
-        def write(n: int, tag: str) -> None:
-            remember_batch(engine, ctx, [{"text": f"{tag} note {i} " + " ".join(random.Random(i).sample(WORDS, 5))}
-                                         for i in range(n)], on_conflict="keep_both")
-
-        first = vf.matrix().seq
-        write(250, "burst")  # past the threshold (200), under twice it
-        engine._persist_step()
-        assert vf.matrix().seq == first  # the store grew since the last step: writes are coming in
-        engine._grew_at -= engine_mod.WRITE_QUIET_S  # ... and then stopped
-        engine._persist_step()
-        assert vf.matrix().seq == engine.store.max_seq()
-        second = vf.matrix().seq
-        write(250, "again")
-        engine._persist_step()
-        assert vf.matrix().seq == second
-        write(200, "more")  # 450 >= 2 * 200: rewritten even while writes come in
-        engine._persist_step()
-        assert vf.matrix().seq == engine.store.max_seq()
-    finally:
-        engine.close()
-
-
 def test_scores_of_given_items_come_from_the_file_and_its_tail_from_sqlite(home, hash_embedder, ctx, monkeypatch):
     """Recall scores its keyword-only hits by id on every query (issue 22): from the mapped file's rows where the
     file holds them as stored, from SQLite for what changed after it (edited, forgotten, promoted, new) or lies

@@ -48,10 +48,6 @@ TEAM_PROBE_S = 2.0  # while promotions wait for a server that was down: how ofte
 # costs ~10 ms whatever it holds and grows with the index, so replaying after every write took as much CPU as the
 # write itself (issue 22). Meanwhile the searches score the unreplayed tail exactly, so nothing is missed.
 REPLAY_INTERVAL = 1.0
-# The store counts as being written (`persist(busy=True)`: the vector file waits for a longer tail) until its change
-# log has not grown for this long: longer than the time between two commits of an import (a 64-note chunk at 100k
-# notes, ~0.7 s) or of remembers in a row.
-WRITE_QUIET_S = 2.0
 EMBED_CACHE = 4096  # texts kept by `Engine.embed_cached`
 REEMBED_CHUNK = 256  # items re-embedded and committed together after a model change
 
@@ -147,7 +143,6 @@ class Engine:
         self.keywords = KeywordIndex(self.store, self.cache_dir)
         self._vector_file: VectorFile | None = None
         self._persist_after = 0.0  # monotonic time of the next attempt to write <home>/cache after a failure
-        self._seen_seq, self._grew_at = -1, 0.0  # the store's last change the indexer saw, and when it first saw it
         self._access_lock = threading.Lock()
         self._pending_access: dict[str, float] = {}
         self._wake = threading.Event()
@@ -308,12 +303,11 @@ class Engine:
                     self._vector_file = vf = VectorFile(self.cache_dir, self.store, self.model_id)
         return vf
 
-    def persist(self, force: bool = False, compact: bool = True, busy: bool = False) -> None:
-        """Rewrite the vector file and the keyword postings when enough changes have gone by (`force`: any; `busy`:
-        writes are coming in, more of them: `VectorFile.stale`), and give the large partitions of the vector file
-        their compact exact scan (not at the owner's last step)."""
+    def persist(self, force: bool = False, compact: bool = True) -> None:
+        """Rewrite the vector file and the keyword postings when enough changes have gone by (`force`: any), and
+        give the large partitions of the vector file their compact exact scan (not at the owner's last step)."""
         vf = self.vector_file()
-        wrote = vf.refresh(any_tail=force, busy=busy)
+        wrote = vf.refresh(any_tail=force)
         saved = self.keywords.saved_seq
         if wrote or saved is None or (force and saved != self.store.max_seq()):
             self.keywords.save()
@@ -419,10 +413,7 @@ class Engine:
         if not self._embedder_ready.is_set() or time.monotonic() < self._persist_after:
             return
         try:
-            seq, now = self.store.max_seq(), time.monotonic()
-            if seq != self._seen_seq:  # grown since the last step (the first step only looks)
-                self._seen_seq, self._grew_at = seq, (now if self._seen_seq >= 0 else self._grew_at)
-            self.persist(busy=now - self._grew_at < WRITE_QUIET_S)
+            self.persist()
         except Exception as exc:  # noqa: BLE001 - derived files: the store stays the truth
             log.warning("could not write %s: %s; next attempt in a minute", self.cache_dir, exc)
             self._persist_after = time.monotonic() + 60.0

@@ -50,13 +50,6 @@ def _refresh_after(count: int) -> int:
     return max(200, count // 50)
 
 
-# While writes keep coming (an import, remembers in a row: `refresh(busy=True)`), the file waits for a tail this many
-# times longer. A rewrite (the file, the keyword postings saved with it, the compact scan rebuilt) took ~10% of a core
-# for seconds, beside a bulk import that used both; the tail it leaves costs each write a little more (a 2,000-row
-# tail ~0.15 ms a note at 100k, scored exactly: nothing is missed). Issue 22, thirteenth pass.
-BUSY_FACTOR = 4
-
-
 class VectorFile:
     """One loaded (memory-mapped, validated) matrix file. Thread-safe for readers; `write()` replaces the file."""
 
@@ -90,14 +83,14 @@ class VectorFile:
                     log.info("vector file not used: %s", problem)
             return self._loaded
 
-    def stale(self, any_tail: bool = False, busy: bool = False) -> bool:
+    def stale(self, any_tail: bool = False) -> bool:
         """True when the file is missing or unusable, or its tail has grown past the rewrite threshold (`any_tail`:
-        holds any change; `busy`: writes are coming in, the threshold is `BUSY_FACTOR` times higher)."""
+        holds any change)."""
         m = self.matrix()
         if m is None:
             return self.store.max_seq() > 0 or self.path.exists()
         tail = self.store.max_seq() - m.seq
-        return tail > 0 and (any_tail or tail >= _refresh_after(m.count) * (BUSY_FACTOR if busy else 1))
+        return tail > 0 and (any_tail or tail >= _refresh_after(m.count))
 
     # -- write -----------------------------------------------------------------------------------------------
     def write(self) -> None:
@@ -222,10 +215,9 @@ class VectorFile:
                   "ids_len": len("\n".join(ids).encode()), "crc": crc}
         return header, ids
 
-    def refresh(self, any_tail: bool = False, busy: bool = False) -> bool:
-        """Rewrite the file when it is stale (the indexer thread's step, and, with `any_tail`, the owner's last;
-        `busy`: as `stale`'s)."""
-        if not self.stale(any_tail, busy):
+    def refresh(self, any_tail: bool = False) -> bool:
+        """Rewrite the file when it is stale (the indexer thread's step, and, with `any_tail`, the owner's last)."""
+        if not self.stale(any_tail):
             return False
         self.write()
         return True
