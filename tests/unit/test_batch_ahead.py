@@ -135,7 +135,7 @@ def test_top_lists_made_ahead_are_used_only_while_they_hold(home, hash_embedder,
 
 def test_lists_made_without_the_changed_rows_read_what_the_whole_lists_read(home, hash_embedder, ctx, monkeypatch):
     """Issue 22, thirteenth pass: a chunk's top lists leave out the rows of the items changed after the vector file
-    (their room no longer grows with the changes: up to 8,000 at 100k while an import runs), whether made ahead or
+    (their room no longer grows with the changes: up to 2,000 at 100k), whether made ahead or
     by the chunk's search. With document blocks among the best rows, notes rewritten and forgotten after the file
     and new ones, each note still gets what it finds alone; the place of an entry among all the rows (past the
     blocks) is computed from the rows left out."""

@@ -106,7 +106,7 @@ def _chunk_tops(m, parts: list[str], q, room: int, masked=None) -> dict[str, tup
     the interpreter): `ChunkSearch.ahead` runs it on the thread that embeds the next chunk. `masked`: the rows
     (offsets in the file, an int64 array) of the items changed after the file when the lists are made: left out
     of them, their cosines kept aside (`Aside`), so the room need not grow with the changes after the file (at
-    100k rows up to 8,000 while an import runs: issue 22, thirteenth pass). Each partition's entry: (first row,
+    100k rows up to 2,000: issue 22, thirteenth pass). Each partition's entry: (first row,
     rows, offsets, cosines, its `Aside`: None without `masked`)."""
     import numpy as np
 
