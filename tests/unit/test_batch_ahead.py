@@ -133,68 +133,6 @@ def test_top_lists_made_ahead_are_used_only_while_they_hold(home, hash_embedder,
         engine.close()
 
 
-def test_lists_made_without_the_changed_rows_read_what_the_whole_lists_read(home, hash_embedder, ctx, monkeypatch):
-    """Issue 22, thirteenth pass: a chunk's top lists leave out the rows of the items changed after the vector file
-    (their room no longer grows with the changes: up to 2,000 at 100k), whether made ahead or
-    by the chunk's search. With document blocks among the best rows, notes rewritten and forgotten after the file
-    and new ones, each note still gets what it finds alone; the place of an entry among all the rows (past the
-    blocks) is computed from the rows left out."""
-    from mnemo.core.documents.indexing import index_docs
-    from mnemo.core.edits import edit_memory
-    from mnemo.core.memory.manage import forget
-
-    docs = ctx.root and Path(ctx.root) / "docs"
-    assert docs is not None
-    docs.mkdir()
-    for d in range(12):
-        (docs / f"ops{d}.md").write_text("\n\n".join(f"# {w}\n\n" + " ".join(random.Random(d * 10 + j).sample(WORDS, 6))
-                                                     for j, w in enumerate(WORDS[:8])) + "\n")
-    engine = Engine(home, embedder=hash_embedder, start_indexer=False)
-    try:
-        index_docs(engine, ctx)
-        stored = [write.remember(engine, ctx, t, on_conflict="keep_both")["memory"]["id"]
-                  for t in _texts(80, 3, "stored")]
-        vf = engine.vector_file()
-        vf.write()
-        m = vf.matrix()
-        m.index_rows()
-        assert any(i.startswith("blk-") for i in m.ids)
-        for n, mem_id in enumerate(stored[:12]):  # rows of the file now stale: left out of the lists
-            edit_memory(engine, ctx, mem_id, text=" ".join(random.Random(n).sample(WORDS, 5)) + f" edited {n}")
-        for mem_id in stored[12:15]:
-            forget(engine, ctx, mem_id)
-        for t in _texts(20, 5, "later"):
-            write.remember(engine, ctx, t, on_conflict="keep_both")
-        texts = _texts(8, 4, "chunk")
-        vecs = engine.embed(texts)
-        placed = []
-        real = neighbours.Aside.before
-        monkeypatch.setattr(neighbours.Aside, "before", lambda self, *a: placed.append(a) or real(self, *a))
-
-        def check(tops) -> None:
-            with engine.store.write():
-                chunk = neighbours.ChunkSearch(engine, ctx, vecs, tops=tops)
-                assert chunk._top is not None
-                assert all(entry[4] is not None for entry in chunk._top.values())  # made without the changed rows
-                assert any(len(entry[4].cols) for entry in chunk._top.values())
-                for j in range(len(texts)):
-                    assert chunk.scores(j, vecs[j]) is not None  # answered from the lists, not alone
-                    got = chunk.nearest(j)(vecs[j], 10)
-                    alone = nearest_memories(engine, ctx, vecs[j], 10)
-                    assert [m.id for m, _ in got] == [m.id for m, _ in alone]
-                    assert [round(s, 5) for _, s in got] == [round(s, 5) for _, s in alone]
-
-        made = neighbours.ChunkSearch.ahead(engine, ctx, before=0)
-        assert made is not None
-        tops = made(vecs)
-        assert tops.masked == len(m._changed(engine.store)[1]) > 0
-        check(tops)
-        check(None)  # made by the chunk's search
-        assert placed  # blocks came first somewhere: entries were placed among all the rows
-    finally:
-        engine.close()
-
-
 def test_the_owner_lets_blas_threads_sleep_and_keeps_a_users_setting(home, monkeypatch):
     """The owner sets OPENBLAS_NUM_THREADS=1 and OPENBLAS_THREAD_TIMEOUT before numpy loads (a product spread over
     BLAS's threads waited for the core an import embeds on, and its threads spun through the Python work after

@@ -42,8 +42,7 @@ def test_the_top_lists_are_the_cosines_best_first():
     m = SimpleNamespace(parts={"p-a": (0, 1000), "p-b": (1000, 3000)}, mat=mat, trimmed=set())
     tops = _chunk_tops(m, ["p-a", "p-b", "p-none"], q, 50)
     assert set(tops) == {"p-a", "p-b"}
-    for part, (a, n, idx, vals, aside) in tops.items():
-        assert aside is None
+    for part, (a, n, idx, vals) in tops.items():
         assert (a, n) == (m.parts[part][0], m.parts[part][1] - m.parts[part][0])
         sims = q @ mat[a:a + n].T
         for i in range(len(q)):
@@ -52,30 +51,3 @@ def test_the_top_lists_are_the_cosines_best_first():
             np.testing.assert_allclose(vals[i], sims[i, want], rtol=0, atol=1e-6)
     small = _chunk_tops(m, ["p-a"], q, 5000)  # room past the partition: every row, best first
     assert small["p-a"][2].shape == (5, 1000)
-
-
-def test_lists_without_some_rows_keep_their_cosines_aside_and_place_every_entry():
-    """`_chunk_tops(masked=...)` (issue 22, thirteenth pass): the lists are the whole lists without the masked rows,
-    in the same order; the masked rows' cosines are kept aside, and an entry's place among all the rows is its
-    place in the lists plus the masked rows before it (`Aside.before`)."""
-    rng = np.random.default_rng(12)
-    mat = rng.standard_normal((3000, 32)).astype(np.float32)
-    mat /= np.linalg.norm(mat, axis=1, keepdims=True)
-    q = mat[rng.choice(3000, 4, replace=False)] + 0.05 * rng.standard_normal((4, 32)).astype(np.float32)
-    mat[2500] = mat[2400]  # a tie: the same cosine for two rows, one of them masked
-    m = SimpleNamespace(parts={"p-a": (0, 1000), "p-b": (1000, 3000)}, mat=mat, trimmed=set())
-    whole = _chunk_tops(m, ["p-a", "p-b"], q, 3000)
-    masked = np.concatenate([rng.choice(1000, 40, replace=False), 1000 + rng.choice(2000, 60, replace=False),
-                             [2500]]).astype(np.int64)
-    tops = _chunk_tops(m, ["p-a", "p-b"], q, 200, masked)
-    for part, (a, n, idx, vals, aside) in tops.items():
-        gone = set((masked[(masked >= a) & (masked < a + n)] - a).tolist())
-        assert aside.cols.tolist() == sorted(gone)
-        all_idx, all_vals = whole[part][2], whole[part][3]
-        for i in range(len(q)):
-            np.testing.assert_array_equal(aside.vals[i], all_vals[i][np.argsort(all_idx[i])][aside.cols])
-            rest = [c for c in all_idx[i].tolist() if c not in gone]
-            assert idx[i].tolist() == rest[:idx.shape[1]] and idx.shape[1] == 200
-            place = {c: p for p, c in enumerate(all_idx[i].tolist())}
-            for j, (c, v) in enumerate(zip(idx[i].tolist(), vals[i].tolist(), strict=True)):
-                assert j + aside.before(i, v, c) == place[c]

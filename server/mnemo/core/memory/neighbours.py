@@ -100,14 +100,10 @@ def relate(engine: Engine, ctx: Context, mem: Memory, vec, threshold: float | No
     return found
 
 
-def _chunk_tops(m, parts: list[str], q, room: int, masked=None) -> dict[str, tuple]:
+def _chunk_tops(m, parts: list[str], q, room: int) -> dict[str, tuple]:
     """Per partition of the vector file's matrix `m`: each note's best `room` rows (offsets and cosines, best
     first) from one product of the chunk's vectors `q` (notes x dim) with the partition. numpy alone (it releases
-    the interpreter): `ChunkSearch.ahead` runs it on the thread that embeds the next chunk. `masked`: the rows
-    (offsets in the file, an int64 array) of the items changed after the file when the lists are made: left out
-    of them, their cosines kept aside (`Aside`), so the room need not grow with the changes after the file (at
-    100k rows up to 2,000: issue 22, thirteenth pass). Each partition's entry: (first row,
-    rows, offsets, cosines, its `Aside`: None without `masked`)."""
+    the interpreter): `ChunkSearch.ahead` runs it on the thread that embeds the next chunk."""
     import numpy as np
 
     out: dict[str, tuple] = {}
@@ -124,41 +120,13 @@ def _chunk_tops(m, parts: list[str], q, room: int, masked=None) -> dict[str, tup
         neg = neg_q @ m.mat[a:b].T  # (notes, rows)
         if part in m.trimmed:  # a partition kept out of the owner's RSS (its compact scan serves recall): the
             m.trim(a, b)  # pages the product read are dropped again (they stay in the page cache)
-        aside = None
-        if masked is not None:
-            cols = np.unique(masked[(masked >= a) & (masked < b)] - a)
-            aside = Aside(cols, -neg[:, cols])
-            if len(cols):
-                neg[:, cols] = np.inf  # after every finite value: never among the `free` best
-        free = b - a - (len(aside.cols) if aside is not None else 0)
-        width = min(free, room)
-        if width == 0:
-            idx = np.empty((len(neg_q), 0), dtype=np.intp)
-        else:
-            idx = _best_columns(neg, width, np) if width < b - a else \
-                np.broadcast_to(np.arange(b - a)[None, :], neg.shape)
+        width = min(b - a, room)
+        idx = _best_columns(neg, width, np) if width < b - a else \
+            np.broadcast_to(np.arange(b - a)[None, :], neg.shape)
         vals = np.take_along_axis(neg, idx, axis=1)
         order = np.argsort(vals, axis=1, kind="stable")
-        out[part] = (a, b - a, np.take_along_axis(idx, order, axis=1), -np.take_along_axis(vals, order, axis=1),
-                     aside)
+        out[part] = (a, b - a, np.take_along_axis(idx, order, axis=1), -np.take_along_axis(vals, order, axis=1))
     return out
-
-
-@dataclass
-class Aside:
-    """The rows a chunk's top lists left out of a partition (`_chunk_tops(masked=...)`): their offsets in it
-    (sorted) and each note's cosines of them (notes x rows), to tell where an entry of the lists stands among all
-    the partition's rows (`before`)."""
-    cols: Any
-    vals: Any
-
-    def before(self, i: int, value: float, col: int) -> int:
-        """How many of the rows left out come before note `i`'s entry (`value`, `col`) in the order of the lists:
-        cosine descending, then offset ascending."""
-        if not len(self.cols):
-            return 0
-        v = self.vals[i]
-        return int((v > value).sum() + ((v == value) & (self.cols < col)).sum())
 
 
 def _best_columns(neg, width: int, np):
@@ -181,23 +149,10 @@ def _best_columns(neg, width: int, np):
 
 @dataclass
 class Tops:
-    """A chunk's top lists computed ahead (`ChunkSearch.ahead`): from this matrix, with this much room. `masked`:
-    how many items had changed after the file when they were made (their rows left out of the lists: the room is
-    for the changes after that), or -1 (none left out: the room is for every change after the file)."""
+    """A chunk's top lists computed ahead (`ChunkSearch.ahead`): from this matrix, with this much room."""
     matrix: object
     room: int
     parts: dict[str, tuple]
-    masked: int = -1
-
-
-def _changed_rows(m, changed) -> Any:
-    """The file's rows (an int64 array) of the items in `changed`, or None before the indexer mapped ids to rows."""
-    import numpy as np
-
-    rows_of = m._rows
-    if rows_of is None:
-        return None
-    return np.fromiter((r for i in changed if (r := rows_of.get(i)) is not None), dtype=np.int64)
 
 
 class _Tail:
@@ -318,15 +273,11 @@ class ChunkSearch:
             self._tail = after._tail  # the chunk before is done with it
         self._catch_up()
         # room for the chunk's own changes: each note changes a few items at most (itself, what it supersedes)
-        changed = len(self._tail.changed)
-        if tops is not None and tops.matrix is m and tops.room >= self.want + changed - max(tops.masked, 0) + 4 * len(q):
+        room = self.want + len(self._tail.changed) + 4 * len(q)
+        if tops is not None and tops.matrix is m and tops.room >= room:
             self._top = tops.parts
-            return
-        masked = _changed_rows(m, self._tail.changed)
-        if masked is None:
-            self._top = _chunk_tops(m, self.parts, q, self.want + changed + 4 * len(q))
-        else:  # the changed rows left out: room for the chunk's own changes only
-            self._top = _chunk_tops(m, self.parts, q, self.want + 4 * len(q), masked)
+        else:
+            self._top = _chunk_tops(m, self.parts, q, room)
 
     @staticmethod
     def _matrix(engine: Engine, parts: list[str]):
@@ -348,18 +299,15 @@ class ChunkSearch:
         m = cls._matrix(engine, parts)
         if m is None:
             return None
-        # the items changed after the file now, left out of the lists (when the file's ids are mapped to rows);
-        # the room is for the changes the previous chunk will make (a few per note) and the chunk's own
-        _tail, changed = m._changed(engine.store)
-        masked = m._changed_rows(changed, m._rows) if m._rows is not None else None  # kept between chunks
-        since = 4 * before if masked is not None else max(0, engine.store.max_seq() - m.seq) + 4 * before
+        # the changes after the file now, those the previous chunk will make (a few per note), and the chunk's own
+        since = max(0, engine.store.max_seq() - m.seq) + 4 * before
 
         def tops(vecs) -> Tops | None:
             q = np.asarray(vecs, dtype=np.float32)
             if len(q) < 2 or (m.count and m.dim != q.shape[1]):
                 return None
             room = max(20, k * 4) + since + 4 * len(q)
-            return Tops(m, room, _chunk_tops(m, parts, q, room, masked), len(changed) if masked is not None else -1)
+            return Tops(m, room, _chunk_tops(m, parts, q, room))
         return tops
 
     def _catch_up(self) -> None:
@@ -377,12 +325,8 @@ class ChunkSearch:
         changed, ids = self._tail.changed, self._m.ids
         limit = 4 * self.k
         out: dict[str, float] = {}
-        for a, rows, idx, vals, aside in self._top.values():
+        for a, rows, idx, vals in self._top.values():
             want = min(rows, self.want + len(changed))
-            if aside is not None:
-                if not self._read_masked(i, a, rows, idx, vals, aside, want, limit, out):
-                    return None
-                continue
             if want > idx.shape[1]:
                 return None  # more changes than the room kept: search this note alone
             kept = 0
@@ -398,32 +342,6 @@ class ChunkSearch:
                         break
         out.update(self._tail.best(vec, self._np, limit))
         return out
-
-    def _read_masked(self, i: int, a: int, rows: int, idx, vals, aside: Aside, window: int, limit: int,
-                     out: dict[str, float]) -> bool:
-        """`scores` over a partition whose lists left the rows changed then out (`Aside`): what it reads of the
-        same partition's whole lists, in the same order. Those read the first `window` entries of the partition
-        (`want` plus one per changed item), skip the changed ones, and stop after `limit` memories: the first
-        `want` unchanged rows always lie inside that window (at most one entry per changed item is not one), and
-        past them (only when document blocks come first) an entry's place among every row is its place in these
-        lists plus the rows left out before it. False when the lists ran out first (more changes since than their
-        room): the note is then searched alone."""
-        changed, ids = self._tail.changed, self._m.ids
-        seen = kept = 0
-        width = idx.shape[1]
-        for j, (r, v) in enumerate(zip(idx[i].tolist(), vals[i].tolist(), strict=True)):
-            item_id = ids[a + r]
-            if item_id in changed:
-                continue
-            if seen >= self.want and j + aside.before(i, v, r) >= window:
-                return True  # past the window the whole lists would have read
-            seen += 1
-            out[item_id] = float(v)
-            if not item_id.startswith("blk-"):
-                kept += 1
-                if kept == limit:
-                    return True
-        return width + len(aside.cols) >= rows  # every row of the partition read: nothing further
 
     def nearest(self, i: int):
         """The `near` of `neighbours` for note `i` of the chunk."""
